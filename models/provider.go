@@ -1,0 +1,129 @@
+package models
+
+import "gorm.io/gorm/schema"
+
+// Provider-domain table base names (before the prefix). Every time column of
+// these tables is an epoch-millisecond BIGINT on both dialects, so PostgreSQL
+// and SQLite compare times identically and no float rounding is involved.
+const (
+	TableInstances         = "instances"
+	TableExecutions        = "executions"
+	TableHistory           = "history"
+	TableOrchestratorQueue = "orchestrator_queue"
+	TableWorkerQueue       = "worker_queue"
+	TableInstanceLocks     = "instance_locks"
+	// TableActivitySessions holds activity-session leases; it is named so it
+	// cannot clash with the agent sessions table.
+	TableActivitySessions = "activity_sessions"
+)
+
+// Instance is one row of {prefix}instances: an orchestration instance. It is
+// created only by an orchestration ack whose metadata names the
+// orchestration and its version.
+type Instance struct {
+	InstanceID           string  `gorm:"type:text;primaryKey"`
+	OrchestrationName    string  `gorm:"type:text;not null"`
+	OrchestrationVersion *string `gorm:"type:text"`
+	CurrentExecutionID   int64   `gorm:"not null;default:1"`
+	CreatedAt            int64   `gorm:"not null;autoCreateTime:false;index"`
+	UpdatedAt            int64   `gorm:"not null;autoUpdateTime:false"`
+	ParentInstanceID     *string `gorm:"type:text;index"`
+	CustomStatus         *string `gorm:"type:text"`
+	CustomStatusVersion  int64   `gorm:"not null;default:0"`
+}
+
+// TableName returns the prefixed table name.
+func (Instance) TableName(n schema.Namer) string { return tableName(n, TableInstances) }
+
+// Execution is one row of {prefix}executions.
+type Execution struct {
+	InstanceID           string  `gorm:"type:text;primaryKey"`
+	ExecutionID          int64   `gorm:"primaryKey;autoIncrement:false"`
+	Status               string  `gorm:"type:text;not null;default:Running"`
+	Output               *string `gorm:"type:text"`
+	StartedAt            int64   `gorm:"not null"`
+	CompletedAt          *int64
+	DuroxideVersionMajor *int32
+	DuroxideVersionMinor *int32
+	DuroxideVersionPatch *int32
+}
+
+// TableName returns the prefixed table name.
+func (Execution) TableName(n schema.Namer) string { return tableName(n, TableExecutions) }
+
+// HistoryEvent is one row of {prefix}history: one event of an execution's
+// append-only history. EventData is the event's JSON kept as text (decoded
+// in Go, so a corrupt row is reported, never dropped).
+type HistoryEvent struct {
+	InstanceID  string `gorm:"type:text;primaryKey"`
+	ExecutionID int64  `gorm:"primaryKey;autoIncrement:false"`
+	EventID     int64  `gorm:"primaryKey;autoIncrement:false"`
+	EventType   string `gorm:"type:text;not null"`
+	EventData   string `gorm:"type:text;not null"`
+	CreatedAt   int64  `gorm:"not null;autoCreateTime:false"`
+}
+
+// TableName returns the prefixed table name.
+func (HistoryEvent) TableName(n schema.Namer) string { return tableName(n, TableHistory) }
+
+// OrchestratorQueueItem is one row of {prefix}orchestrator_queue.
+type OrchestratorQueueItem struct {
+	ID           int64   `gorm:"primaryKey;autoIncrement"`
+	InstanceID   string  `gorm:"type:text;not null;index"`
+	WorkItem     string  `gorm:"type:text;not null"`
+	VisibleAt    int64   `gorm:"not null;index:,composite:visible,priority:1"`
+	LockToken    *string `gorm:"type:text;index"`
+	LockedUntil  *int64
+	CreatedAt    int64 `gorm:"not null;autoCreateTime:false"`
+	AttemptCount int32 `gorm:"not null;default:0"`
+}
+
+// TableName returns the prefixed table name.
+func (OrchestratorQueueItem) TableName(n schema.Namer) string {
+	return tableName(n, TableOrchestratorQueue)
+}
+
+// WorkerQueueItem is one row of {prefix}worker_queue. The identity columns
+// (instance, execution, activity) are copied from the ActivityExecute work
+// item so cancellation and deletion can find the row.
+type WorkerQueueItem struct {
+	ID           int64   `gorm:"primaryKey;autoIncrement"`
+	WorkItem     string  `gorm:"type:text;not null"`
+	VisibleAt    int64   `gorm:"not null;index"`
+	LockToken    *string `gorm:"type:text;index"`
+	LockedUntil  *int64
+	CreatedAt    int64   `gorm:"not null;autoCreateTime:false"`
+	AttemptCount int32   `gorm:"not null;default:0"`
+	InstanceID   *string `gorm:"type:text;index:,composite:activity,priority:1"`
+	ExecutionID  *int64  `gorm:"index:,composite:activity,priority:2"`
+	ActivityID   *int64  `gorm:"index:,composite:activity,priority:3"`
+	SessionID    *string `gorm:"type:text;index"`
+	Tag          *string `gorm:"type:text;index"`
+}
+
+// TableName returns the prefixed table name.
+func (WorkerQueueItem) TableName(n schema.Namer) string { return tableName(n, TableWorkerQueue) }
+
+// InstanceLock is one row of {prefix}instance_locks: the per-instance
+// peek-lock held by an orchestration fetch until ack or abandon.
+type InstanceLock struct {
+	InstanceID  string `gorm:"type:text;primaryKey"`
+	LockToken   string `gorm:"type:text;not null"`
+	LockedUntil int64  `gorm:"not null;index"`
+	LockedAt    int64  `gorm:"not null"`
+}
+
+// TableName returns the prefixed table name.
+func (InstanceLock) TableName(n schema.Namer) string { return tableName(n, TableInstanceLocks) }
+
+// ActivitySession is one row of {prefix}activity_sessions: the lease that
+// pins an activity session's work items to one worker.
+type ActivitySession struct {
+	SessionID      string `gorm:"type:text;primaryKey"`
+	WorkerID       string `gorm:"type:text;not null;index"`
+	LockedUntil    int64  `gorm:"not null"`
+	LastActivityAt int64  `gorm:"not null"`
+}
+
+// TableName returns the prefixed table name.
+func (ActivitySession) TableName(n schema.Namer) string { return tableName(n, TableActivitySessions) }

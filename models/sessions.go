@@ -1,0 +1,182 @@
+package models
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm/schema"
+)
+
+// Session-domain table base names (before the prefix).
+const (
+	TableSessions  = "sessions"
+	TableMessages  = "messages"
+	TableCompacts  = "compacts"
+	TableSummaries = "summaries"
+	TableQueue     = "queue"
+	TableTodos     = "todos"
+	TablePlans     = "plans"
+)
+
+// Session is one row of {prefix}sessions: an agent session. The row carries
+// denormalised counters and a version for optimistic concurrency; messages,
+// compactions, summaries, queue items, todos and plans live in child tables
+// that cascade on delete.
+type Session struct {
+	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;index:,composite:updated_id,priority:2"`
+	ParentID                 *uuid.UUID `gorm:"type:uuid;index"`
+	SessionType              string     `gorm:"type:varchar(32);not null;default:main"`
+	AgentType                *string    `gorm:"type:text"`
+	AgentDescription         *string    `gorm:"type:text"`
+	TenantID                 *string    `gorm:"type:text;index;index:,composite:tenant_updated,priority:1"`
+	State                    string     `gorm:"type:varchar(32);not null;default:created;index"`
+	Config                   JSON       `gorm:"not null;default:'{}'"`
+	Permissions              JSON       `gorm:"not null;default:'{}'"`
+	CurrentLeafID            *string    `gorm:"type:text"`
+	Summary                  *string    `gorm:"type:text"`
+	TotalInputTokens         int64      `gorm:"not null;default:0"`
+	TotalOutputTokens        int64      `gorm:"not null;default:0"`
+	TotalCacheReadTokens     int64      `gorm:"not null;default:0"`
+	TotalCacheCreationTokens int64      `gorm:"not null;default:0"`
+	CurrentInputTokens       int64      `gorm:"not null;default:0"`
+	TotalCostUSD             Decimal    `gorm:"column:total_cost_usd;not null;default:'0'"`
+	StaticContextHash        *string    `gorm:"type:varchar(64)"`
+	Error                    *string    `gorm:"type:text"`
+	MessageCount             int64      `gorm:"not null;default:0"`
+	LastSeq                  int64      `gorm:"not null;default:0"`
+	Version                  int64      `gorm:"not null;default:1"`
+	ForkedFromSessionID      *uuid.UUID `gorm:"type:uuid"`
+	ForkedFromSeq            *int64
+	CreatedAt                time.Time  `gorm:"not null;precision:6"`
+	UpdatedAt                time.Time  `gorm:"not null;precision:6;index:,composite:tenant_updated,priority:2;index:,composite:updated_id,priority:1"`
+	ExpiresAt                *time.Time `gorm:"precision:6;index:,where:expires_at IS NOT NULL"`
+
+	Parent *Session `gorm:"foreignKey:ParentID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
+}
+
+// TableName returns the prefixed table name.
+func (Session) TableName(n schema.Namer) string { return tableName(n, TableSessions) }
+
+// Message is one row of {prefix}messages. Messages are keyed by
+// (session_id, seq): seq is a per-session sequence number assigned in the
+// appending transaction and is the only ordering; id is the caller's message
+// id, unique within its session.
+type Message struct {
+	SessionID        uuid.UUID `gorm:"type:uuid;primaryKey;autoIncrement:false;index;index:,composite:session_created,priority:1;uniqueIndex:,composite:session_msg,priority:1"`
+	Seq              int64     `gorm:"primaryKey;autoIncrement:false"`
+	ID               string    `gorm:"column:id;type:text;not null;uniqueIndex:,composite:session_msg,priority:2"`
+	ParentID         *string   `gorm:"type:text"`
+	Role             string    `gorm:"type:varchar(16);not null"`
+	Content          JSON      `gorm:"not null"`
+	IsSidechain      bool      `gorm:"not null;default:false"`
+	IsCompactSummary bool      `gorm:"not null;default:false"`
+	Usage            JSON
+	Metadata         JSON
+	Model            *string `gorm:"type:varchar(64)"`
+	RequestID        *string `gorm:"type:text"`
+	Environment      JSON
+	CreatedAt        time.Time `gorm:"not null;precision:6;index:,composite:session_created,priority:2"`
+
+	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
+}
+
+// TableName returns the prefixed table name.
+func (Message) TableName(n schema.Namer) string { return tableName(n, TableMessages) }
+
+// Compact is one row of {prefix}compacts: a compaction record.
+type Compact struct {
+	ID              uuid.UUID `gorm:"type:uuid;primaryKey"`
+	SessionID       uuid.UUID `gorm:"type:uuid;not null;index"`
+	Trigger         string    `gorm:"type:varchar(32);not null;default:manual"`
+	PreTokens       int64     `gorm:"not null;default:0"`
+	PostTokens      int64     `gorm:"not null;default:0"`
+	SavedTokens     int64     `gorm:"not null;default:0"`
+	Summary         string    `gorm:"type:text;not null"`
+	OriginalCount   int64     `gorm:"not null;default:0"`
+	NewCount        int64     `gorm:"not null;default:0"`
+	LogicalParentID *string   `gorm:"type:text"`
+	CreatedAt       time.Time `gorm:"not null;precision:6"`
+
+	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
+}
+
+// TableName returns the prefixed table name.
+func (Compact) TableName(n schema.Namer) string { return tableName(n, TableCompacts) }
+
+// Summary is one row of {prefix}summaries: a summary snapshot.
+type Summary struct {
+	ID            uuid.UUID `gorm:"type:uuid;primaryKey"`
+	SessionID     uuid.UUID `gorm:"type:uuid;not null;index"`
+	Summary       string    `gorm:"type:text;not null"`
+	LeafMessageID *string   `gorm:"type:text"`
+	CreatedAt     time.Time `gorm:"not null;precision:6"`
+
+	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
+}
+
+// TableName returns the prefixed table name.
+func (Summary) TableName(n schema.Namer) string { return tableName(n, TableSummaries) }
+
+// QueueItem is one row of {prefix}queue: the per-session priority queue.
+// Seq is a database-assigned FIFO key; dequeue order is priority DESC, seq ASC.
+// A dequeued item is leased until LeasedUntil (epoch milliseconds).
+type QueueItem struct {
+	Seq         int64      `gorm:"primaryKey;autoIncrement"`
+	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session_status,priority:1"`
+	Operation   string     `gorm:"type:varchar(32);not null;default:enqueue"`
+	Content     string     `gorm:"type:text;not null"`
+	Priority    int32      `gorm:"not null;default:0"`
+	Status      string     `gorm:"type:varchar(32);not null;default:pending;index:,composite:session_status,priority:2"`
+	Attempts    int32      `gorm:"not null;default:0"`
+	LeaseToken  *uuid.UUID `gorm:"type:uuid"`
+	LeaseOwner  *string    `gorm:"type:text"`
+	LeasedUntil *int64
+	LastError   *string    `gorm:"type:text"`
+	CreatedAt   time.Time  `gorm:"not null;precision:6"`
+	ProcessedAt *time.Time `gorm:"precision:6"`
+
+	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
+}
+
+// TableName returns the prefixed table name.
+func (QueueItem) TableName(n schema.Namer) string { return tableName(n, TableQueue) }
+
+// Todo is one row of {prefix}todos.
+type Todo struct {
+	ID          uuid.UUID  `gorm:"type:uuid;primaryKey"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index"`
+	Position    int64      `gorm:"not null;default:0"`
+	Content     string     `gorm:"type:text;not null"`
+	ActiveForm  string     `gorm:"type:text;not null"`
+	Status      string     `gorm:"type:varchar(32);not null;default:pending"`
+	PlanID      *uuid.UUID `gorm:"type:uuid"`
+	CreatedAt   time.Time  `gorm:"not null;precision:6"`
+	StartedAt   *time.Time `gorm:"precision:6"`
+	CompletedAt *time.Time `gorm:"precision:6"`
+
+	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
+}
+
+// TableName returns the prefixed table name.
+func (Todo) TableName(n schema.Namer) string { return tableName(n, TableTodos) }
+
+// Plan is one row of {prefix}plans. Plans are history: every plan a session
+// ever had stays, with its final status.
+type Plan struct {
+	ID          uuid.UUID  `gorm:"type:uuid;primaryKey"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index"`
+	Name        *string    `gorm:"type:text"`
+	Content     string     `gorm:"type:text;not null"`
+	Status      string     `gorm:"type:varchar(32);not null;default:draft"`
+	Error       *string    `gorm:"type:text"`
+	CreatedAt   time.Time  `gorm:"not null;precision:6"`
+	ApprovedAt  *time.Time `gorm:"precision:6"`
+	StartedAt   *time.Time `gorm:"precision:6"`
+	CompletedAt *time.Time `gorm:"precision:6"`
+
+	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
+}
+
+// TableName returns the prefixed table name.
+func (Plan) TableName(n schema.Namer) string { return tableName(n, TablePlans) }

@@ -1,0 +1,485 @@
+// Package agentstore is the persistence layer for Go AI-agent applications:
+// agent sessions (messages, compactions, summaries, a per-session priority
+// queue, todos and plans) and a durable-orchestration provider (instances,
+// executions, history, orchestrator and worker peek-lock queues, activity
+// sessions), on SQLite for development and PostgreSQL in production, from one
+// GORM codebase.
+//
+// Open a store with a DSN, create or check the schema, then use the
+// repositories:
+//
+//	st, err := agentstore.Open(ctx, "sqlite:./dev.db")
+//	...
+//	defer st.Close()
+//	if err := st.Migrate(ctx); err != nil { ... }
+package agentstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/agentstore/agentstore/models"
+)
+
+// Dialect names a supported database.
+type Dialect string
+
+// The supported dialects.
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+// DefaultTablePrefix is the table prefix used when WithTablePrefix is not given.
+const DefaultTablePrefix = "agentstore_"
+
+// Limits on identifiers accepted by WithTablePrefix and WithSchema. The
+// prefix is short so that prefixed table and index names stay within
+// PostgreSQL's 63-byte identifier limit.
+const (
+	MaxTablePrefixLen = 24
+	MaxSchemaLen      = 63
+)
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// PoolConfig sets the connection pool. The zero value of a field keeps the
+// DefaultPool value.
+type PoolConfig struct {
+	MaxOpenConns   int           // maximum open connections
+	MinIdleConns   int           // idle connections kept open
+	ConnectTimeout time.Duration // time allowed to establish a connection (PostgreSQL)
+	IdleTimeout    time.Duration // close connections idle this long
+	MaxLifetime    time.Duration // recycle connections after this long
+}
+
+// DefaultPool is the seed's default preset: 10/1 connections, 30 s connect,
+// 600 s idle, 1800 s lifetime.
+func DefaultPool() PoolConfig {
+	return PoolConfig{MaxOpenConns: 10, MinIdleConns: 1, ConnectTimeout: 30 * time.Second,
+		IdleTimeout: 600 * time.Second, MaxLifetime: 1800 * time.Second}
+}
+
+// HighThroughputPool is the seed's high-throughput preset: 50/5
+// connections, 10 s connect, 300 s idle, 900 s lifetime.
+func HighThroughputPool() PoolConfig {
+	return PoolConfig{MaxOpenConns: 50, MinIdleConns: 5, ConnectTimeout: 10 * time.Second,
+		IdleTimeout: 300 * time.Second, MaxLifetime: 900 * time.Second}
+}
+
+type config struct {
+	prefix     string
+	schema     string
+	pool       PoolConfig
+	logger     logger.Interface
+	clock      func() time.Time
+	sqliteSync string
+}
+
+// Option configures Open and New. Options validate their input and make
+// Open fail with ErrInvalidConfig before any SQL runs.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// WithTablePrefix sets the prefix of every table name (default
+// DefaultTablePrefix). It must match ^[A-Za-z_][A-Za-z0-9_]*$ (or be empty)
+// and be at most MaxTablePrefixLen bytes.
+func WithTablePrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		if prefix != "" && (!identRE.MatchString(prefix) || len(prefix) > MaxTablePrefixLen) {
+			return configf("table prefix %q must match ^[A-Za-z_][A-Za-z0-9_]*$ and be at most %d bytes", clip(prefix), MaxTablePrefixLen)
+		}
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithSchema places every table in the given PostgreSQL schema (created by
+// Migrate if missing). It must match ^[A-Za-z_][A-Za-z0-9_]*$ and be at
+// most MaxSchemaLen bytes. SQLite has no schemas: Open rejects the option
+// there.
+func WithSchema(schema string) Option {
+	return optionFunc(func(c *config) error {
+		if !identRE.MatchString(schema) || len(schema) > MaxSchemaLen {
+			return configf("schema %q must match ^[A-Za-z_][A-Za-z0-9_]*$ and be at most %d bytes", clip(schema), MaxSchemaLen)
+		}
+		c.schema = schema
+		return nil
+	})
+}
+
+// WithPool sets the connection pool; see DefaultPool and HighThroughputPool.
+func WithPool(p PoolConfig) Option {
+	return optionFunc(func(c *config) error {
+		if p.MaxOpenConns < 0 || p.MinIdleConns < 0 || p.ConnectTimeout < 0 || p.IdleTimeout < 0 || p.MaxLifetime < 0 {
+			return configf("pool settings must not be negative")
+		}
+		if p.MaxOpenConns > 0 && p.MinIdleConns > p.MaxOpenConns {
+			return configf("pool: MinIdleConns %d exceeds MaxOpenConns %d", p.MinIdleConns, p.MaxOpenConns)
+		}
+		d := DefaultPool()
+		if p.MaxOpenConns == 0 {
+			p.MaxOpenConns = d.MaxOpenConns
+		}
+		if p.ConnectTimeout == 0 {
+			p.ConnectTimeout = d.ConnectTimeout
+		}
+		if p.IdleTimeout == 0 {
+			p.IdleTimeout = d.IdleTimeout
+		}
+		if p.MaxLifetime == 0 {
+			p.MaxLifetime = d.MaxLifetime
+		}
+		c.pool = p
+		return nil
+	})
+}
+
+// WithLogger sets the GORM logger (default: silent).
+func WithLogger(l logger.Interface) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return configf("logger must not be nil")
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithClock sets the clock the store reads "now" from (default time.Now).
+// Tests use it to move time instead of sleeping.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) error {
+		if now == nil {
+			return configf("clock must not be nil")
+		}
+		c.clock = now
+		return nil
+	})
+}
+
+// WithSQLiteSynchronous sets SQLite's synchronous pragma: "NORMAL" (the
+// default, safe with WAL: a power loss may lose the last commits but never
+// corrupts) or "FULL" (every commit is durable). Ignored on PostgreSQL.
+func WithSQLiteSynchronous(mode string) Option {
+	return optionFunc(func(c *config) error {
+		m := strings.ToUpper(mode)
+		if m != "NORMAL" && m != "FULL" && m != "OFF" && m != "EXTRA" {
+			return configf("sqlite synchronous mode %q must be OFF, NORMAL, FULL or EXTRA", clip(mode))
+		}
+		c.sqliteSync = m
+		return nil
+	})
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+func buildConfig(opts []Option) (*config, error) {
+	c := &config{prefix: DefaultTablePrefix, pool: DefaultPool(), logger: logger.Discard, clock: time.Now, sqliteSync: "NORMAL"}
+	for _, o := range opts {
+		if o == nil {
+			return nil, configf("nil option")
+		}
+		if err := o.apply(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Store is an agentstore handle: a connection pool, a dialect, a table
+// prefix and (on PostgreSQL) a schema. It is safe for concurrent use.
+type Store struct {
+	db      *gorm.DB
+	sqlDB   *sql.DB
+	dialect Dialect
+	cfg     *config
+	namer   *models.Namer
+	owns    bool
+}
+
+// ParseDSN splits an agentstore DSN into its dialect and the driver DSN.
+// postgres:// and postgresql:// select PostgreSQL; sqlite:PATH and
+// sqlite::memory: select SQLite. Errors never contain the DSN's password.
+func ParseDSN(dsn string) (Dialect, string, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return Postgres, dsn, nil
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path := strings.TrimPrefix(dsn, "sqlite:")
+		if path == "" {
+			return "", "", configf("sqlite DSN needs a path: sqlite:PATH or sqlite::memory:")
+		}
+		if strings.ContainsRune(path, 0) {
+			return "", "", configf("sqlite path contains a NUL byte")
+		}
+		return SQLite, path, nil
+	case dsn == "":
+		return "", "", configf("empty DSN: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
+	default:
+		scheme := dsn
+		if i := strings.Index(dsn, ":"); i >= 0 {
+			scheme = dsn[:i]
+		}
+		return "", "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:", clip(scheme))
+	}
+}
+
+// RedactDSN returns dsn with any password replaced by "xxxxx", for logs.
+func RedactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if i := strings.Index(dsn, "password="); i >= 0 {
+			j := strings.IndexAny(dsn[i:], " &")
+			if j < 0 {
+				return dsn[:i] + "password=xxxxx"
+			}
+			return dsn[:i] + "password=xxxxx" + dsn[i+j:]
+		}
+		if err != nil {
+			return "<unparsable DSN>"
+		}
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// scrub removes the DSN's password from an error message.
+func scrub(err error, dsn string) error {
+	if err == nil {
+		return nil
+	}
+	pw := dsnPassword(dsn)
+	if pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return &scrubbedError{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
+}
+
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+
+// Unwrap keeps errors.Is working on scrubbed errors.
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+func dsnPassword(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			return pw
+		}
+		if pw := u.Query().Get("password"); pw != "" {
+			return pw
+		}
+	}
+	return ""
+}
+
+// Open opens a store for dsn: postgres://... or postgresql://... for
+// PostgreSQL, sqlite:PATH or sqlite::memory: for SQLite. It does not create
+// or check the schema: call Migrate (development) or Verify (production).
+//
+// SQLite is opened for concurrent agents: WAL journal, a 10 s busy timeout,
+// foreign keys ON (cascades need it), write transactions that take the write
+// lock at BEGIN (BEGIN IMMEDIATE), synchronous=NORMAL unless
+// WithSQLiteSynchronous says otherwise. An in-memory database uses a single
+// connection so every call sees the same database.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	dialect, target, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	var sqlDB *sql.DB
+	var dial gorm.Dialector
+	switch dialect {
+	case Postgres:
+		pc, perr := pgx.ParseConfig(target)
+		if perr != nil {
+			return nil, configf("parse postgres DSN %s: %v", RedactDSN(dsn), scrub(perr, dsn))
+		}
+		if cfg.pool.ConnectTimeout > 0 {
+			pc.ConnectTimeout = cfg.pool.ConnectTimeout
+		}
+		sqlDB = stdlib.OpenDB(*pc)
+		dial = postgres.New(postgres.Config{Conn: sqlDB})
+	case SQLite:
+		if cfg.schema != "" {
+			return nil, configf("WithSchema is PostgreSQL only; SQLite has no schemas")
+		}
+		memory := target == ":memory:"
+		sqlDB, err = sql.Open("sqlite3", sqliteDSN(target, cfg))
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", target, err)
+		}
+		if memory {
+			sqlDB.SetMaxOpenConns(1)
+			sqlDB.SetMaxIdleConns(1)
+			sqlDB.SetConnMaxLifetime(0)
+			sqlDB.SetConnMaxIdleTime(0)
+		}
+		dial = sqlite.New(sqlite.Config{Conn: sqlDB})
+	}
+	if dialect == Postgres || target != ":memory:" {
+		applyPool(sqlDB, cfg.pool)
+	}
+	st, err := newStore(dial, sqlDB, dialect, cfg)
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, scrub(err, dsn)
+	}
+	st.owns = true
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
+	}
+	return st, nil
+}
+
+// sqliteDSN builds the mattn/go-sqlite3 DSN for path with the pragmas agentstore needs.
+func sqliteDSN(path string, cfg *config) string {
+	params := "_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.sqliteSync
+	if path == ":memory:" {
+		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
+	}
+	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
+	return "file:" + r.Replace(path) + "?" + params
+}
+
+func applyPool(db *sql.DB, p PoolConfig) {
+	db.SetMaxOpenConns(p.MaxOpenConns)
+	db.SetMaxIdleConns(max(p.MinIdleConns, min(p.MaxOpenConns, 2)))
+	db.SetConnMaxIdleTime(p.IdleTimeout)
+	db.SetConnMaxLifetime(p.MaxLifetime)
+}
+
+// New wraps a *gorm.DB the caller owns (PostgreSQL or SQLite). The store
+// shares its connection pool but installs its own naming (prefix, schema),
+// logger and clock; Close does not close the caller's pool. On SQLite the
+// caller is responsible for the pragmas Open sets (foreign_keys=ON, WAL,
+// busy_timeout); Verify reports foreign_keys=OFF.
+func New(db *gorm.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, configf("nil *gorm.DB")
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, configf("gorm handle has no *sql.DB: %v", err)
+	}
+	var dial gorm.Dialector
+	var dialect Dialect
+	switch db.Dialector.Name() {
+	case "postgres":
+		dialect = Postgres
+		dial = postgres.New(postgres.Config{Conn: sqlDB})
+	case "sqlite", "sqlite3":
+		if cfg.schema != "" {
+			return nil, configf("WithSchema is PostgreSQL only; SQLite has no schemas")
+		}
+		dialect = SQLite
+		dial = sqlite.New(sqlite.Config{Conn: sqlDB})
+	default:
+		return nil, configf("unsupported gorm dialect %q (want postgres or sqlite)", db.Dialector.Name())
+	}
+	return newStore(dial, sqlDB, dialect, cfg)
+}
+
+func newStore(dial gorm.Dialector, sqlDB *sql.DB, dialect Dialect, cfg *config) (*Store, error) {
+	namer := models.NewNamer(cfg.prefix, cfg.schema)
+	clock := cfg.clock
+	gdb, err := gorm.Open(dial, &gorm.Config{
+		NamingStrategy:         namer,
+		Logger:                 cfg.logger,
+		NowFunc:                func() time.Time { return clock().UTC().Truncate(time.Microsecond) },
+		TranslateError:         true,
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("initialise gorm: %w", err)
+	}
+	return &Store{db: gdb, sqlDB: sqlDB, dialect: dialect, cfg: cfg, namer: namer}, nil
+}
+
+// Close closes the connection pool if the store opened it (Open); a store
+// made by New leaves the caller's pool open.
+func (s *Store) Close() error {
+	if !s.owns {
+		return nil
+	}
+	return s.sqlDB.Close()
+}
+
+// DB returns the store's GORM handle bound to ctx, for queries the
+// repositories do not cover. Its naming strategy adds the store's prefix.
+func (s *Store) DB(ctx context.Context) *gorm.DB { return s.db.WithContext(ctx) }
+
+// SQLDB returns the underlying connection pool.
+func (s *Store) SQLDB() *sql.DB { return s.sqlDB }
+
+// Dialect returns the store's dialect.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// TablePrefix returns the table prefix in use.
+func (s *Store) TablePrefix() string { return s.cfg.prefix }
+
+// Schema returns the PostgreSQL schema in use ("" = the connection's search_path).
+func (s *Store) Schema() string { return s.cfg.schema }
+
+// Table returns the full name of the table with base name base (for
+// example models.TableSessions), prefixed and schema-qualified, unquoted.
+func (s *Store) Table(base string) string { return s.namer.Table(base) }
+
+// quoted returns the quoted full name of table base, for raw SQL.
+func (s *Store) quoted(base string) string {
+	if s.cfg.schema != "" {
+		return `"` + s.cfg.schema + `"."` + s.cfg.prefix + base + `"`
+	}
+	return `"` + s.cfg.prefix + base + `"`
+}
+
+// now returns the store clock's time in UTC, truncated to microseconds.
+func (s *Store) now() time.Time { return s.cfg.clock().UTC().Truncate(time.Microsecond) }
+
+// nowMS returns the store clock's time in epoch milliseconds.
+func (s *Store) nowMS() int64 { return s.cfg.clock().UnixMilli() }
