@@ -12,50 +12,32 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/repo"
 )
 
+// The error sentinels of the repository contracts, re-exported from package
+// repo so callers can write errors.Is(err, agentstore.ErrNotFound).
 var (
-	// ErrNotFound is returned when a lookup by key matches no row (or a row
-	// outside the caller's tenant).
-	ErrNotFound = errors.New("agentstore: not found")
-	// ErrConflict is returned when a write breaks a uniqueness rule or an
-	// optimistic-concurrency check (a stale version). Nothing was written.
-	ErrConflict = errors.New("agentstore: conflict")
-	// ErrInvalidInput is returned, before any SQL runs, for input the store
-	// refuses: an over-long or malformed id, invalid JSON, a NUL byte where
-	// PostgreSQL cannot store it, an unknown enum value.
-	ErrInvalidInput = errors.New("agentstore: invalid input")
-	// ErrInvalidConfig is returned by Open, New and the options for a bad
-	// DSN, table prefix, schema name or pool setting. No SQL has run.
+	// ErrNotFound: a lookup by key matched no row (or a row of another tenant).
+	ErrNotFound = repo.ErrNotFound
+	// ErrConflict: a uniqueness or optimistic-concurrency rule was broken; nothing was written.
+	ErrConflict = repo.ErrConflict
+	// ErrInvalidInput: input refused before any SQL ran.
+	ErrInvalidInput = repo.ErrInvalidInput
+	// ErrCorruptRow: a stored row cannot be decoded (see CorruptRowError).
+	ErrCorruptRow = repo.ErrCorruptRow
+	// ErrLockLost: a lease or peek-lock expired, was released, or moved.
+	ErrLockLost = repo.ErrLockLost
+	// ErrRetryable: a transient database failure; the call may be retried.
+	ErrRetryable = repo.ErrRetryable
+	// ErrInvalidConfig is returned by Open, New, DDL and the options for a
+	// bad DSN, table prefix, schema name or pool setting. No SQL has run.
 	ErrInvalidConfig = errors.New("agentstore: invalid configuration")
-	// ErrCorruptRow is returned when a stored row cannot be decoded. The
-	// error is a *CorruptRowError naming the table and row; the row is never
-	// skipped or deleted.
-	ErrCorruptRow = errors.New("agentstore: corrupt stored row")
-	// ErrLockLost is returned when a lease or peek-lock expired, was
-	// released, or is held under another token.
-	ErrLockLost = errors.New("agentstore: lock lost")
-	// ErrRetryable marks transient database failures (deadlock,
-	// serialization failure, busy SQLite, lost connection, pool timeout).
-	// errors.Is(err, ErrRetryable) tells a caller it may try again.
-	ErrRetryable = errors.New("agentstore: retryable database error")
 )
 
-// CorruptRowError reports a stored row that cannot be decoded.
-type CorruptRowError struct {
-	Table  string // unprefixed table name, e.g. "messages"
-	RowID  string // the row's key, e.g. "<session>/42"
-	Column string // the column that failed
-	Err    error  // the decoding error
-}
-
-// Error implements error.
-func (e *CorruptRowError) Error() string {
-	return fmt.Sprintf("agentstore: corrupt row in %s (id %s, column %s): %v", e.Table, e.RowID, e.Column, e.Err)
-}
-
-// Unwrap returns ErrCorruptRow and the decoding error.
-func (e *CorruptRowError) Unwrap() []error { return []error{ErrCorruptRow, e.Err} }
+// CorruptRowError reports a stored row that cannot be decoded; it matches ErrCorruptRow.
+type CorruptRowError = repo.CorruptRowError
 
 // invalidf returns an ErrInvalidInput error with a formatted reason.
 func invalidf(format string, args ...any) error {

@@ -1,0 +1,47 @@
+// Package repo defines agentstore's repository interfaces, the domain types
+// they exchange and the error sentinels of their contracts. The root package
+// agentstore implements every interface with GORM, for SQLite and
+// PostgreSQL, and re-exports the sentinels.
+package repo
+
+import "errors"
+
+var (
+	// ErrNotFound is returned when a lookup by key matches no row (or a row
+	// outside the caller's tenant).
+	ErrNotFound = errors.New("agentstore: not found")
+	// ErrConflict is returned when a write breaks a uniqueness rule or an
+	// optimistic-concurrency check (a stale version). Nothing was written.
+	ErrConflict = errors.New("agentstore: conflict")
+	// ErrInvalidInput is returned, before any SQL runs, for input the store
+	// refuses: an over-long or malformed id, invalid JSON, a NUL byte where
+	// PostgreSQL cannot store it, an unknown enum value.
+	ErrInvalidInput = errors.New("agentstore: invalid input")
+	// ErrCorruptRow is returned when a stored row cannot be decoded. The
+	// error is a *CorruptRowError naming the table and row; the row is never
+	// skipped or deleted.
+	ErrCorruptRow = errors.New("agentstore: corrupt stored row")
+	// ErrLockLost is returned when a lease or peek-lock expired, was
+	// released, or is held under another token.
+	ErrLockLost = errors.New("agentstore: lock lost")
+	// ErrRetryable marks transient database failures (deadlock,
+	// serialization failure, busy SQLite, lost connection, pool timeout).
+	// errors.Is(err, ErrRetryable) tells a caller it may try again.
+	ErrRetryable = errors.New("agentstore: retryable database error")
+)
+
+// CorruptRowError reports a stored row that cannot be decoded.
+type CorruptRowError struct {
+	Table  string // unprefixed table name, e.g. "messages"
+	RowID  string // the row's key, e.g. "<session>/42"
+	Column string // the column that failed
+	Err    error  // the decoding error
+}
+
+// Error implements error.
+func (e *CorruptRowError) Error() string {
+	return "agentstore: corrupt row in " + e.Table + " (id " + e.RowID + ", column " + e.Column + "): " + e.Err.Error()
+}
+
+// Unwrap returns ErrCorruptRow and the decoding error.
+func (e *CorruptRowError) Unwrap() []error { return []error{ErrCorruptRow, e.Err} }
