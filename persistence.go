@@ -249,6 +249,24 @@ func ParseDSN(dsn string) (Dialect, string, error) {
 
 // RedactDSN returns dsn with any password replaced by "xxxxx", for logs.
 func RedactDSN(dsn string) string {
+	// Redact "scheme://user:password@" by hand first: url.Parse fails on
+	// passwords with spaces or stray characters, and must not leak them.
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		rest := dsn[i+3:]
+		end := len(rest)
+		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+			end = j
+		}
+		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				dsn = dsn[:i+3] + rest[:c] + ":xxxxx" + rest[at:]
+			}
+		} else if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				dsn = dsn[:i+3] + rest[:c] + ":xxxxx" + rest[at:]
+			}
+		}
+	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.User == nil {
 		if i := strings.Index(dsn, "password="); i >= 0 {
@@ -297,6 +315,14 @@ func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.err }
 
 func dsnPassword(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		rest := dsn[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 && c+1 < at {
+				return rest[c+1 : at]
+			}
+		}
+	}
 	if u, err := url.Parse(dsn); err == nil && u.User != nil {
 		if pw, ok := u.User.Password(); ok {
 			return pw
