@@ -1,9 +1,11 @@
 package models
 
 import (
+	"database/sql/driver"
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 )
 
@@ -62,20 +64,20 @@ func (Session) TableName(n schema.Namer) string { return tableName(n, TableSessi
 // appending transaction and is the only ordering; id is the caller's message
 // id, unique within its session.
 type Message struct {
-	SessionID        uuid.UUID `gorm:"type:uuid;primaryKey;autoIncrement:false;index;index:,composite:session_created,priority:1;uniqueIndex:,composite:session_msg,priority:1"`
-	Seq              int64     `gorm:"primaryKey;autoIncrement:false"`
-	ID               string    `gorm:"column:id;type:text;not null;uniqueIndex:,composite:session_msg,priority:2"`
-	ParentID         *string   `gorm:"type:text"`
-	Role             string    `gorm:"type:varchar(16);not null"`
-	Content          JSON      `gorm:"not null"`
-	IsSidechain      bool      `gorm:"not null;default:false"`
-	IsCompactSummary bool      `gorm:"not null;default:false"`
+	SessionID        uuid.UUID    `gorm:"type:uuid;primaryKey;autoIncrement:false;uniqueIndex:,composite:session_msg,priority:1"`
+	Seq              int64        `gorm:"primaryKey;autoIncrement:false"`
+	ID               string       `gorm:"column:id;type:text;not null;uniqueIndex:,composite:session_msg,priority:2"`
+	ParentID         *string      `gorm:"type:text"`
+	Role             string       `gorm:"type:varchar(16);not null"`
+	Content          VerbatimJSON `gorm:"not null"`
+	IsSidechain      bool         `gorm:"not null;default:false"`
+	IsCompactSummary bool         `gorm:"not null;default:false"`
 	Usage            JSON
 	Metadata         JSON
 	Model            *string `gorm:"type:varchar(64)"`
 	RequestID        *string `gorm:"type:text"`
 	Environment      JSON
-	CreatedAt        time.Time `gorm:"not null;precision:6;index:,composite:session_created,priority:2"`
+	CreatedAt        time.Time `gorm:"not null;precision:6"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -118,15 +120,16 @@ type Summary struct {
 func (Summary) TableName(n schema.Namer) string { return tableName(n, TableSummaries) }
 
 // QueueItem is one row of {prefix}queue: the per-session priority queue.
-// Seq is a database-assigned FIFO key; dequeue order is priority DESC, seq ASC.
+// Seq is a database-assigned FIFO key; dequeue order is priority DESC, seq ASC,
+// served by the index (session_id, status, priority DESC, seq).
 // A dequeued item is leased until LeasedUntil (epoch milliseconds).
 type QueueItem struct {
-	Seq         int64      `gorm:"primaryKey;autoIncrement"`
+	Seq         int64      `gorm:"primaryKey;autoIncrement;index:,composite:session_status,priority:4"`
 	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex"`
 	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session_status,priority:1"`
 	Operation   string     `gorm:"type:varchar(32);not null;default:enqueue"`
 	Content     string     `gorm:"type:text;not null"`
-	Priority    int32      `gorm:"not null;default:0"`
+	Priority    int32      `gorm:"not null;default:0;index:,composite:session_status,priority:3,sort:desc"`
 	Status      string     `gorm:"type:varchar(32);not null;default:pending;index:,composite:session_status,priority:2"`
 	Attempts    int32      `gorm:"not null;default:0"`
 	LeaseToken  *uuid.UUID `gorm:"type:uuid"`
@@ -162,10 +165,11 @@ type Todo struct {
 func (Todo) TableName(n schema.Namer) string { return tableName(n, TableTodos) }
 
 // Plan is one row of {prefix}plans. Plans are history: every plan a session
-// ever had stays, with its final status.
+// ever had stays, with its final status. A partial unique index allows at
+// most one active (draft, approved or executing) plan per session.
 type Plan struct {
 	ID          uuid.UUID  `gorm:"type:uuid;primaryKey"`
-	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
 	Name        *string    `gorm:"type:text"`
 	Content     string     `gorm:"type:text;not null"`
 	Status      string     `gorm:"type:varchar(32);not null;default:draft"`
@@ -180,3 +184,23 @@ type Plan struct {
 
 // TableName returns the prefixed table name.
 func (Plan) TableName(n schema.Namer) string { return tableName(n, TablePlans) }
+
+// VerbatimJSON is a JSON document stored exactly as written: json (not
+// jsonb) on PostgreSQL and text on SQLite. PostgreSQL's json type validates
+// the document but keeps its bytes, so message content blocks (including
+// block types this version does not know) round-trip byte for byte.
+type VerbatimJSON []byte
+
+// GormDBDataType picks json on PostgreSQL and text elsewhere.
+func (VerbatimJSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
+	if db.Dialector.Name() == "postgres" {
+		return "json"
+	}
+	return "text"
+}
+
+// Value implements driver.Valuer: the bytes as text, SQL NULL when empty.
+func (j VerbatimJSON) Value() (driver.Value, error) { return JSON(j).Value() }
+
+// Scan implements sql.Scanner; the bytes are copied, never validated.
+func (j *VerbatimJSON) Scan(src any) error { return (*JSON)(j).Scan(src) }
