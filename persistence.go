@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -218,6 +219,9 @@ type Store struct {
 	cfg     *config
 	namer   *models.Namer
 	owns    bool
+	// provider state (see provider.go), created on first use
+	provOnce sync.Once
+	prov     *gormProvider
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.

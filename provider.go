@@ -1,0 +1,862 @@
+package agentstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// ProviderName and ProviderVersion are what Provider.Name and Provider.Version return.
+const (
+	ProviderName    = "agentstore"
+	ProviderVersion = "0.1.0"
+)
+
+// Provider-domain sentinels, re-exported from package repo.
+var (
+	// ErrInvalidLockToken: unknown, expired, used or removed lock token; also matches ErrLockLost.
+	ErrInvalidLockToken = repo.ErrInvalidLockToken
+	// ErrInstanceRunning: a non-forced delete hit a Running instance.
+	ErrInstanceRunning = repo.ErrInstanceRunning
+	// ErrSubOrchestration: DeleteInstance on a sub-orchestration.
+	ErrSubOrchestration = repo.ErrSubOrchestration
+	// ErrOrphan: a delete would orphan a child instance.
+	ErrOrphan = repo.ErrOrphan
+	// ErrDuplicateEvent: an ack carried an existing history event id.
+	ErrDuplicateEvent = repo.ErrDuplicateEvent
+)
+
+// pollInterval is how often a long-polling fetch re-checks the database
+// when no in-process signal arrives (other processes, delayed messages).
+const pollInterval = 20 * time.Millisecond
+
+// Internal retries of retryable failures in fetch and ack (as duroxide-pg).
+const (
+	maxRetries = 3
+	retryDelay = 50 * time.Millisecond
+)
+
+// signal is an in-process broadcast: wait returns a channel closed by the
+// next notify.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newSignal() *signal { return &signal{ch: make(chan struct{})} }
+
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ch
+}
+
+func (s *signal) notify() {
+	s.mu.Lock()
+	close(s.ch)
+	s.ch = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// gormProvider implements repo.Provider and repo.ProviderAdmin on a Store.
+type gormProvider struct {
+	s    *Store
+	orch *signal // orchestrator queue got messages
+	work *signal // worker queue got items
+}
+
+var (
+	_ repo.Provider      = (*gormProvider)(nil)
+	_ repo.ProviderAdmin = (*gormProvider)(nil)
+)
+
+func (s *Store) provider() *gormProvider {
+	s.provOnce.Do(func() { s.prov = &gormProvider{s: s, orch: newSignal(), work: newSignal()} })
+	return s.prov
+}
+
+// Provider returns the durable-orchestration provider of the store. Fetches
+// long-poll and are woken at once by enqueues through the same Store.
+func (s *Store) Provider() repo.Provider { return s.provider() }
+
+// ProviderAdmin returns the provider's management interface.
+func (s *Store) ProviderAdmin() repo.ProviderAdmin { return s.provider() }
+
+// Name implements repo.Provider.
+func (p *gormProvider) Name() string { return ProviderName }
+
+// Version implements repo.Provider.
+func (p *gormProvider) Version() string { return ProviderVersion }
+
+// Admin implements repo.Provider.
+func (p *gormProvider) Admin() repo.ProviderAdmin { return p }
+
+// ---------------------------------------------------------------------------
+// helpers
+
+// perr wraps err as a *repo.ProviderError for op (classifying it through
+// translateError), unless it already is one.
+func perr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *repo.ProviderError
+	if errors.As(err, &pe) {
+		return err
+	}
+	t := translateError(err)
+	return &repo.ProviderError{Op: op, Message: t.Error(), Retryable: errors.Is(t, ErrRetryable), Err: t}
+}
+
+// pfail returns a permanent *repo.ProviderError matching sentinel.
+func pfail(op string, sentinel error, format string, args ...any) error {
+	return &repo.ProviderError{Op: op, Message: fmt.Sprintf(format, args...), Err: sentinel}
+}
+
+func (p *gormProvider) q(base string) string { return p.s.quoted(base) }
+
+func (p *gormProvider) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return p.s.db.WithContext(ctx).Transaction(fn)
+}
+
+// withRetry runs fn again (up to maxRetries) while it fails retryably.
+func withRetry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = fn()
+		if err == nil || attempt >= maxRetries || !errors.Is(err, ErrRetryable) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(retryDelay * time.Duration(attempt+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// longPoll calls try until it yields something, fails, or pollTimeout
+// passes; between tries it waits for sig or pollInterval.
+func longPoll[T any](ctx context.Context, sig *signal, pollTimeout time.Duration, try func() (*T, error)) (*T, error) {
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		ch := sig.wait()
+		v, err := try()
+		if err != nil || v != nil {
+			return v, err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(min(remaining, pollInterval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-ch:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+func newLockToken() string { return "lock_" + uuid.NewString() }
+
+func durMS(d time.Duration) int64 { return d.Milliseconds() }
+
+// placeholders returns "?,?,...,?" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+func strArgs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// advisoryKey is the 64-bit advisory-lock key of an instance, from FNV-1a
+// of schema, prefix and instance id.
+func (p *gormProvider) advisoryKey(instance string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":" + instance))
+	return int64(h.Sum64())
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// decodeHistory decodes stored events in order; the first failure is returned
+// as a *CorruptRowError.
+func decodeHistory(instance string, execution int64, rows []historyRow) ([]repo.Event, error) {
+	out := make([]repo.Event, 0, len(rows))
+	for _, r := range rows {
+		var e repo.Event
+		if err := json.Unmarshal([]byte(r.EventData), &e); err != nil {
+			return nil, &CorruptRowError{Table: models.TableHistory,
+				RowID: fmt.Sprintf("%s/%d/%d", instance, execution, r.EventID), Column: "event_data", Err: err}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+type historyRow struct {
+	EventID   int64
+	EventData string
+}
+
+func (p *gormProvider) loadHistory(tx *gorm.DB, instance string, execution int64) ([]historyRow, error) {
+	var rows []historyRow
+	err := tx.Raw(`SELECT event_id, event_data FROM `+p.q(models.TableHistory)+
+		` WHERE instance_id = ? AND execution_id = ? ORDER BY event_id`, instance, execution).Scan(&rows).Error
+	return rows, err
+}
+
+func validateWorkItem(item repo.WorkItem) error {
+	if item == nil {
+		return invalidf("nil work item")
+	}
+	if item.RoutingInstance() == "" {
+		return invalidf("%s: empty instance", item.WorkItemType())
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// orchestrator queue: enqueue
+
+// EnqueueForOrchestrator implements repo.Provider.
+func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item repo.WorkItem, delay time.Duration) error {
+	const op = "enqueue_for_orchestrator"
+	if err := validateWorkItem(item); err != nil {
+		return perr(op, err)
+	}
+	if _, ok := item.(*repo.ActivityExecute); ok {
+		return perr(op, invalidf("ActivityExecute belongs to the worker queue"))
+	}
+	if delay < 0 {
+		return perr(op, invalidf("negative delay"))
+	}
+	data, err := json.Marshal(item)
+	if err != nil {
+		return perr(op, invalidf("encode work item: %v", err))
+	}
+	now := p.s.nowMS()
+	visible := now + durMS(delay)
+	if tf, ok := item.(*repo.TimerFired); ok && tf.FireAtMS > 0 {
+		visible = int64(tf.FireAtMS)
+		if delay > 0 {
+			visible = max(visible, now+durMS(delay))
+		}
+	}
+	row := models.OrchestratorQueueItem{InstanceID: item.RoutingInstance(), WorkItem: string(data), VisibleAt: visible, CreatedAt: now}
+	if err := p.s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return perr(op, fmt.Errorf("enqueue %s for %s: %w", item.WorkItemType(), item.RoutingInstance(), err))
+	}
+	p.orch.notify()
+	return nil
+}
+
+// orchRows builds the orchestrator-queue rows of items (ActivityExecute refused).
+func orchRows(items []repo.WorkItem, now int64) ([]models.OrchestratorQueueItem, error) {
+	rows := make([]models.OrchestratorQueueItem, 0, len(items))
+	for _, it := range items {
+		if err := validateWorkItem(it); err != nil {
+			return nil, err
+		}
+		if _, ok := it.(*repo.ActivityExecute); ok {
+			return nil, invalidf("ActivityExecute in orchestrator items")
+		}
+		data, err := json.Marshal(it)
+		if err != nil {
+			return nil, invalidf("encode %s: %v", it.WorkItemType(), err)
+		}
+		visible := now
+		if tf, ok := it.(*repo.TimerFired); ok && tf.FireAtMS > 0 {
+			visible = int64(tf.FireAtMS)
+		}
+		rows = append(rows, models.OrchestratorQueueItem{InstanceID: it.RoutingInstance(), WorkItem: string(data), VisibleAt: visible, CreatedAt: now})
+	}
+	return rows, nil
+}
+
+// workerRows builds worker-queue rows, copying the activity identity,
+// session and tag of ActivityExecute items into their columns.
+func workerRows(items []repo.WorkItem, now int64) ([]models.WorkerQueueItem, error) {
+	rows := make([]models.WorkerQueueItem, 0, len(items))
+	for _, it := range items {
+		if err := validateWorkItem(it); err != nil {
+			return nil, err
+		}
+		data, err := json.Marshal(it)
+		if err != nil {
+			return nil, invalidf("encode %s: %v", it.WorkItemType(), err)
+		}
+		r := models.WorkerQueueItem{WorkItem: string(data), VisibleAt: now, CreatedAt: now}
+		if ae, ok := it.(*repo.ActivityExecute); ok {
+			r.InstanceID = ptr(ae.Instance)
+			r.ExecutionID = ptr(int64(ae.ExecutionID))
+			r.ActivityID = ptr(int64(ae.ID))
+			r.SessionID = ae.SessionID
+			r.Tag = ae.Tag
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// ---------------------------------------------------------------------------
+// orchestrator queue: fetch
+
+// FetchOrchestrationItem implements repo.Provider.
+func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	if lockTimeout <= 0 {
+		return nil, perr(op, invalidf("lock timeout must be positive"))
+	}
+	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
+		return nil, nil // supports nothing
+	}
+	item, err := longPoll(ctx, p.orch, pollTimeout, func() (*repo.OrchestrationItem, error) {
+		var it *repo.OrchestrationItem
+		err := withRetry(ctx, func() error {
+			var e error
+			it, e = p.fetchOrchOnce(ctx, lockTimeout, filter)
+			return e
+		})
+		return it, err
+	})
+	return item, perr(op, err)
+}
+
+type orchMsgRow struct {
+	ID           int64
+	WorkItem     string
+	AttemptCount int32
+}
+
+// capabilitySQL returns the predicate matching executions e compatible with
+// filter: unpinned, or inside any range (row-value comparison, no packing).
+func capabilitySQL(filter *repo.DispatcherCapabilityFilter) (string, []any) {
+	var b strings.Builder
+	var args []any
+	b.WriteString("(e.duroxide_version_major IS NULL")
+	for _, r := range filter.SupportedDuroxideVersions {
+		b.WriteString(" OR ((e.duroxide_version_major, COALESCE(e.duroxide_version_minor, 0), COALESCE(e.duroxide_version_patch, 0)) >= (?, ?, ?)" +
+			" AND (e.duroxide_version_major, COALESCE(e.duroxide_version_minor, 0), COALESCE(e.duroxide_version_patch, 0)) <= (?, ?, ?))")
+		args = append(args, int64(r.Min.Major()), int64(r.Min.Minor()), int64(r.Min.Patch()),
+			int64(r.Max.Major()), int64(r.Max.Minor()), int64(r.Max.Patch()))
+	}
+	b.WriteString(")")
+	return b.String(), args
+}
+
+func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+	var item *repo.OrchestrationItem
+	var corrupt error
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		item, corrupt = nil, nil
+		now := p.s.nowMS()
+		var tried []string
+		for {
+			// 1. candidate: oldest visible message of an unlocked, compatible instance
+			sql := `SELECT q.instance_id FROM ` + p.q(models.TableOrchestratorQueue) + ` q`
+			args := []any{}
+			where := ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
+				` AND NOT EXISTS (SELECT 1 FROM ` + p.q(models.TableInstanceLocks) + ` il WHERE il.instance_id = q.instance_id AND il.locked_until > ?)`
+			if filter != nil {
+				sql += ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
+					` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+			}
+			args = append(args, now, now, now)
+			if filter != nil {
+				c, cargs := capabilitySQL(filter)
+				where += ` AND ` + c
+				args = append(args, cargs...)
+			}
+			if len(tried) > 0 {
+				where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
+				args = append(args, strArgs(tried)...)
+			}
+			sql += where + ` ORDER BY q.visible_at, q.id LIMIT 1`
+			if p.s.dialect == Postgres {
+				sql += ` FOR UPDATE OF q SKIP LOCKED`
+			}
+			var cands []string
+			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
+				return fmt.Errorf("select candidate: %w", err)
+			}
+			if len(cands) == 0 {
+				return nil
+			}
+			instance := cands[0]
+			tried = append(tried, instance)
+
+			// 2. per-instance serialisation (PostgreSQL); SQLite's BEGIN IMMEDIATE already serialises
+			if p.s.dialect == Postgres {
+				var got bool
+				if err := tx.Raw(`SELECT pg_try_advisory_xact_lock(?)`, p.advisoryKey(instance)).Scan(&got).Error; err != nil {
+					return fmt.Errorf("advisory lock %s: %w", instance, err)
+				}
+				if !got {
+					continue // another fetcher is on it: next candidate
+				}
+			}
+
+			// 3. take the instance lock unless a live one exists
+			token := newLockToken()
+			until := now + durMS(lockTimeout)
+			res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
+				` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
+				` WHERE il.locked_until <= ?`, instance, token, until, now, now)
+			if res.Error != nil {
+				return fmt.Errorf("lock instance %s: %w", instance, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				continue // lost the race: next candidate
+			}
+
+			// 4. batch every visible, unlocked message of the instance
+			var msgs []orchMsgRow
+			if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+				` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
+				token, until, instance, now, now).Scan(&msgs).Error; err != nil {
+				return fmt.Errorf("lock messages of %s: %w", instance, err)
+			}
+			if len(msgs) == 0 { // consumed meanwhile: release and move on
+				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+					return fmt.Errorf("release lock of %s: %w", instance, err)
+				}
+				continue
+			}
+			sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+			it := &repo.OrchestrationItem{Instance: instance, LockToken: token}
+			for _, m := range msgs {
+				it.AttemptCount = max(it.AttemptCount, uint32(m.AttemptCount))
+				w, err := repo.UnmarshalWorkItem([]byte(m.WorkItem))
+				if err != nil {
+					// keep the lock and the counted attempt; report the row
+					corrupt = &CorruptRowError{Table: models.TableOrchestratorQueue, RowID: fmt.Sprint(m.ID), Column: "work_item", Err: err}
+					return nil
+				}
+				it.Messages = append(it.Messages, w)
+			}
+
+			// 5. instance metadata and history
+			if err := p.fillOrchMetadata(tx, it); err != nil {
+				return err
+			}
+
+			// 6. orphan queue messages (never-started instance): drop them and move on
+			if it.OrchestrationName == "Unknown" && len(it.History) == 0 && it.HistoryError == "" && allQueueMessages(it.Messages) {
+				if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, token).Error; err != nil {
+					return fmt.Errorf("drop orphan messages of %s: %w", instance, err)
+				}
+				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+					return fmt.Errorf("release lock of %s: %w", instance, err)
+				}
+				continue
+			}
+			item = it
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if corrupt != nil {
+		return nil, corrupt
+	}
+	return item, nil
+}
+
+func allQueueMessages(ms []repo.WorkItem) bool {
+	for _, m := range ms {
+		if _, ok := m.(*repo.QueueMessage); !ok {
+			return false
+		}
+	}
+	return len(ms) > 0
+}
+
+// fillOrchMetadata sets name, version, execution and history of it.
+func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem) error {
+	type instRow struct {
+		OrchestrationName    string
+		OrchestrationVersion *string
+		CurrentExecutionID   int64
+	}
+	var inst []instRow
+	if err := tx.Raw(`SELECT orchestration_name, orchestration_version, current_execution_id FROM `+p.q(models.TableInstances)+
+		` WHERE instance_id = ?`, it.Instance).Scan(&inst).Error; err != nil {
+		return fmt.Errorf("load instance %s: %w", it.Instance, err)
+	}
+	var exec int64
+	if len(inst) == 1 {
+		it.OrchestrationName = inst[0].OrchestrationName
+		it.Version = "unknown"
+		if inst[0].OrchestrationVersion != nil {
+			it.Version = *inst[0].OrchestrationVersion
+		}
+		exec = inst[0].CurrentExecutionID
+	} else {
+		// not created yet: metadata from the batch (any Start or ContinueAsNew in it)
+		it.OrchestrationName, it.Version, exec = "Unknown", "unknown", 1
+		for _, m := range it.Messages {
+			if so, ok := m.(*repo.StartOrchestration); ok {
+				it.OrchestrationName = so.Orchestration
+				if so.Version != nil {
+					it.Version = *so.Version
+				}
+				if so.ExecutionID > 0 {
+					exec = int64(so.ExecutionID)
+				}
+				break
+			}
+			if can, ok := m.(*repo.ContinueAsNew); ok {
+				it.OrchestrationName = can.Orchestration
+				if can.Version != nil {
+					it.Version = *can.Version
+				}
+				break
+			}
+		}
+		// history written by acks without metadata (no instance row)
+		var maxExec *int64
+		if err := tx.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?`, it.Instance).Scan(&maxExec).Error; err != nil {
+			return fmt.Errorf("load history of %s: %w", it.Instance, err)
+		}
+		if maxExec != nil {
+			exec = *maxExec
+		}
+	}
+	it.ExecutionID = uint64(exec)
+	rows, err := p.loadHistory(tx, it.Instance, exec)
+	if err != nil {
+		return fmt.Errorf("load history of %s: %w", it.Instance, err)
+	}
+	h, err := decodeHistory(it.Instance, exec, rows)
+	if err != nil {
+		it.History = []repo.Event{}
+		it.HistoryError = "Failed to deserialize history: " + err.Error()
+		return nil
+	}
+	it.History = h
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// orchestrator queue: ack, abandon, renew
+
+// AckOrchestrationItem implements repo.Provider.
+func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken string, ack repo.OrchestrationAck) error {
+	const op = "ack_orchestration_item"
+	md := ack.Metadata
+	if md.Status != nil {
+		switch *md.Status {
+		case repo.StatusRunning, repo.StatusCompleted, repo.StatusFailed, repo.StatusContinuedAsNew:
+		default:
+			return perr(op, invalidf("unknown status %q", *md.Status))
+		}
+	}
+	if ack.ExecutionID == 0 {
+		return perr(op, invalidf("execution id must be > 0"))
+	}
+	// Encode everything before the transaction.
+	var customStatus *repo.CustomStatusUpdatedEvent
+	hist := make([]models.HistoryEvent, 0, len(ack.HistoryDelta))
+	for _, ev := range ack.HistoryDelta {
+		if ev.EventID == 0 {
+			return perr(op, invalidf("event_id must be set by runtime"))
+		}
+		if ev.Kind == nil {
+			return perr(op, invalidf("event %d has no kind", ev.EventID))
+		}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return perr(op, invalidf("encode event %d: %v", ev.EventID, err))
+		}
+		if cs, ok := ev.Kind.(*repo.CustomStatusUpdatedEvent); ok {
+			customStatus = cs
+		}
+		hist = append(hist, models.HistoryEvent{ExecutionID: int64(ack.ExecutionID), EventID: int64(ev.EventID),
+			EventType: ev.Kind.EventType(), EventData: string(data)})
+	}
+	err := withRetry(ctx, func() error {
+		now := p.s.nowMS()
+		wrows, err := workerRows(ack.WorkerItems, now)
+		if err != nil {
+			return err
+		}
+		orows, err := orchRows(ack.OrchestratorItems, now)
+		if err != nil {
+			return err
+		}
+		return p.tx(ctx, func(tx *gorm.DB) error {
+			return p.ackOrch(tx, now, lockToken, ack, hist, customStatus, wrows, orows)
+		})
+	})
+	if err != nil {
+		return perr(op, err)
+	}
+	if len(ack.OrchestratorItems) > 0 {
+		p.orch.notify()
+	}
+	if len(ack.WorkerItems) > 0 {
+		p.work.notify()
+	}
+	return nil
+}
+
+func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack repo.OrchestrationAck, hist []models.HistoryEvent,
+	customStatus *repo.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
+	const op = "ack_orchestration_item"
+	md := ack.Metadata
+	exec := int64(ack.ExecutionID)
+	// 1. validate and consume the lock (strict single ack)
+	var ids []string
+	if err := tx.Raw(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? AND locked_until > ? RETURNING instance_id`,
+		lockToken, now).Scan(&ids).Error; err != nil {
+		return fmt.Errorf("claim lock: %w", err)
+	}
+	if len(ids) == 0 {
+		return pfail(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	instance := ids[0]
+	// 2. instance row only with name and version
+	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
+		if err := tx.Exec(`INSERT INTO `+p.q(models.TableInstances)+
+			` (instance_id, orchestration_name, orchestration_version, current_execution_id, created_at, updated_at, parent_instance_id, custom_status_version)`+
+			` VALUES (?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (instance_id) DO NOTHING`,
+			instance, *md.OrchestrationName, *md.OrchestrationVersion, exec, now, now, md.ParentInstanceID).Error; err != nil {
+			return fmt.Errorf("create instance %s: %w", instance, err)
+		}
+		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET orchestration_name = ?, orchestration_version = ?,`+
+			` parent_instance_id = COALESCE(parent_instance_id, ?), updated_at = ? WHERE instance_id = ?`,
+			*md.OrchestrationName, *md.OrchestrationVersion, md.ParentInstanceID, now, instance).Error; err != nil {
+			return fmt.Errorf("update instance %s: %w", instance, err)
+		}
+	}
+	// 3. current_execution_id only grows; tells whether the instance exists
+	res := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET current_execution_id = CASE WHEN current_execution_id < ? THEN ? ELSE current_execution_id END,`+
+		` updated_at = ? WHERE instance_id = ?`, exec, exec, now, instance)
+	if res.Error != nil {
+		return fmt.Errorf("bump execution of %s: %w", instance, res.Error)
+	}
+	instanceExists := res.RowsAffected > 0
+	// 4. execution row (only for existing instances: no stray rows for orphan batches)
+	if instanceExists {
+		if err := tx.Exec(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, started_at) VALUES (?, ?, ?, ?)`+
+			` ON CONFLICT (instance_id, execution_id) DO NOTHING`, instance, exec, repo.StatusRunning, now).Error; err != nil {
+			return fmt.Errorf("create execution %s/%d: %w", instance, exec, err)
+		}
+	}
+	// 5. history
+	if len(hist) > 0 {
+		for i := range hist {
+			hist[i].InstanceID = instance
+			hist[i].CreatedAt = now
+		}
+		if err := tx.CreateInBatches(hist, 500).Error; err != nil {
+			if errors.Is(translateError(err), ErrConflict) {
+				return &repo.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in %s/%d", instance, exec),
+					Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, translateError(err))}
+			}
+			return fmt.Errorf("append history %s/%d: %w", instance, exec, err)
+		}
+	}
+	// 6. status, output, completed_at (every terminal status, ContinuedAsNew included)
+	if md.Status != nil {
+		var completed *int64
+		if repo.IsTerminalStatus(*md.Status) {
+			completed = &now
+		}
+		if err := tx.Exec(`UPDATE `+p.q(models.TableExecutions)+` SET status = ?, output = ?, completed_at = ? WHERE instance_id = ? AND execution_id = ?`,
+			*md.Status, md.Output, completed, instance, exec).Error; err != nil {
+			return fmt.Errorf("update execution %s/%d: %w", instance, exec, err)
+		}
+	}
+	// 7. pinned runtime version
+	if v := md.PinnedDuroxideVersion; v != nil {
+		if err := tx.Exec(`UPDATE `+p.q(models.TableExecutions)+` SET duroxide_version_major = ?, duroxide_version_minor = ?, duroxide_version_patch = ?`+
+			` WHERE instance_id = ? AND execution_id = ?`, int64(v.Major()), int64(v.Minor()), int64(v.Patch()), instance, exec).Error; err != nil {
+			return fmt.Errorf("pin version of %s/%d: %w", instance, exec, err)
+		}
+	}
+	// 8. custom status: one version bump per ack
+	if customStatus != nil {
+		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET custom_status = ?, custom_status_version = custom_status_version + 1 WHERE instance_id = ?`,
+			customStatus.Status, instance).Error; err != nil {
+			return fmt.Errorf("custom status of %s: %w", instance, err)
+		}
+	}
+	// 9. worker items, then 10. cancelled activities (schedule+cancel in one turn is a no-op)
+	if len(wrows) > 0 {
+		if err := tx.CreateInBatches(wrows, 500).Error; err != nil {
+			return fmt.Errorf("enqueue worker items: %w", err)
+		}
+	}
+	for _, c := range ack.CancelledActivities {
+		if err := tx.Exec(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE instance_id = ? AND execution_id = ? AND activity_id = ?`,
+			c.Instance, int64(c.ExecutionID), int64(c.ActivityID)).Error; err != nil {
+			return fmt.Errorf("cancel activity %s/%d/%d: %w", c.Instance, c.ExecutionID, c.ActivityID, err)
+		}
+	}
+	// 11. orchestrator items
+	if len(orows) > 0 {
+		if err := tx.CreateInBatches(orows, 500).Error; err != nil {
+			return fmt.Errorf("enqueue orchestrator items: %w", err)
+		}
+	}
+	// 12. delete exactly the fetched batch
+	if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, lockToken).Error; err != nil {
+		return fmt.Errorf("delete batch: %w", err)
+	}
+	return nil
+}
+
+// AbandonOrchestrationItem implements repo.Provider.
+func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_orchestration_item"
+	if delay < 0 {
+		return perr(op, invalidf("negative delay"))
+	}
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		now := p.s.nowMS()
+		var ids []string
+		if err := tx.Raw(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? RETURNING instance_id`, lockToken).Scan(&ids).Error; err != nil {
+			return fmt.Errorf("release lock: %w", err)
+		}
+		if len(ids) == 0 {
+			return pfail(op, ErrInvalidLockToken, "Invalid lock token")
+		}
+		set := `lock_token = NULL, locked_until = NULL`
+		args := []any{}
+		if delay > 0 {
+			set += `, visible_at = ?`
+			args = append(args, now+durMS(delay))
+		}
+		if ignoreAttempt {
+			set += `, attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END`
+		}
+		args = append(args, lockToken)
+		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET `+set+` WHERE lock_token = ?`, args...).Error
+	})
+	if err != nil {
+		return perr(op, err)
+	}
+	p.orch.notify()
+	return nil
+}
+
+// RenewOrchestrationItemLock implements repo.Provider.
+func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "renew_orchestration_item_lock"
+	if extendFor <= 0 {
+		return perr(op, invalidf("extension must be positive"))
+	}
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		now := p.s.nowMS()
+		until := now + durMS(extendFor)
+		res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ? AND locked_until > ?`, until, lockToken, now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already released")
+		}
+		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`, until, lockToken).Error
+	})
+	return perr(op, err)
+}
+
+// ---------------------------------------------------------------------------
+// history
+
+// Read implements repo.Provider.
+func (p *gormProvider) Read(ctx context.Context, instance string) ([]repo.Event, error) {
+	const op = "read"
+	db := p.s.db.WithContext(ctx)
+	var exec *int64
+	if err := db.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableExecutions)+` WHERE instance_id = ?`, instance).Scan(&exec).Error; err != nil {
+		return nil, perr(op, err)
+	}
+	if exec == nil { // acked without metadata: no execution rows, only history
+		if err := db.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?`, instance).Scan(&exec).Error; err != nil {
+			return nil, perr(op, err)
+		}
+	}
+	if exec == nil {
+		return []repo.Event{}, nil
+	}
+	return p.readExec(ctx, op, instance, *exec)
+}
+
+// ReadWithExecution implements repo.Provider.
+func (p *gormProvider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]repo.Event, error) {
+	return p.readExec(ctx, "read_with_execution", instance, int64(executionID))
+}
+
+func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec int64) ([]repo.Event, error) {
+	rows, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
+	if err != nil {
+		return nil, perr(op, err)
+	}
+	evs, err := decodeHistory(instance, exec, rows)
+	if err != nil {
+		return nil, perr(op, err)
+	}
+	return evs, nil
+}
+
+// AppendWithExecution implements repo.Provider.
+func (p *gormProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []repo.Event) error {
+	const op = "append_with_execution"
+	if instance == "" {
+		return perr(op, invalidf("empty instance"))
+	}
+	now := p.s.nowMS()
+	rows := make([]models.HistoryEvent, 0, len(events))
+	for _, ev := range events {
+		if ev.EventID == 0 || ev.Kind == nil {
+			return perr(op, invalidf("event id must be > 0 and kind set"))
+		}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return perr(op, invalidf("encode event %d: %v", ev.EventID, err))
+		}
+		rows = append(rows, models.HistoryEvent{InstanceID: instance, ExecutionID: int64(executionID), EventID: int64(ev.EventID),
+			EventType: ev.Kind.EventType(), EventData: string(data), CreatedAt: now})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		for _, r := range rows {
+			if err := tx.Exec(`INSERT INTO `+p.q(models.TableHistory)+` (instance_id, execution_id, event_id, event_type, event_data, created_at)`+
+				` VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (instance_id, execution_id, event_id) DO NOTHING`,
+				r.InstanceID, r.ExecutionID, r.EventID, r.EventType, r.EventData, r.CreatedAt).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return perr(op, err)
+}

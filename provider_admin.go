@@ -1,0 +1,469 @@
+package agentstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// ListInstances implements repo.ProviderAdmin.
+func (p *gormProvider) ListInstances(ctx context.Context) ([]string, error) {
+	ids := []string{}
+	err := p.s.db.WithContext(ctx).Raw(`SELECT instance_id FROM ` + p.q(models.TableInstances) + ` ORDER BY created_at DESC, instance_id DESC`).Scan(&ids).Error
+	return ids, perr("list_instances", err)
+}
+
+// ListInstancesByStatus implements repo.ProviderAdmin.
+func (p *gormProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
+	ids := []string{}
+	err := p.s.db.WithContext(ctx).Raw(`SELECT i.instance_id FROM `+p.q(models.TableInstances)+` i JOIN `+p.q(models.TableExecutions)+
+		` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE e.status = ? ORDER BY i.created_at DESC, i.instance_id DESC`,
+		status).Scan(&ids).Error
+	return ids, perr("list_instances_by_status", err)
+}
+
+// ListExecutions implements repo.ProviderAdmin.
+func (p *gormProvider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
+	var ids []int64
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT execution_id FROM `+p.q(models.TableExecutions)+` WHERE instance_id = ? ORDER BY execution_id`,
+		instance).Scan(&ids).Error; err != nil {
+		return nil, perr("list_executions", err)
+	}
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
+	}
+	return out, nil
+}
+
+// ReadHistoryWithExecutionID implements repo.ProviderAdmin.
+func (p *gormProvider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]repo.Event, error) {
+	return p.readExec(ctx, "read_history_with_execution_id", instance, int64(executionID))
+}
+
+// ReadHistory implements repo.ProviderAdmin.
+func (p *gormProvider) ReadHistory(ctx context.Context, instance string) ([]repo.Event, error) {
+	exec, err := p.LatestExecutionID(ctx, instance)
+	if err != nil {
+		return nil, err
+	}
+	return p.readExec(ctx, "read_history", instance, int64(exec))
+}
+
+// LatestExecutionID implements repo.ProviderAdmin.
+func (p *gormProvider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
+	const op = "latest_execution_id"
+	var ids []int64
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT current_execution_id FROM `+p.q(models.TableInstances)+` WHERE instance_id = ?`,
+		instance).Scan(&ids).Error; err != nil {
+		return 0, perr(op, err)
+	}
+	if len(ids) == 0 {
+		return 0, pfail(op, ErrNotFound, "Instance not found: %s", instance)
+	}
+	return uint64(ids[0]), nil
+}
+
+// GetInstanceInfo implements repo.ProviderAdmin.
+func (p *gormProvider) GetInstanceInfo(ctx context.Context, instance string) (*repo.InstanceInfo, error) {
+	const op = "get_instance_info"
+	var rows []struct {
+		InstanceID           string
+		OrchestrationName    string
+		OrchestrationVersion *string
+		CurrentExecutionID   int64
+		CreatedAt            int64
+		UpdatedAt            int64
+		ParentInstanceID     *string
+		Status               *string
+		Output               *string
+	}
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT i.instance_id, i.orchestration_name, i.orchestration_version, i.current_execution_id,`+
+		` i.created_at, i.updated_at, i.parent_instance_id, e.status, e.output FROM `+p.q(models.TableInstances)+` i LEFT JOIN `+
+		p.q(models.TableExecutions)+` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE i.instance_id = ?`,
+		instance).Scan(&rows).Error; err != nil {
+		return nil, perr(op, err)
+	}
+	if len(rows) == 0 {
+		return nil, pfail(op, ErrNotFound, "Instance not found: %s", instance)
+	}
+	r := rows[0]
+	info := &repo.InstanceInfo{InstanceID: r.InstanceID, OrchestrationName: r.OrchestrationName, OrchestrationVersion: "unknown",
+		CurrentExecutionID: uint64(r.CurrentExecutionID), Status: repo.StatusRunning, Output: r.Output,
+		CreatedAt: msTime(r.CreatedAt), UpdatedAt: msTime(r.UpdatedAt), ParentInstanceID: r.ParentInstanceID}
+	if r.OrchestrationVersion != nil {
+		info.OrchestrationVersion = *r.OrchestrationVersion
+	}
+	if r.Status != nil {
+		info.Status = *r.Status
+	}
+	if r.UpdatedAt == 0 {
+		info.UpdatedAt = info.CreatedAt
+	}
+	return info, nil
+}
+
+// GetExecutionInfo implements repo.ProviderAdmin.
+func (p *gormProvider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (*repo.ExecutionInfo, error) {
+	const op = "get_execution_info"
+	var rows []struct {
+		Status      string
+		Output      *string
+		StartedAt   int64
+		CompletedAt *int64
+		EventCount  int64
+	}
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT e.status, e.output, e.started_at, e.completed_at, (SELECT COUNT(*) FROM `+p.q(models.TableHistory)+
+		` h WHERE h.instance_id = e.instance_id AND h.execution_id = e.execution_id) AS event_count FROM `+p.q(models.TableExecutions)+
+		` e WHERE e.instance_id = ? AND e.execution_id = ?`, instance, int64(executionID)).Scan(&rows).Error; err != nil {
+		return nil, perr(op, err)
+	}
+	if len(rows) == 0 {
+		return nil, pfail(op, ErrNotFound, "Execution not found: %s/%d", instance, executionID)
+	}
+	r := rows[0]
+	info := &repo.ExecutionInfo{ExecutionID: executionID, Status: r.Status, Output: r.Output, StartedAt: msTime(r.StartedAt), EventCount: r.EventCount}
+	if r.CompletedAt != nil {
+		info.CompletedAt = ptr(msTime(*r.CompletedAt))
+	}
+	return info, nil
+}
+
+// GetSystemMetrics implements repo.ProviderAdmin.
+func (p *gormProvider) GetSystemMetrics(ctx context.Context) (*repo.SystemMetrics, error) {
+	var m repo.SystemMetrics
+	cur := `SELECT COUNT(*) FROM ` + p.q(models.TableInstances) + ` i JOIN ` + p.q(models.TableExecutions) +
+		` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE e.status = ?`
+	err := p.s.db.WithContext(ctx).Raw(`SELECT (SELECT COUNT(*) FROM `+p.q(models.TableInstances)+`) AS total_instances,`+
+		` (SELECT COUNT(*) FROM `+p.q(models.TableExecutions)+`) AS total_executions,`+
+		` (`+cur+`) AS running_instances, (`+cur+`) AS completed_instances, (`+cur+`) AS failed_instances,`+
+		` (SELECT COUNT(*) FROM `+p.q(models.TableHistory)+`) AS total_events`,
+		repo.StatusRunning, repo.StatusCompleted, repo.StatusFailed).Scan(&m).Error
+	if err != nil {
+		return nil, perr("get_system_metrics", err)
+	}
+	return &m, nil
+}
+
+// GetQueueDepths implements repo.ProviderAdmin.
+func (p *gormProvider) GetQueueDepths(ctx context.Context) (*repo.QueueDepths, error) {
+	now := p.s.nowMS()
+	var d repo.QueueDepths
+	vis := ` WHERE visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?)`
+	err := p.s.db.WithContext(ctx).Raw(`SELECT (SELECT COUNT(*) FROM `+p.q(models.TableOrchestratorQueue)+vis+`) AS orchestrator_queue,`+
+		` (SELECT COUNT(*) FROM `+p.q(models.TableWorkerQueue)+vis+`) AS worker_queue`, now, now, now, now).Scan(&d).Error
+	if err != nil {
+		return nil, perr("get_queue_depths", err)
+	}
+	return &d, nil
+}
+
+// ListChildren implements repo.ProviderAdmin.
+func (p *gormProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
+	ids := []string{}
+	err := p.s.db.WithContext(ctx).Raw(`SELECT instance_id FROM `+p.q(models.TableInstances)+` WHERE parent_instance_id = ? ORDER BY created_at, instance_id`,
+		instance).Scan(&ids).Error
+	return ids, perr("list_children", err)
+}
+
+// GetParentID implements repo.ProviderAdmin.
+func (p *gormProvider) GetParentID(ctx context.Context, instance string) (string, error) {
+	const op = "get_parent_id"
+	var rows []struct{ ParentInstanceID *string }
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT parent_instance_id FROM `+p.q(models.TableInstances)+` WHERE instance_id = ?`,
+		instance).Scan(&rows).Error; err != nil {
+		return "", perr(op, err)
+	}
+	if len(rows) == 0 {
+		return "", pfail(op, ErrNotFound, "Instance not found: %s", instance)
+	}
+	if rows[0].ParentInstanceID == nil {
+		return "", nil
+	}
+	return *rows[0].ParentInstanceID, nil
+}
+
+// GetInstanceTree implements repo.ProviderAdmin.
+func (p *gormProvider) GetInstanceTree(ctx context.Context, instance string) (*repo.InstanceTree, error) {
+	return p.instanceTree(p.s.db.WithContext(ctx), instance)
+}
+
+func (p *gormProvider) instanceTree(db *gorm.DB, root string) (*repo.InstanceTree, error) {
+	tree := &repo.InstanceTree{RootID: root, AllIDs: []string{root}}
+	seen := map[string]bool{root: true}
+	for i := 0; i < len(tree.AllIDs); i++ {
+		var kids []string
+		if err := db.Raw(`SELECT instance_id FROM `+p.q(models.TableInstances)+` WHERE parent_instance_id = ? ORDER BY created_at, instance_id`,
+			tree.AllIDs[i]).Scan(&kids).Error; err != nil {
+			return nil, perr("get_instance_tree", err)
+		}
+		for _, k := range kids {
+			if !seen[k] {
+				seen[k] = true
+				tree.AllIDs = append(tree.AllIDs, k)
+			}
+		}
+	}
+	return tree, nil
+}
+
+// DeleteInstancesAtomic implements repo.ProviderAdmin.
+func (p *gormProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (repo.DeleteInstanceResult, error) {
+	const op = "delete_instances_atomic"
+	var out repo.DeleteInstanceResult
+	if len(ids) == 0 {
+		return out, nil
+	}
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		var e error
+		out, e = p.deleteAtomic(tx, ids, force)
+		return e
+	})
+	if err != nil {
+		return repo.DeleteInstanceResult{}, perr(op, err)
+	}
+	return out, nil
+}
+
+func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (repo.DeleteInstanceResult, error) {
+	const op = "delete_instances_atomic"
+	var out repo.DeleteInstanceResult
+	in := ` IN (` + placeholders(len(ids)) + `)`
+	args := strArgs(ids)
+	lock := ""
+	if p.s.dialect == Postgres {
+		lock = ` FOR UPDATE`
+	}
+	var locked []string
+	if err := tx.Raw(`SELECT instance_id FROM `+p.q(models.TableInstances)+` WHERE instance_id`+in+` ORDER BY instance_id`+lock, args...).Scan(&locked).Error; err != nil {
+		return out, fmt.Errorf("lock instances: %w", err)
+	}
+	if !force {
+		var running []string
+		if err := tx.Raw(`SELECT i.instance_id FROM `+p.q(models.TableInstances)+` i JOIN `+p.q(models.TableExecutions)+
+			` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE e.status = ? AND i.instance_id`+in+` LIMIT 1`,
+			append([]any{repo.StatusRunning}, args...)...).Scan(&running).Error; err != nil {
+			return out, fmt.Errorf("check running: %w", err)
+		}
+		if len(running) > 0 {
+			return out, pfail(op, ErrInstanceRunning, "Instance %s is Running. Use force=true to delete.", running[0])
+		}
+	}
+	var orphans []string
+	if err := tx.Raw(`SELECT instance_id FROM `+p.q(models.TableInstances)+` WHERE parent_instance_id`+in+` AND instance_id NOT`+in+` LIMIT 1`,
+		append(append([]any{}, args...), args...)...).Scan(&orphans).Error; err != nil {
+		return out, fmt.Errorf("check orphans: %w", err)
+	}
+	if len(orphans) > 0 {
+		return out, pfail(op, ErrOrphan, "Orphan detected: instance %s has parent in delete list but is not included", orphans[0])
+	}
+	del := func(table string) (int64, error) {
+		res := tx.Exec(`DELETE FROM `+p.q(table)+` WHERE instance_id`+in, args...)
+		return res.RowsAffected, res.Error
+	}
+	var err error
+	if out.EventsDeleted, err = del(models.TableHistory); err != nil {
+		return out, err
+	}
+	if out.ExecutionsDeleted, err = del(models.TableExecutions); err != nil {
+		return out, err
+	}
+	n1, err := del(models.TableOrchestratorQueue)
+	if err != nil {
+		return out, err
+	}
+	n2, err := del(models.TableWorkerQueue)
+	if err != nil {
+		return out, err
+	}
+	out.QueueMessagesDeleted = n1 + n2
+	if _, err = del(models.TableInstanceLocks); err != nil {
+		return out, err
+	}
+	// children first: SQLite enforces no FK here, but keep the order safe
+	if out.InstancesDeleted, err = del(models.TableInstances); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// DeleteInstance implements repo.ProviderAdmin.
+func (p *gormProvider) DeleteInstance(ctx context.Context, instance string, force bool) (repo.DeleteInstanceResult, error) {
+	const op = "delete_instance"
+	parent, err := p.GetParentID(ctx, instance)
+	if err != nil {
+		return repo.DeleteInstanceResult{}, err
+	}
+	if parent != "" {
+		return repo.DeleteInstanceResult{}, pfail(op, ErrSubOrchestration,
+			"Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance)
+	}
+	var out repo.DeleteInstanceResult
+	err = p.tx(ctx, func(tx *gorm.DB) error {
+		tree, err := p.instanceTree(tx, instance)
+		if err != nil {
+			return err
+		}
+		out, err = p.deleteAtomic(tx, tree.AllIDs, force)
+		return err
+	})
+	if err != nil {
+		return repo.DeleteInstanceResult{}, perr(op, err)
+	}
+	return out, nil
+}
+
+// bulkSelect returns instance ids matching filter (and extra conditions on
+// i and its current execution e).
+func (p *gormProvider) bulkSelect(ctx context.Context, filter repo.InstanceFilter, extra string, extraArgs ...any) ([]string, error) {
+	if filter.InstanceIDs != nil && len(filter.InstanceIDs) == 0 {
+		return nil, nil
+	}
+	limit := filter.Limit
+	if limit <= 0 {
+		limit = repo.DefaultBulkLimit
+	}
+	sql := `SELECT i.instance_id FROM ` + p.q(models.TableInstances) + ` i LEFT JOIN ` + p.q(models.TableExecutions) +
+		` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE 1 = 1` + extra
+	args := append([]any{}, extraArgs...)
+	if filter.InstanceIDs != nil {
+		sql += ` AND i.instance_id IN (` + placeholders(len(filter.InstanceIDs)) + `)`
+		args = append(args, strArgs(filter.InstanceIDs)...)
+	}
+	if filter.CompletedBefore != nil {
+		sql += ` AND e.completed_at < ?`
+		args = append(args, filter.CompletedBefore.UnixMilli())
+	}
+	sql += ` ORDER BY i.created_at, i.instance_id LIMIT ?`
+	args = append(args, limit)
+	var ids []string
+	err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&ids).Error
+	return ids, err
+}
+
+// DeleteInstanceBulk implements repo.ProviderAdmin.
+func (p *gormProvider) DeleteInstanceBulk(ctx context.Context, filter repo.InstanceFilter) (repo.DeleteInstanceResult, error) {
+	const op = "delete_instance_bulk"
+	var total repo.DeleteInstanceResult
+	roots, err := p.bulkSelect(ctx, filter, ` AND i.parent_instance_id IS NULL AND e.status IN (?, ?, ?)`,
+		repo.StatusCompleted, repo.StatusFailed, repo.StatusContinuedAsNew)
+	if err != nil {
+		return total, perr(op, err)
+	}
+	for _, root := range roots {
+		var res repo.DeleteInstanceResult
+		err := p.tx(ctx, func(tx *gorm.DB) error {
+			tree, err := p.instanceTree(tx, root)
+			if err != nil {
+				return err
+			}
+			// not forced: a tree with a Running descendant is skipped (the root was terminal when selected)
+			res, err = p.deleteAtomic(tx, tree.AllIDs, false)
+			return err
+		})
+		if errors.Is(err, ErrInstanceRunning) {
+			continue
+		}
+		if err != nil {
+			return total, perr(op, err)
+		}
+		total = total.Add(res)
+	}
+	return total, nil
+}
+
+// PruneExecutions implements repo.ProviderAdmin.
+func (p *gormProvider) PruneExecutions(ctx context.Context, instance string, opts repo.PruneOptions) (repo.PruneResult, error) {
+	const op = "prune_executions"
+	if opts.KeepLast < 0 {
+		return repo.PruneResult{}, perr(op, invalidf("negative keep_last"))
+	}
+	var out repo.PruneResult
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		var cur []int64
+		lock := ""
+		if p.s.dialect == Postgres {
+			lock = ` FOR UPDATE`
+		}
+		if err := tx.Raw(`SELECT current_execution_id FROM `+p.q(models.TableInstances)+` WHERE instance_id = ?`+lock, instance).Scan(&cur).Error; err != nil {
+			return err
+		}
+		if len(cur) == 0 {
+			return pfail(op, ErrNotFound, "Instance %s not found", instance)
+		}
+		var execs []struct {
+			ExecutionID int64
+			Status      string
+			CompletedAt *int64
+		}
+		if err := tx.Raw(`SELECT execution_id, status, completed_at FROM `+p.q(models.TableExecutions)+` WHERE instance_id = ? ORDER BY execution_id DESC`,
+			instance).Scan(&execs).Error; err != nil {
+			return err
+		}
+		var victims []any
+		for i, e := range execs {
+			if e.ExecutionID == cur[0] || e.Status == repo.StatusRunning {
+				continue
+			}
+			if opts.KeepLast > 0 && i < opts.KeepLast {
+				continue
+			}
+			if opts.CompletedBefore != nil && (e.CompletedAt == nil || *e.CompletedAt >= opts.CompletedBefore.UnixMilli()) {
+				continue
+			}
+			victims = append(victims, e.ExecutionID)
+		}
+		out.InstancesProcessed = 1
+		if len(victims) == 0 {
+			return nil
+		}
+		in := ` AND execution_id IN (` + placeholders(len(victims)) + `)`
+		args := append([]any{instance}, victims...)
+		res := tx.Exec(`DELETE FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?`+in, args...)
+		if res.Error != nil {
+			return res.Error
+		}
+		out.EventsDeleted = res.RowsAffected
+		res = tx.Exec(`DELETE FROM `+p.q(models.TableExecutions)+` WHERE instance_id = ?`+in, args...)
+		if res.Error != nil {
+			return res.Error
+		}
+		out.ExecutionsDeleted = res.RowsAffected
+		return nil
+	})
+	if err != nil {
+		return repo.PruneResult{}, perr(op, err)
+	}
+	return out, nil
+}
+
+// PruneExecutionsBulk implements repo.ProviderAdmin.
+func (p *gormProvider) PruneExecutionsBulk(ctx context.Context, filter repo.InstanceFilter, opts repo.PruneOptions) (repo.PruneResult, error) {
+	const op = "prune_executions_bulk"
+	var total repo.PruneResult
+	ids, err := p.bulkSelect(ctx, filter, "")
+	if err != nil {
+		return total, perr(op, err)
+	}
+	for _, id := range ids {
+		r, err := p.PruneExecutions(ctx, id, opts)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return total, err
+		}
+		total.InstancesProcessed += r.InstancesProcessed
+		total.ExecutionsDeleted += r.ExecutionsDeleted
+		total.EventsDeleted += r.EventsDeleted
+	}
+	return total, nil
+}

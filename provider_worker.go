@@ -1,0 +1,307 @@
+package agentstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// EnqueueForWorker implements repo.Provider.
+func (p *gormProvider) EnqueueForWorker(ctx context.Context, item repo.WorkItem) error {
+	const op = "enqueue_for_worker"
+	rows, err := workerRows([]repo.WorkItem{item}, p.s.nowMS())
+	if err != nil {
+		return perr(op, err)
+	}
+	if err := p.s.db.WithContext(ctx).Create(&rows[0]).Error; err != nil {
+		return perr(op, fmt.Errorf("enqueue %s: %w", item.WorkItemType(), err))
+	}
+	p.work.notify()
+	return nil
+}
+
+// tagSQL returns the tag predicate of f on worker rows q.
+func tagSQL(f repo.TagFilter) (string, []any) {
+	switch f.Mode {
+	case repo.TagTags:
+		return `q.tag IN (` + placeholders(len(f.Tags)) + `)`, strArgs(f.Tags)
+	case repo.TagDefaultAnd:
+		return `(q.tag IS NULL OR q.tag IN (` + placeholders(len(f.Tags)) + `))`, strArgs(f.Tags)
+	case repo.TagAny:
+		return `1 = 1`, nil
+	}
+	return `q.tag IS NULL`, nil
+}
+
+// FetchWorkItem implements repo.Provider.
+func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *repo.SessionFetchConfig, tags repo.TagFilter) (*repo.WorkItemLease, error) {
+	const op = "fetch_work_item"
+	if lockTimeout <= 0 {
+		return nil, perr(op, invalidf("lock timeout must be positive"))
+	}
+	if err := tags.Validate(); err != nil {
+		return nil, perr(op, invalidf("%v", err))
+	}
+	if session != nil && (session.OwnerID == "" || session.LockTimeout < 0) {
+		return nil, perr(op, invalidf("session config needs an owner id and a non-negative lock timeout"))
+	}
+	if tags.Mode == repo.TagNone {
+		return nil, nil
+	}
+	lease, err := longPoll(ctx, p.work, pollTimeout, func() (*repo.WorkItemLease, error) {
+		var l *repo.WorkItemLease
+		err := withRetry(ctx, func() error {
+			var e error
+			l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags)
+			return e
+		})
+		return l, err
+	})
+	return lease, perr(op, err)
+}
+
+func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *repo.SessionFetchConfig, tags repo.TagFilter) (*repo.WorkItemLease, error) {
+	var lease *repo.WorkItemLease
+	var corrupt error
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		lease, corrupt = nil, nil
+		now := p.s.nowMS()
+		var skipped []any
+		for {
+			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q`
+			var args []any
+			if session != nil {
+				sql += ` LEFT JOIN ` + p.q(models.TableActivitySessions) + ` s ON s.session_id = q.session_id AND s.locked_until > ?`
+				args = append(args, now)
+			}
+			sql += ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)`
+			args = append(args, now, now)
+			tp, targs := tagSQL(tags)
+			sql += ` AND ` + tp
+			args = append(args, targs...)
+			if session == nil {
+				sql += ` AND q.session_id IS NULL`
+			} else {
+				sql += ` AND (q.session_id IS NULL OR s.worker_id = ? OR s.session_id IS NULL)`
+				args = append(args, session.OwnerID)
+			}
+			if len(skipped) > 0 {
+				sql += ` AND q.id NOT IN (` + placeholders(len(skipped)) + `)`
+				args = append(args, skipped...)
+			}
+			sql += ` ORDER BY q.id LIMIT 1`
+			if p.s.dialect == Postgres {
+				sql += ` FOR UPDATE OF q SKIP LOCKED`
+			}
+			var cands []struct {
+				ID        int64
+				SessionID *string
+			}
+			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
+				return fmt.Errorf("select work item: %w", err)
+			}
+			if len(cands) == 0 {
+				return nil
+			}
+			c := cands[0]
+			if c.SessionID != nil && session != nil {
+				// claim or extend the session lease; another live owner -> next item
+				leaseMS := durMS(session.LockTimeout)
+				if leaseMS <= 0 {
+					leaseMS = durMS(lockTimeout)
+				}
+				res := tx.Exec(`INSERT INTO `+p.q(models.TableActivitySessions)+` AS s (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`+
+					` ON CONFLICT (session_id) DO UPDATE SET worker_id = excluded.worker_id, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`+
+					` WHERE s.locked_until <= ? OR s.worker_id = ?`, *c.SessionID, session.OwnerID, now+leaseMS, now, now, session.OwnerID)
+				if res.Error != nil {
+					return fmt.Errorf("claim session %s: %w", *c.SessionID, res.Error)
+				}
+				if res.RowsAffected == 0 {
+					skipped = append(skipped, c.ID)
+					continue
+				}
+			}
+			token := newLockToken()
+			var locked []struct {
+				WorkItem     string
+				AttemptCount int32
+			}
+			if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+				` WHERE id = ? RETURNING work_item, attempt_count`, token, now+durMS(lockTimeout), c.ID).Scan(&locked).Error; err != nil {
+				return fmt.Errorf("lock work item %d: %w", c.ID, err)
+			}
+			if len(locked) == 0 {
+				skipped = append(skipped, c.ID)
+				continue
+			}
+			w, err := repo.UnmarshalWorkItem([]byte(locked[0].WorkItem))
+			if err != nil {
+				corrupt = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(c.ID), Column: "work_item", Err: err}
+				return nil
+			}
+			lease = &repo.WorkItemLease{Item: w, LockToken: token, AttemptCount: uint32(locked[0].AttemptCount)}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if corrupt != nil {
+		return nil, corrupt
+	}
+	return lease, nil
+}
+
+// AckWorkItem implements repo.Provider.
+func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, completion repo.WorkItem) error {
+	const op = "ack_work_item"
+	var row *models.OrchestratorQueueItem
+	if completion != nil {
+		switch completion.(type) {
+		case *repo.ActivityCompleted, *repo.ActivityFailed:
+		default:
+			return perr(op, invalidf("Invalid completion work item type %s", completion.WorkItemType()))
+		}
+		if err := validateWorkItem(completion); err != nil {
+			return perr(op, err)
+		}
+		data, err := json.Marshal(completion)
+		if err != nil {
+			return perr(op, invalidf("encode completion: %v", err))
+		}
+		row = &models.OrchestratorQueueItem{InstanceID: completion.RoutingInstance(), WorkItem: string(data)}
+	}
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		now := p.s.nowMS()
+		var gone []struct{ SessionID *string }
+		if err := tx.Raw(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE lock_token = ? AND locked_until > ? RETURNING session_id`,
+			lockToken, now).Scan(&gone).Error; err != nil {
+			return fmt.Errorf("delete work item: %w", err)
+		}
+		if len(gone) == 0 {
+			return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
+		}
+		if row != nil {
+			row.VisibleAt, row.CreatedAt = now, now
+			if err := tx.Create(row).Error; err != nil {
+				return fmt.Errorf("enqueue completion: %w", err)
+			}
+		}
+		if sid := gone[0].SessionID; sid != nil {
+			if err := tx.Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET last_activity_at = ? WHERE session_id = ? AND locked_until > ?`,
+				now, *sid, now).Error; err != nil {
+				return fmt.Errorf("touch session %s: %w", *sid, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return perr(op, err)
+	}
+	if row != nil {
+		p.orch.notify()
+	}
+	return nil
+}
+
+// RenewWorkItemLock implements repo.Provider.
+func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "renew_work_item_lock"
+	if extendFor <= 0 {
+		return perr(op, invalidf("extension must be positive"))
+	}
+	err := p.tx(ctx, func(tx *gorm.DB) error {
+		now := p.s.nowMS()
+		var rows []struct{ SessionID *string }
+		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE lock_token = ? AND locked_until > ? RETURNING session_id`,
+			now+durMS(extendFor), lockToken, now).Scan(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+		}
+		if sid := rows[0].SessionID; sid != nil {
+			return tx.Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET last_activity_at = ? WHERE session_id = ? AND locked_until > ?`,
+				now, *sid, now).Error
+		}
+		return nil
+	})
+	return perr(op, err)
+}
+
+// AbandonWorkItem implements repo.Provider.
+func (p *gormProvider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_work_item"
+	if delay < 0 {
+		return perr(op, invalidf("negative delay"))
+	}
+	now := p.s.nowMS()
+	set := `lock_token = NULL, locked_until = NULL, visible_at = ?`
+	if ignoreAttempt {
+		set += `, attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END`
+	}
+	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET `+set+` WHERE lock_token = ?`, now+durMS(delay), lockToken)
+	if res.Error != nil {
+		return perr(op, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return pfail(op, ErrInvalidLockToken, "Invalid lock token or already acked")
+	}
+	p.work.notify()
+	return nil
+}
+
+// RenewSessionLock implements repo.Provider.
+func (p *gormProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
+	const op = "renew_session_lock"
+	if len(ownerIDs) == 0 {
+		return 0, nil
+	}
+	if extendFor <= 0 || idleTimeout < 0 {
+		return 0, perr(op, invalidf("extension must be positive and idle timeout non-negative"))
+	}
+	now := p.s.nowMS()
+	args := append([]any{now + durMS(extendFor)}, strArgs(ownerIDs)...)
+	args = append(args, now, now-durMS(idleTimeout))
+	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET locked_until = ? WHERE worker_id IN (`+placeholders(len(ownerIDs))+`)`+
+		` AND locked_until > ? AND last_activity_at > ?`, args...)
+	if res.Error != nil {
+		return 0, perr(op, res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
+
+// CleanupOrphanedSessions implements repo.Provider.
+func (p *gormProvider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (int, error) {
+	const op = "cleanup_orphaned_sessions"
+	now := p.s.nowMS()
+	res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableActivitySessions)+` WHERE locked_until <= ?`+
+		` AND NOT EXISTS (SELECT 1 FROM `+p.q(models.TableWorkerQueue)+` w WHERE w.session_id = `+p.q(models.TableActivitySessions)+`.session_id)`, now)
+	if res.Error != nil {
+		return 0, perr(op, res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
+
+// GetCustomStatus implements repo.Provider.
+func (p *gormProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*repo.CustomStatus, error) {
+	const op = "get_custom_status"
+	var rows []struct {
+		CustomStatus        *string
+		CustomStatusVersion int64
+	}
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT custom_status, custom_status_version FROM `+p.q(models.TableInstances)+
+		` WHERE instance_id = ? AND custom_status_version > ?`, instance, int64(lastSeenVersion)).Scan(&rows).Error; err != nil {
+		return nil, perr(op, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &repo.CustomStatus{Status: rows[0].CustomStatus, Version: uint64(rows[0].CustomStatusVersion)}, nil
+}

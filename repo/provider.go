@@ -1,0 +1,162 @@
+package repo
+
+import (
+	"context"
+	"time"
+)
+
+// Provider is the storage contract of a durable-orchestration runtime
+// (duroxide's Provider trait): an orchestrator queue whose messages are
+// locked per instance in turns, an append-only history per execution, a
+// worker peek-lock queue with optional session affinity, and custom status.
+//
+// Every error is a *ProviderError. Errors matching ErrRetryable are
+// transient (deadlock, serialization failure, busy SQLite, lost connection,
+// pool timeout); all others are permanent. Lock-token failures match
+// ErrInvalidLockToken (and ErrLockLost); input refused before any SQL
+// matches ErrInvalidInput; undecodable stored rows match ErrCorruptRow.
+type Provider interface {
+	// Name returns the provider's name.
+	Name() string
+	// Version returns the provider's version.
+	Version() string
+
+	// FetchOrchestrationItem locks one instance that has visible messages
+	// and returns its history and every visible, unlocked message of it
+	// (each message's attempt count +1; AttemptCount is the batch maximum).
+	// Messages arriving later are not in the batch and survive the ack.
+	// While the lock (lockTimeout) lives no other fetch returns the
+	// instance. A fetch that loses a race moves on to the next instance.
+	// filter (nil = none) skips instances pinned to versions outside its
+	// ranges without locking them. When nothing is eligible it waits up to
+	// pollTimeout for work and then returns (nil, nil). Undecodable history
+	// is reported in HistoryError, never dropped; an undecodable message
+	// returns an ErrCorruptRow error while the lock is held until it expires.
+	FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, error)
+	// AckOrchestrationItem commits a turn atomically: validates and
+	// consumes the lock, creates the instance (only when the metadata names
+	// orchestration and version) and execution, appends the history delta,
+	// updates status/output/completed_at, pinned version and custom status,
+	// inserts worker items, then deletes cancelled activities, inserts
+	// orchestrator items, and deletes exactly the fetched batch. Errors:
+	// ErrInvalidLockToken (unknown, expired or already used token; of two
+	// concurrent acks with one token exactly one succeeds), ErrDuplicateEvent
+	// (everything rolled back, lock kept), ErrInvalidInput.
+	AckOrchestrationItem(ctx context.Context, lockToken string, ack OrchestrationAck) error
+	// AbandonOrchestrationItem releases the lock without committing; the
+	// batch becomes visible again after delay (0 = now). ignoreAttempt
+	// undoes the fetch's attempt increment (never below 0).
+	// ErrInvalidLockToken if the token is unknown.
+	AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error
+	// RenewOrchestrationItemLock extends a live lock to now+extendFor
+	// (millisecond precision). ErrInvalidLockToken if it expired or is unknown.
+	RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error
+
+	// Read returns the history of the newest execution of instance, ordered
+	// by event id; empty for an unknown instance. ErrCorruptRow if a stored
+	// event cannot be decoded.
+	Read(ctx context.Context, instance string) ([]Event, error)
+	// ReadWithExecution returns the history of one execution, like Read.
+	ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]Event, error)
+	// AppendWithExecution appends events to an execution's history;
+	// events whose id already exists are ignored. ErrInvalidInput for
+	// event id 0.
+	AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []Event) error
+
+	// EnqueueForOrchestrator adds a message to the routed instance's
+	// orchestrator queue, visible after delay (0 = now); a TimerFired is
+	// visible at its fire time. It never creates an instance.
+	// ErrInvalidInput for ActivityExecute.
+	EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error
+	// EnqueueForWorker adds an item to the worker queue (FIFO).
+	EnqueueForWorker(ctx context.Context, item WorkItem) error
+	// FetchWorkItem peek-locks the oldest eligible worker item for
+	// lockTimeout, or waits up to pollTimeout and returns (nil, nil).
+	// Without session config, session items are invisible; with it, items
+	// of sessions leased by another owner are skipped and fetching a
+	// session item claims or extends the session lease for
+	// session.OwnerID. tags restricts activity tags (zero value: untagged only).
+	FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (*WorkItemLease, error)
+	// AckWorkItem deletes the locked item and, when completion is non-nil
+	// (ActivityCompleted or ActivityFailed), enqueues it for the
+	// orchestrator in the same transaction. ErrInvalidLockToken when the
+	// item is gone (cancelled, deleted, already acked) or its lock expired.
+	AckWorkItem(ctx context.Context, lockToken string, completion WorkItem) error
+	// RenewWorkItemLock extends a live item lock to now+extendFor.
+	// ErrInvalidLockToken when the item is gone or its lock expired: that
+	// is how a worker learns its activity was cancelled.
+	RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error
+	// AbandonWorkItem unlocks the item, visible again after delay (0 =
+	// now); ignoreAttempt undoes the fetch's increment (never below 0).
+	// ErrInvalidLockToken if no item holds the token.
+	AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error
+	// RenewSessionLock extends the live, non-idle session leases of the
+	// owners to now+extendFor and returns how many were renewed. A session
+	// with no activity for idleTimeout is not renewed and lapses.
+	RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error)
+	// CleanupOrphanedSessions deletes expired sessions with no queued
+	// items and returns how many were deleted.
+	CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error)
+	// GetCustomStatus returns the instance's custom status if its version
+	// is greater than lastSeenVersion, else nil (also for unknown instances).
+	GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*CustomStatus, error)
+
+	// Admin returns the management interface (nil if unsupported).
+	Admin() ProviderAdmin
+}
+
+// ProviderAdmin is the management surface of a Provider (duroxide's
+// ProviderAdmin). Errors are *ProviderError as for Provider; unknown
+// instances or executions match ErrNotFound where documented.
+type ProviderAdmin interface {
+	// ListInstances returns every instance id, newest first.
+	ListInstances(ctx context.Context) ([]string, error)
+	// ListInstancesByStatus returns the ids of instances whose current
+	// execution has status, newest first.
+	ListInstancesByStatus(ctx context.Context, status string) ([]string, error)
+	// ListExecutions returns the instance's execution ids ascending (empty if unknown).
+	ListExecutions(ctx context.Context, instance string) ([]uint64, error)
+	// ReadHistoryWithExecutionID returns one execution's history; ErrCorruptRow on undecodable rows.
+	ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]Event, error)
+	// ReadHistory returns the current execution's history. ErrNotFound for an unknown instance.
+	ReadHistory(ctx context.Context, instance string) ([]Event, error)
+	// LatestExecutionID returns the current execution id. ErrNotFound for an unknown instance.
+	LatestExecutionID(ctx context.Context, instance string) (uint64, error)
+	// GetInstanceInfo describes the instance. ErrNotFound if unknown.
+	GetInstanceInfo(ctx context.Context, instance string) (*InstanceInfo, error)
+	// GetExecutionInfo describes one execution. ErrNotFound if unknown.
+	GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (*ExecutionInfo, error)
+	// GetSystemMetrics counts instances, executions and events.
+	GetSystemMetrics(ctx context.Context) (*SystemMetrics, error)
+	// GetQueueDepths counts visible, unlocked messages per queue.
+	GetQueueDepths(ctx context.Context) (*QueueDepths, error)
+	// ListChildren returns the instance's direct children, oldest first (empty if unknown).
+	ListChildren(ctx context.Context, instance string) ([]string, error)
+	// GetParentID returns the parent instance id, "" for a root.
+	// ErrNotFound if the instance is unknown.
+	GetParentID(ctx context.Context, instance string) (string, error)
+	// GetInstanceTree returns the instance and all its descendants.
+	GetInstanceTree(ctx context.Context, instance string) (*InstanceTree, error)
+	// DeleteInstancesAtomic deletes the instances with their executions,
+	// history, queue messages and locks in one transaction (unknown ids are
+	// ignored). Without force, ErrInstanceRunning if any has a Running
+	// current execution; ErrOrphan if a child of a listed instance is not
+	// listed. On error nothing is deleted. Deleting an instance invalidates
+	// its lock tokens.
+	DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error)
+	// DeleteInstance deletes a root instance and its whole tree.
+	// ErrNotFound if unknown, ErrSubOrchestration if it has a parent (even
+	// with force), ErrInstanceRunning as DeleteInstancesAtomic.
+	DeleteInstance(ctx context.Context, instance string, force bool) (DeleteInstanceResult, error)
+	// DeleteInstanceBulk deletes terminal root instances matching filter
+	// with their trees (one transaction per tree). Running roots,
+	// sub-orchestrations and trees with a Running descendant are skipped.
+	DeleteInstanceBulk(ctx context.Context, filter InstanceFilter) (DeleteInstanceResult, error)
+	// PruneExecutions deletes old executions (and their history) of an
+	// instance per opts; never the current or a Running execution.
+	// ErrNotFound if the instance is unknown.
+	PruneExecutions(ctx context.Context, instance string, opts PruneOptions) (PruneResult, error)
+	// PruneExecutionsBulk prunes every instance matching filter (any
+	// status), one transaction per instance, and sums the results.
+	PruneExecutionsBulk(ctx context.Context, filter InstanceFilter, opts PruneOptions) (PruneResult, error)
+}

@@ -1,0 +1,80 @@
+package repo
+
+import (
+	"errors"
+	"strings"
+)
+
+// providerSentinel is a sentinel error that also matches a more general one.
+type providerSentinel struct {
+	msg    string
+	parent error
+}
+
+func (e *providerSentinel) Error() string { return e.msg }
+
+// Unwrap returns the more general sentinel (or nil).
+func (e *providerSentinel) Unwrap() error { return e.parent }
+
+// Sentinels of the orchestration provider contract. Match them with errors.Is.
+var (
+	// ErrInvalidLockToken: the lock token is unknown, expired, already used
+	// by an ack, or was removed (cancelled activity, deleted instance). It
+	// also matches ErrLockLost. Permanent.
+	ErrInvalidLockToken error = &providerSentinel{msg: "agentstore: invalid lock token", parent: ErrLockLost}
+	// ErrInstanceRunning: a non-forced delete named an instance whose
+	// current execution is Running. Permanent; nothing was deleted.
+	ErrInstanceRunning = errors.New("agentstore: instance is Running")
+	// ErrSubOrchestration: DeleteInstance was asked to delete a
+	// sub-orchestration directly; delete its root instead. Permanent.
+	ErrSubOrchestration = errors.New("agentstore: cannot delete a sub-orchestration directly")
+	// ErrOrphan: an atomic delete would leave a child instance whose parent
+	// is deleted (orphan). Permanent; nothing was deleted.
+	ErrOrphan = errors.New("agentstore: delete would orphan a child instance")
+	// ErrDuplicateEvent: an ack carried a history event whose id already
+	// exists in the execution. The whole ack was rolled back and the lock is
+	// still held. Permanent.
+	ErrDuplicateEvent = errors.New("agentstore: duplicate history event")
+)
+
+// ProviderError is the error type of every Provider and ProviderAdmin
+// method: the operation, a message, and whether retrying may succeed.
+// Unwrap exposes Err (which carries the sentinels: ErrInvalidLockToken,
+// ErrNotFound, ...) and, when Retryable, ErrRetryable.
+type ProviderError struct {
+	Op        string // operation, e.g. "ack_orchestration_item"
+	Message   string // human-readable reason
+	Retryable bool   // transient (deadlock, serialization failure, busy, connection, pool timeout)
+	Err       error  // underlying error; may be nil
+}
+
+// Error returns "op: message".
+func (e *ProviderError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	b.WriteString(": ")
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Unwrap returns Err and, for retryable errors, ErrRetryable.
+func (e *ProviderError) Unwrap() []error {
+	out := make([]error, 0, 2)
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	if e.Retryable {
+		out = append(out, ErrRetryable)
+	}
+	return out
+}
+
+// IsRetryableProviderError reports whether err is a retryable *ProviderError
+// (or otherwise matches ErrRetryable).
+func IsRetryableProviderError(err error) bool {
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return pe.Retryable
+	}
+	return errors.Is(err, ErrRetryable)
+}

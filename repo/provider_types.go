@@ -1,0 +1,1121 @@
+package repo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// Execution status values stored in executions.status.
+const (
+	StatusRunning        = "Running"
+	StatusCompleted      = "Completed"
+	StatusFailed         = "Failed"
+	StatusContinuedAsNew = "ContinuedAsNew"
+)
+
+// IsTerminalStatus reports whether status ends an execution (Completed,
+// Failed or ContinuedAsNew).
+func IsTerminalStatus(status string) bool {
+	return status == StatusCompleted || status == StatusFailed || status == StatusContinuedAsNew
+}
+
+// ---------------------------------------------------------------------------
+// Event
+
+// Event is one history event. Its JSON is one flat object: the common fields
+// below plus the fields of Kind, with the kind named by "type" (serde's
+// flattened, internally tagged layout), for example
+//
+//	{"event_id":1,"source_event_id":null,"instance_id":"i1","execution_id":1,
+//	 "timestamp_ms":1760000000000,"duroxide_version":"0.1.29",
+//	 "type":"OrchestrationStarted","name":"TestOrch","version":"1.0.0","input":"{}",
+//	 "parent_instance":null,"parent_id":null}
+//
+// Unknown fields are ignored; an unknown "type" is an error.
+type Event struct {
+	EventID         uint64    // assigned by the runtime, > 0
+	SourceEventID   *uint64   // the scheduling event a completion refers to
+	InstanceID      string    // owning instance
+	ExecutionID     uint64    // owning execution
+	TimestampMS     uint64    // creation time, epoch ms
+	DuroxideVersion string    // runtime version that wrote the event
+	Kind            EventKind // what happened; never nil in a valid event
+}
+
+// EventKind is the kind-specific part of an Event. The concrete types are
+// the *...Event structs of this package.
+type EventKind interface {
+	// EventType returns the JSON "type" tag of the kind.
+	EventType() string
+}
+
+// OrchestrationStartedEvent starts an execution.
+type OrchestrationStartedEvent struct {
+	Name                string      `json:"name"`
+	Version             string      `json:"version"`
+	Input               string      `json:"input"`
+	ParentInstance      *string     `json:"parent_instance"`
+	ParentID            *uint64     `json:"parent_id"`
+	CarryForwardEvents  [][2]string `json:"carry_forward_events,omitempty"`
+	InitialCustomStatus *string     `json:"initial_custom_status,omitempty"`
+}
+
+// OrchestrationCompletedEvent ends an execution successfully.
+type OrchestrationCompletedEvent struct {
+	Output string `json:"output"`
+}
+
+// OrchestrationFailedEvent ends an execution with an error.
+type OrchestrationFailedEvent struct {
+	Details ErrorDetails `json:"details"`
+}
+
+// ActivityScheduledEvent schedules an activity.
+type ActivityScheduledEvent struct {
+	Name      string  `json:"name"`
+	Input     string  `json:"input"`
+	SessionID *string `json:"session_id,omitempty"`
+	Tag       *string `json:"tag,omitempty"`
+}
+
+// ActivityCompletedEvent records an activity result.
+type ActivityCompletedEvent struct {
+	Result string `json:"result"`
+}
+
+// ActivityFailedEvent records an activity failure.
+type ActivityFailedEvent struct {
+	Details ErrorDetails `json:"details"`
+}
+
+// ActivityCancelRequestedEvent records a cancellation request for an activity.
+type ActivityCancelRequestedEvent struct {
+	Reason string `json:"reason"`
+}
+
+// TimerCreatedEvent creates a timer firing at FireAtMS.
+type TimerCreatedEvent struct {
+	FireAtMS uint64 `json:"fire_at_ms"`
+}
+
+// TimerFiredEvent records a fired timer.
+type TimerFiredEvent struct {
+	FireAtMS uint64 `json:"fire_at_ms"`
+}
+
+// ExternalSubscribedEvent subscribes to an external event.
+type ExternalSubscribedEvent struct {
+	Name string `json:"name"`
+}
+
+// ExternalEventEvent records a delivered external event.
+type ExternalEventEvent struct {
+	Name string `json:"name"`
+	Data string `json:"data"`
+}
+
+// OrchestrationChainedEvent starts a detached orchestration.
+type OrchestrationChainedEvent struct {
+	Name     string `json:"name"`
+	Instance string `json:"instance"`
+	Input    string `json:"input"`
+}
+
+// SubOrchestrationScheduledEvent schedules a sub-orchestration.
+type SubOrchestrationScheduledEvent struct {
+	Name     string `json:"name"`
+	Instance string `json:"instance"`
+	Input    string `json:"input"`
+}
+
+// SubOrchestrationCompletedEvent records a sub-orchestration result.
+type SubOrchestrationCompletedEvent struct {
+	Result string `json:"result"`
+}
+
+// SubOrchestrationFailedEvent records a sub-orchestration failure.
+type SubOrchestrationFailedEvent struct {
+	Details ErrorDetails `json:"details"`
+}
+
+// SubOrchestrationCancelRequestedEvent records a cancellation request for a sub-orchestration.
+type SubOrchestrationCancelRequestedEvent struct {
+	Reason string `json:"reason"`
+}
+
+// OrchestrationContinuedAsNewEvent ends an execution that continues as a new one.
+type OrchestrationContinuedAsNewEvent struct {
+	Input string `json:"input"`
+}
+
+// OrchestrationCancelRequestedEvent records a cancellation request for the orchestration.
+type OrchestrationCancelRequestedEvent struct {
+	Reason string `json:"reason"`
+}
+
+// ExternalSubscribedCancelledEvent cancels an external subscription.
+type ExternalSubscribedCancelledEvent struct {
+	Reason string `json:"reason"`
+}
+
+// QueueSubscribedEvent subscribes to a persistent queue (JSON type "ExternalSubscribedPersistent").
+type QueueSubscribedEvent struct {
+	Name string `json:"name"`
+}
+
+// QueueEventDeliveredEvent delivers a persistent queue message (JSON type "ExternalEventPersistent").
+type QueueEventDeliveredEvent struct {
+	Name string `json:"name"`
+	Data string `json:"data"`
+}
+
+// QueueSubscriptionCancelledEvent cancels a queue subscription (JSON type
+// "ExternalSubscribedPersistentCancelled").
+type QueueSubscriptionCancelledEvent struct {
+	Reason string `json:"reason"`
+}
+
+// CustomStatusUpdatedEvent sets (Status non-nil) or clears (nil) the custom status.
+type CustomStatusUpdatedEvent struct {
+	Status *string `json:"status"`
+}
+
+// KeyValueSetEvent sets a key of the instance's key-value store.
+type KeyValueSetEvent struct {
+	Key             string `json:"key"`
+	Value           string `json:"value"`
+	LastUpdatedAtMS uint64 `json:"last_updated_at_ms"`
+}
+
+// KeyValueClearedEvent clears one key.
+type KeyValueClearedEvent struct {
+	Key string `json:"key"`
+}
+
+// KeyValuesClearedEvent clears every key.
+type KeyValuesClearedEvent struct{}
+
+// EventType implements EventKind.
+func (*OrchestrationStartedEvent) EventType() string { return "OrchestrationStarted" }
+
+// EventType implements EventKind.
+func (*OrchestrationCompletedEvent) EventType() string { return "OrchestrationCompleted" }
+
+// EventType implements EventKind.
+func (*OrchestrationFailedEvent) EventType() string { return "OrchestrationFailed" }
+
+// EventType implements EventKind.
+func (*ActivityScheduledEvent) EventType() string { return "ActivityScheduled" }
+
+// EventType implements EventKind.
+func (*ActivityCompletedEvent) EventType() string { return "ActivityCompleted" }
+
+// EventType implements EventKind.
+func (*ActivityFailedEvent) EventType() string { return "ActivityFailed" }
+
+// EventType implements EventKind.
+func (*ActivityCancelRequestedEvent) EventType() string { return "ActivityCancelRequested" }
+
+// EventType implements EventKind.
+func (*TimerCreatedEvent) EventType() string { return "TimerCreated" }
+
+// EventType implements EventKind.
+func (*TimerFiredEvent) EventType() string { return "TimerFired" }
+
+// EventType implements EventKind.
+func (*ExternalSubscribedEvent) EventType() string { return "ExternalSubscribed" }
+
+// EventType implements EventKind.
+func (*ExternalEventEvent) EventType() string { return "ExternalEvent" }
+
+// EventType implements EventKind.
+func (*OrchestrationChainedEvent) EventType() string { return "OrchestrationChained" }
+
+// EventType implements EventKind.
+func (*SubOrchestrationScheduledEvent) EventType() string { return "SubOrchestrationScheduled" }
+
+// EventType implements EventKind.
+func (*SubOrchestrationCompletedEvent) EventType() string { return "SubOrchestrationCompleted" }
+
+// EventType implements EventKind.
+func (*SubOrchestrationFailedEvent) EventType() string { return "SubOrchestrationFailed" }
+
+// EventType implements EventKind.
+func (*SubOrchestrationCancelRequestedEvent) EventType() string {
+	return "SubOrchestrationCancelRequested"
+}
+
+// EventType implements EventKind.
+func (*OrchestrationContinuedAsNewEvent) EventType() string { return "OrchestrationContinuedAsNew" }
+
+// EventType implements EventKind.
+func (*OrchestrationCancelRequestedEvent) EventType() string { return "OrchestrationCancelRequested" }
+
+// EventType implements EventKind.
+func (*ExternalSubscribedCancelledEvent) EventType() string { return "ExternalSubscribedCancelled" }
+
+// EventType implements EventKind.
+func (*QueueSubscribedEvent) EventType() string { return "ExternalSubscribedPersistent" }
+
+// EventType implements EventKind.
+func (*QueueEventDeliveredEvent) EventType() string { return "ExternalEventPersistent" }
+
+// EventType implements EventKind.
+func (*QueueSubscriptionCancelledEvent) EventType() string {
+	return "ExternalSubscribedPersistentCancelled"
+}
+
+// EventType implements EventKind.
+func (*CustomStatusUpdatedEvent) EventType() string { return "CustomStatusUpdated" }
+
+// EventType implements EventKind.
+func (*KeyValueSetEvent) EventType() string { return "KeyValueSet" }
+
+// EventType implements EventKind.
+func (*KeyValueClearedEvent) EventType() string { return "KeyValueCleared" }
+
+// EventType implements EventKind.
+func (*KeyValuesClearedEvent) EventType() string { return "KeyValuesCleared" }
+
+// newEventKind returns a zero kind for a JSON type tag, or nil if unknown.
+func newEventKind(t string) EventKind {
+	switch t {
+	case "OrchestrationStarted":
+		return &OrchestrationStartedEvent{}
+	case "OrchestrationCompleted":
+		return &OrchestrationCompletedEvent{}
+	case "OrchestrationFailed":
+		return &OrchestrationFailedEvent{}
+	case "ActivityScheduled":
+		return &ActivityScheduledEvent{}
+	case "ActivityCompleted":
+		return &ActivityCompletedEvent{}
+	case "ActivityFailed":
+		return &ActivityFailedEvent{}
+	case "ActivityCancelRequested":
+		return &ActivityCancelRequestedEvent{}
+	case "TimerCreated":
+		return &TimerCreatedEvent{}
+	case "TimerFired":
+		return &TimerFiredEvent{}
+	case "ExternalSubscribed":
+		return &ExternalSubscribedEvent{}
+	case "ExternalEvent":
+		return &ExternalEventEvent{}
+	case "OrchestrationChained":
+		return &OrchestrationChainedEvent{}
+	case "SubOrchestrationScheduled":
+		return &SubOrchestrationScheduledEvent{}
+	case "SubOrchestrationCompleted":
+		return &SubOrchestrationCompletedEvent{}
+	case "SubOrchestrationFailed":
+		return &SubOrchestrationFailedEvent{}
+	case "SubOrchestrationCancelRequested":
+		return &SubOrchestrationCancelRequestedEvent{}
+	case "OrchestrationContinuedAsNew":
+		return &OrchestrationContinuedAsNewEvent{}
+	case "OrchestrationCancelRequested":
+		return &OrchestrationCancelRequestedEvent{}
+	case "ExternalSubscribedCancelled":
+		return &ExternalSubscribedCancelledEvent{}
+	case "ExternalSubscribedPersistent":
+		return &QueueSubscribedEvent{}
+	case "ExternalEventPersistent":
+		return &QueueEventDeliveredEvent{}
+	case "ExternalSubscribedPersistentCancelled":
+		return &QueueSubscriptionCancelledEvent{}
+	case "CustomStatusUpdated":
+		return &CustomStatusUpdatedEvent{}
+	case "KeyValueSet":
+		return &KeyValueSetEvent{}
+	case "KeyValueCleared":
+		return &KeyValueClearedEvent{}
+	case "KeyValuesCleared":
+		return &KeyValuesClearedEvent{}
+	}
+	return nil
+}
+
+type eventCommon struct {
+	EventID         uint64  `json:"event_id"`
+	SourceEventID   *uint64 `json:"source_event_id"`
+	InstanceID      string  `json:"instance_id"`
+	ExecutionID     uint64  `json:"execution_id"`
+	TimestampMS     uint64  `json:"timestamp_ms"`
+	DuroxideVersion string  `json:"duroxide_version"`
+	Type            string  `json:"type"`
+}
+
+// MarshalJSON writes the flat, "type"-tagged serde layout.
+func (e Event) MarshalJSON() ([]byte, error) {
+	if e.Kind == nil {
+		return nil, errors.New("event: nil kind")
+	}
+	head, err := json.Marshal(eventCommon{e.EventID, e.SourceEventID, e.InstanceID, e.ExecutionID,
+		e.TimestampMS, e.DuroxideVersion, e.Kind.EventType()})
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(e.Kind)
+	if err != nil {
+		return nil, err
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) < 2 || body[0] != '{' {
+		return nil, fmt.Errorf("event kind %s does not encode as an object", e.Kind.EventType())
+	}
+	if len(body) == 2 { // "{}"
+		return head, nil
+	}
+	out := make([]byte, 0, len(head)+len(body))
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, ',')
+	return append(out, body[1:]...), nil
+}
+
+// UnmarshalJSON reads the flat serde layout. An unknown or missing "type"
+// is an error; unknown fields are ignored.
+func (e *Event) UnmarshalJSON(data []byte) error {
+	var c eventCommon
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	if c.Type == "" {
+		return errors.New("event: missing \"type\" field")
+	}
+	k := newEventKind(c.Type)
+	if k == nil {
+		return fmt.Errorf("event: unknown variant %q", c.Type)
+	}
+	if err := json.Unmarshal(data, k); err != nil {
+		return fmt.Errorf("event %s: %w", c.Type, err)
+	}
+	*e = Event{EventID: c.EventID, SourceEventID: c.SourceEventID, InstanceID: c.InstanceID,
+		ExecutionID: c.ExecutionID, TimestampMS: c.TimestampMS, DuroxideVersion: c.DuroxideVersion, Kind: k}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// ErrorDetails
+
+// ErrorDetails is the externally tagged error of failed activities and
+// orchestrations: exactly one field is set, and it encodes as
+// {"Infrastructure":{...}}, {"Configuration":{...}}, {"Application":{...}}
+// or {"Poison":{...}}.
+type ErrorDetails struct {
+	Infrastructure *InfrastructureError `json:"Infrastructure,omitempty"`
+	Configuration  *ConfigurationError  `json:"Configuration,omitempty"`
+	Application    *ApplicationError    `json:"Application,omitempty"`
+	Poison         *PoisonError         `json:"Poison,omitempty"`
+}
+
+// InfrastructureError is a provider or infrastructure failure.
+type InfrastructureError struct {
+	Operation string `json:"operation"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// ConfigurationError is a configuration problem such as nondeterminism.
+// Kind is a unit variant name, e.g. "Nondeterminism".
+type ConfigurationError struct {
+	Kind     string  `json:"kind"`
+	Resource string  `json:"resource"`
+	Message  *string `json:"message"`
+}
+
+// ApplicationError is an error raised by user code.
+type ApplicationError struct {
+	Kind      AppErrorKind `json:"kind"`
+	Message   string       `json:"message"`
+	Retryable bool         `json:"retryable"`
+}
+
+// AppErrorKind is "ActivityFailed", "OrchestrationFailed", "Panicked" (Name
+// set) or {"Cancelled":{"reason":...}} (CancelledReason set).
+type AppErrorKind struct {
+	Name            string  // unit variant name; empty when CancelledReason is set
+	CancelledReason *string // set for the Cancelled variant
+}
+
+// MarshalJSON implements json.Marshaler.
+func (k AppErrorKind) MarshalJSON() ([]byte, error) {
+	if k.CancelledReason != nil {
+		return json.Marshal(map[string]map[string]string{"Cancelled": {"reason": *k.CancelledReason}})
+	}
+	if k.Name == "" {
+		return nil, errors.New("application error kind: empty")
+	}
+	return json.Marshal(k.Name)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (k *AppErrorKind) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '"' {
+		*k = AppErrorKind{}
+		return json.Unmarshal(data, &k.Name)
+	}
+	var v struct {
+		Cancelled *struct {
+			Reason string `json:"reason"`
+		} `json:"Cancelled"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	if v.Cancelled == nil {
+		return fmt.Errorf("application error kind: unknown variant %s", data)
+	}
+	r := v.Cancelled.Reason
+	*k = AppErrorKind{CancelledReason: &r}
+	return nil
+}
+
+// PoisonError reports a message that exceeded its attempts.
+type PoisonError struct {
+	AttemptCount uint32            `json:"attempt_count"`
+	MaxAttempts  uint32            `json:"max_attempts"`
+	MessageType  PoisonMessageType `json:"message_type"`
+	Message      string            `json:"message"`
+}
+
+// PoisonMessageType names the poisoned message; exactly one field is set.
+type PoisonMessageType struct {
+	Orchestration *struct {
+		Instance    string `json:"instance"`
+		ExecutionID uint64 `json:"execution_id"`
+	} `json:"Orchestration,omitempty"`
+	Activity *struct {
+		Instance     string `json:"instance"`
+		ExecutionID  uint64 `json:"execution_id"`
+		ActivityName string `json:"activity_name"`
+		ActivityID   uint64 `json:"activity_id"`
+	} `json:"Activity,omitempty"`
+	FailedDeserialization *struct {
+		Instance    string `json:"instance"`
+		ExecutionID uint64 `json:"execution_id"`
+		Error       string `json:"error"`
+	} `json:"FailedDeserialization,omitempty"`
+}
+
+// MarshalJSON checks that exactly one variant is set.
+func (d ErrorDetails) MarshalJSON() ([]byte, error) {
+	n := 0
+	for _, set := range []bool{d.Infrastructure != nil, d.Configuration != nil, d.Application != nil, d.Poison != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("error details: %d variants set, want exactly 1", n)
+	}
+	type plain ErrorDetails
+	return json.Marshal(plain(d))
+}
+
+// UnmarshalJSON rejects objects naming no known variant.
+func (d *ErrorDetails) UnmarshalJSON(data []byte) error {
+	type plain ErrorDetails
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	if p.Infrastructure == nil && p.Configuration == nil && p.Application == nil && p.Poison == nil {
+		return fmt.Errorf("error details: unknown variant in %s", clipJSON(data))
+	}
+	*d = ErrorDetails(p)
+	return nil
+}
+
+// Message returns a human-readable summary of the error.
+func (d ErrorDetails) Message() string {
+	switch {
+	case d.Infrastructure != nil:
+		return d.Infrastructure.Operation + ": " + d.Infrastructure.Message
+	case d.Configuration != nil:
+		if d.Configuration.Message != nil {
+			return d.Configuration.Kind + ": " + *d.Configuration.Message
+		}
+		return d.Configuration.Kind + ": " + d.Configuration.Resource
+	case d.Application != nil:
+		return d.Application.Message
+	case d.Poison != nil:
+		return d.Poison.Message
+	}
+	return ""
+}
+
+func clipJSON(b []byte) string {
+	if len(b) > 80 {
+		return string(b[:80]) + "..."
+	}
+	return string(b)
+}
+
+// ---------------------------------------------------------------------------
+// WorkItem
+
+// WorkItem is a queue message. Its JSON is externally tagged:
+// {"ActivityExecute":{...}}. The concrete types are the pointer types of
+// this package listed in the WorkItem variants (StartOrchestration,
+// ActivityExecute, ...). Decode with UnmarshalWorkItem.
+type WorkItem interface {
+	// WorkItemType returns the variant name (the JSON tag).
+	WorkItemType() string
+	// RoutingInstance returns the instance whose orchestrator queue the item
+	// belongs to: the parent for sub-orchestration completions, else the
+	// item's own instance.
+	RoutingInstance() string
+}
+
+// StartOrchestration starts a new orchestration instance (orchestrator queue).
+type StartOrchestration struct {
+	Instance       string  `json:"instance"`
+	Orchestration  string  `json:"orchestration"`
+	Input          string  `json:"input"`
+	Version        *string `json:"version"`
+	ParentInstance *string `json:"parent_instance"`
+	ParentID       *uint64 `json:"parent_id"`
+	ExecutionID    uint64  `json:"execution_id"`
+}
+
+// ActivityExecute asks a worker to run an activity (worker queue only).
+type ActivityExecute struct {
+	Instance    string  `json:"instance"`
+	ExecutionID uint64  `json:"execution_id"`
+	ID          uint64  `json:"id"`
+	Name        string  `json:"name"`
+	Input       string  `json:"input"`
+	SessionID   *string `json:"session_id,omitempty"`
+	Tag         *string `json:"tag,omitempty"`
+}
+
+// ActivityCompleted reports an activity result to its orchestration.
+type ActivityCompleted struct {
+	Instance    string `json:"instance"`
+	ExecutionID uint64 `json:"execution_id"`
+	ID          uint64 `json:"id"`
+	Result      string `json:"result"`
+}
+
+// ActivityFailed reports an activity failure to its orchestration.
+type ActivityFailed struct {
+	Instance    string       `json:"instance"`
+	ExecutionID uint64       `json:"execution_id"`
+	ID          uint64       `json:"id"`
+	Details     ErrorDetails `json:"details"`
+}
+
+// TimerFired fires a timer; it becomes visible at FireAtMS.
+type TimerFired struct {
+	Instance    string `json:"instance"`
+	ExecutionID uint64 `json:"execution_id"`
+	ID          uint64 `json:"id"`
+	FireAtMS    uint64 `json:"fire_at_ms"`
+}
+
+// ExternalRaised delivers an external event.
+type ExternalRaised struct {
+	Instance string `json:"instance"`
+	Name     string `json:"name"`
+	Data     string `json:"data"`
+}
+
+// SubOrchCompleted reports a sub-orchestration result to its parent.
+type SubOrchCompleted struct {
+	ParentInstance    string `json:"parent_instance"`
+	ParentExecutionID uint64 `json:"parent_execution_id"`
+	ParentID          uint64 `json:"parent_id"`
+	Result            string `json:"result"`
+}
+
+// SubOrchFailed reports a sub-orchestration failure to its parent.
+type SubOrchFailed struct {
+	ParentInstance    string       `json:"parent_instance"`
+	ParentExecutionID uint64       `json:"parent_execution_id"`
+	ParentID          uint64       `json:"parent_id"`
+	Details           ErrorDetails `json:"details"`
+}
+
+// CancelInstance asks an instance to cancel.
+type CancelInstance struct {
+	Instance string `json:"instance"`
+	Reason   string `json:"reason"`
+}
+
+// ContinueAsNew starts the next execution of an instance.
+type ContinueAsNew struct {
+	Instance            string      `json:"instance"`
+	Orchestration       string      `json:"orchestration"`
+	Input               string      `json:"input"`
+	Version             *string     `json:"version"`
+	CarryForwardEvents  [][2]string `json:"carry_forward_events"`
+	InitialCustomStatus *string     `json:"initial_custom_status,omitempty"`
+}
+
+// QueueMessage is a persistent FIFO mailbox message.
+type QueueMessage struct {
+	Instance string `json:"instance"`
+	Name     string `json:"name"`
+	Data     string `json:"data"`
+}
+
+// WorkItemType implements WorkItem.
+func (*StartOrchestration) WorkItemType() string { return "StartOrchestration" }
+
+// WorkItemType implements WorkItem.
+func (*ActivityExecute) WorkItemType() string { return "ActivityExecute" }
+
+// WorkItemType implements WorkItem.
+func (*ActivityCompleted) WorkItemType() string { return "ActivityCompleted" }
+
+// WorkItemType implements WorkItem.
+func (*ActivityFailed) WorkItemType() string { return "ActivityFailed" }
+
+// WorkItemType implements WorkItem.
+func (*TimerFired) WorkItemType() string { return "TimerFired" }
+
+// WorkItemType implements WorkItem.
+func (*ExternalRaised) WorkItemType() string { return "ExternalRaised" }
+
+// WorkItemType implements WorkItem.
+func (*SubOrchCompleted) WorkItemType() string { return "SubOrchCompleted" }
+
+// WorkItemType implements WorkItem.
+func (*SubOrchFailed) WorkItemType() string { return "SubOrchFailed" }
+
+// WorkItemType implements WorkItem.
+func (*CancelInstance) WorkItemType() string { return "CancelInstance" }
+
+// WorkItemType implements WorkItem.
+func (*ContinueAsNew) WorkItemType() string { return "ContinueAsNew" }
+
+// WorkItemType implements WorkItem.
+func (*QueueMessage) WorkItemType() string { return "QueueMessage" }
+
+// RoutingInstance implements WorkItem.
+func (w *StartOrchestration) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *ActivityExecute) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *ActivityCompleted) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *ActivityFailed) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *TimerFired) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *ExternalRaised) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *SubOrchCompleted) RoutingInstance() string { return w.ParentInstance }
+
+// RoutingInstance implements WorkItem.
+func (w *SubOrchFailed) RoutingInstance() string { return w.ParentInstance }
+
+// RoutingInstance implements WorkItem.
+func (w *CancelInstance) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *ContinueAsNew) RoutingInstance() string { return w.Instance }
+
+// RoutingInstance implements WorkItem.
+func (w *QueueMessage) RoutingInstance() string { return w.Instance }
+
+func tagged(tag string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := json.Marshal(tag)
+	out := make([]byte, 0, len(body)+len(name)+3)
+	out = append(out, '{')
+	out = append(out, name...)
+	out = append(out, ':')
+	out = append(out, body...)
+	return append(out, '}'), nil
+}
+
+// MarshalJSON writes {"StartOrchestration":{...}}.
+func (w *StartOrchestration) MarshalJSON() ([]byte, error) {
+	type plain StartOrchestration
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"ActivityExecute":{...}}.
+func (w *ActivityExecute) MarshalJSON() ([]byte, error) {
+	type plain ActivityExecute
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"ActivityCompleted":{...}}.
+func (w *ActivityCompleted) MarshalJSON() ([]byte, error) {
+	type plain ActivityCompleted
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"ActivityFailed":{...}}.
+func (w *ActivityFailed) MarshalJSON() ([]byte, error) {
+	type plain ActivityFailed
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"TimerFired":{...}}.
+func (w *TimerFired) MarshalJSON() ([]byte, error) {
+	type plain TimerFired
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"ExternalRaised":{...}}.
+func (w *ExternalRaised) MarshalJSON() ([]byte, error) {
+	type plain ExternalRaised
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"SubOrchCompleted":{...}}.
+func (w *SubOrchCompleted) MarshalJSON() ([]byte, error) {
+	type plain SubOrchCompleted
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"SubOrchFailed":{...}}.
+func (w *SubOrchFailed) MarshalJSON() ([]byte, error) {
+	type plain SubOrchFailed
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"CancelInstance":{...}}.
+func (w *CancelInstance) MarshalJSON() ([]byte, error) {
+	type plain CancelInstance
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+// MarshalJSON writes {"ContinueAsNew":{...}}; a nil CarryForwardEvents is written as [].
+func (w *ContinueAsNew) MarshalJSON() ([]byte, error) {
+	type plain ContinueAsNew
+	p := plain(*w)
+	if p.CarryForwardEvents == nil {
+		p.CarryForwardEvents = [][2]string{}
+	}
+	return tagged(w.WorkItemType(), &p)
+}
+
+// MarshalJSON writes {"QueueMessage":{...}}.
+func (w *QueueMessage) MarshalJSON() ([]byte, error) {
+	type plain QueueMessage
+	return tagged(w.WorkItemType(), (*plain)(w))
+}
+
+func newWorkItem(tag string) WorkItem {
+	switch tag {
+	case "StartOrchestration":
+		return &StartOrchestration{}
+	case "ActivityExecute":
+		return &ActivityExecute{}
+	case "ActivityCompleted":
+		return &ActivityCompleted{}
+	case "ActivityFailed":
+		return &ActivityFailed{}
+	case "TimerFired":
+		return &TimerFired{}
+	case "ExternalRaised":
+		return &ExternalRaised{}
+	case "SubOrchCompleted":
+		return &SubOrchCompleted{}
+	case "SubOrchFailed":
+		return &SubOrchFailed{}
+	case "CancelInstance":
+		return &CancelInstance{}
+	case "ContinueAsNew":
+		return &ContinueAsNew{}
+	case "QueueMessage":
+		return &QueueMessage{}
+	}
+	return nil
+}
+
+// UnmarshalWorkItem decodes an externally tagged work item. An object that
+// is not exactly one known variant is an error.
+func UnmarshalWorkItem(data []byte) (WorkItem, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("work item: %w", err)
+	}
+	if len(m) != 1 {
+		return nil, fmt.Errorf("work item: want one variant key, got %d", len(m))
+	}
+	for tag, body := range m {
+		w := newWorkItem(tag)
+		if w == nil {
+			return nil, fmt.Errorf("work item: unknown variant %q", tag)
+		}
+		// Decode into the plain shape (the variant's own UnmarshalJSON is the default).
+		if err := json.Unmarshal(body, w); err != nil {
+			return nil, fmt.Errorf("work item %s: %w", tag, err)
+		}
+		if c, ok := w.(*ContinueAsNew); ok && c.CarryForwardEvents == nil {
+			c.CarryForwardEvents = [][2]string{}
+		}
+		return w, nil
+	}
+	return nil, errors.New("work item: empty")
+}
+
+// ---------------------------------------------------------------------------
+// Provider structs
+
+// OrchestrationItem is one locked turn of an instance returned by
+// Provider.FetchOrchestrationItem: the instance's current history and every
+// visible message of the instance at fetch time. The lock is held until
+// AckOrchestrationItem or AbandonOrchestrationItem with LockToken, or until
+// it expires.
+type OrchestrationItem struct {
+	Instance          string
+	OrchestrationName string // "Unknown" for an instance not created yet and no Start/ContinueAsNew in the batch
+	ExecutionID       uint64
+	Version           string // "unknown" when not known
+	History           []Event
+	Messages          []WorkItem
+	// HistoryError is non-empty when the stored history could not be
+	// decoded; History is then empty. The lock is held and the attempt
+	// counted, so the runtime can poison the instance after max attempts.
+	HistoryError string
+	LockToken    string // token for ack, abandon and renew
+	AttemptCount uint32 // the highest attempt count in the batch (>= 1)
+}
+
+// ExecutionMetadata is what the runtime tells the provider about an
+// execution at ack; the provider never inspects events to derive it
+// (except custom status updates). Nil fields are left unchanged.
+type ExecutionMetadata struct {
+	Status                *string // Running, Completed, Failed or ContinuedAsNew
+	Output                *string // result, error text, or ContinueAsNew input
+	OrchestrationName     *string // with OrchestrationVersion: creates the instance row
+	OrchestrationVersion  *string
+	ParentInstanceID      *string
+	PinnedDuroxideVersion *semver.Version // stored on the execution for capability filtering
+}
+
+// ScheduledActivityIdentifier names a scheduled activity (for cancellation).
+type ScheduledActivityIdentifier struct {
+	Instance    string
+	ExecutionID uint64
+	ActivityID  uint64
+}
+
+// OrchestrationAck is the outcome of one orchestration turn, written
+// atomically by Provider.AckOrchestrationItem.
+type OrchestrationAck struct {
+	ExecutionID         uint64     // the execution the history delta belongs to
+	HistoryDelta        []Event    // new events; every EventID > 0 and unique within the execution
+	WorkerItems         []WorkItem // activities to schedule (worker queue)
+	OrchestratorItems   []WorkItem // messages for this or other instances (timers, sub-orchestrations, ...)
+	Metadata            ExecutionMetadata
+	CancelledActivities []ScheduledActivityIdentifier // worker rows to delete ("lock stealing")
+}
+
+// WorkItemLease is a worker-queue item locked by Provider.FetchWorkItem.
+type WorkItemLease struct {
+	Item         WorkItem
+	LockToken    string
+	AttemptCount uint32
+}
+
+// SessionFetchConfig enables activity sessions on a worker fetch: items of a
+// session are pinned to the owner holding the session lease.
+type SessionFetchConfig struct {
+	OwnerID     string        // all slots sharing it are one owner (typically the worker node id)
+	LockTimeout time.Duration // session lease length; 0 = the item lock timeout
+}
+
+// TagFilterMode selects which activity tags a worker fetches.
+type TagFilterMode int
+
+// Tag filter modes. The zero value is TagDefaultOnly.
+const (
+	TagDefaultOnly TagFilterMode = iota // untagged items only
+	TagTags                             // items whose tag is in Tags
+	TagDefaultAnd                       // untagged items and items whose tag is in Tags
+	TagAny                              // every item
+	TagNone                             // nothing (fetch returns nil without a query)
+)
+
+// TagFilter restricts a worker fetch to activity tags. The zero value
+// fetches untagged items only.
+type TagFilter struct {
+	Mode TagFilterMode
+	Tags []string // for TagTags and TagDefaultAnd: 1..5 non-empty tags
+}
+
+// MaxWorkerTags is the most tags a TagFilter may list.
+const MaxWorkerTags = 5
+
+// Validate checks the filter's shape.
+func (f TagFilter) Validate() error {
+	switch f.Mode {
+	case TagDefaultOnly, TagAny, TagNone:
+		return nil
+	case TagTags, TagDefaultAnd:
+		if len(f.Tags) == 0 || len(f.Tags) > MaxWorkerTags {
+			return fmt.Errorf("tag filter: want 1..%d tags, got %d", MaxWorkerTags, len(f.Tags))
+		}
+		for _, t := range f.Tags {
+			if t == "" || len(t) > 256 {
+				return errors.New("tag filter: tags must be 1..256 bytes")
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("tag filter: unknown mode %d", f.Mode)
+}
+
+// SemverRange is an inclusive range of runtime versions. Only major, minor
+// and patch are compared.
+type SemverRange struct {
+	Min, Max semver.Version
+}
+
+// Contains reports whether v lies in the range.
+func (r SemverRange) Contains(v semver.Version) bool {
+	return compareMMP(v, r.Min) >= 0 && compareMMP(v, r.Max) <= 0
+}
+
+func compareMMP(a, b semver.Version) int {
+	for _, p := range [][2]uint64{{a.Major(), b.Major()}, {a.Minor(), b.Minor()}, {a.Patch(), b.Patch()}} {
+		if p[0] < p[1] {
+			return -1
+		}
+		if p[0] > p[1] {
+			return 1
+		}
+	}
+	return 0
+}
+
+// DispatcherCapabilityFilter lists the runtime versions a dispatcher can
+// replay. An instance whose current execution is pinned to a version outside
+// every range is skipped by FetchOrchestrationItem (never locked); unpinned
+// executions always match. An empty list matches nothing.
+type DispatcherCapabilityFilter struct {
+	SupportedDuroxideVersions []SemverRange
+}
+
+// Compatible reports whether an execution pinned to v (nil = unpinned) matches.
+func (f DispatcherCapabilityFilter) Compatible(v *semver.Version) bool {
+	if v == nil {
+		return true
+	}
+	for _, r := range f.SupportedDuroxideVersions {
+		if r.Contains(*v) {
+			return true
+		}
+	}
+	return false
+}
+
+// CustomStatus is an instance's custom status and its version (incremented
+// once per ack that changes it).
+type CustomStatus struct {
+	Status  *string // nil = cleared
+	Version uint64
+}
+
+// InstanceInfo describes an instance and its current execution.
+type InstanceInfo struct {
+	InstanceID           string
+	OrchestrationName    string
+	OrchestrationVersion string // "unknown" if not recorded
+	CurrentExecutionID   uint64
+	Status               string  // of the current execution; "Running" if it has no row
+	Output               *string // of the current execution
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	ParentInstanceID     *string
+}
+
+// ExecutionInfo describes one execution.
+type ExecutionInfo struct {
+	ExecutionID uint64
+	Status      string
+	Output      *string
+	StartedAt   time.Time
+	CompletedAt *time.Time
+	EventCount  int64
+}
+
+// SystemMetrics counts instances, executions and events.
+type SystemMetrics struct {
+	TotalInstances     int64
+	TotalExecutions    int64
+	RunningInstances   int64 // instances whose current execution is Running
+	CompletedInstances int64
+	FailedInstances    int64
+	TotalEvents        int64
+}
+
+// QueueDepths counts visible, unlocked messages per queue.
+type QueueDepths struct {
+	OrchestratorQueue int64
+	WorkerQueue       int64
+	TimerQueue        int64 // always 0: timers live in the orchestrator queue
+}
+
+// DeleteInstanceResult counts what a delete removed.
+type DeleteInstanceResult struct {
+	InstancesDeleted     int64
+	ExecutionsDeleted    int64
+	EventsDeleted        int64
+	QueueMessagesDeleted int64
+}
+
+// Add returns the sum of r and o.
+func (r DeleteInstanceResult) Add(o DeleteInstanceResult) DeleteInstanceResult {
+	return DeleteInstanceResult{r.InstancesDeleted + o.InstancesDeleted, r.ExecutionsDeleted + o.ExecutionsDeleted,
+		r.EventsDeleted + o.EventsDeleted, r.QueueMessagesDeleted + o.QueueMessagesDeleted}
+}
+
+// PruneOptions selects executions to prune; the fields are ANDed. The
+// current execution and Running executions are never pruned.
+type PruneOptions struct {
+	KeepLast        int        // keep the newest KeepLast executions; 0 and 1 both keep only the current one
+	CompletedBefore *time.Time // only executions completed before this time
+}
+
+// PruneResult counts what a prune removed.
+type PruneResult struct {
+	InstancesProcessed int64
+	ExecutionsDeleted  int64
+	EventsDeleted      int64
+}
+
+// InstanceFilter selects instances for bulk operations; the fields are ANDed.
+type InstanceFilter struct {
+	InstanceIDs     []string   // nil = any instance; a non-nil empty slice matches nothing
+	CompletedBefore *time.Time // current execution completed before this time
+	Limit           int        // 0 = DefaultBulkLimit
+}
+
+// DefaultBulkLimit is the instance limit of bulk operations when InstanceFilter.Limit is 0.
+const DefaultBulkLimit = 1000
+
+// InstanceTree is a root instance and all its descendants.
+type InstanceTree struct {
+	RootID string
+	AllIDs []string // root first
+}
+
+// IsRootOnly reports whether the tree has no descendants.
+func (t InstanceTree) IsRootOnly() bool { return len(t.AllIDs) == 1 }
+
+// Size returns the number of instances in the tree.
+func (t InstanceTree) Size() int { return len(t.AllIDs) }
