@@ -127,12 +127,12 @@ func TestForeignKeysCascade(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := db.Create(&models.Message{SessionID: sid, Seq: 1, ID: "m1", Role: "user",
-			Content: models.JSON(`[]`), CreatedAt: now}).Error; err != nil {
+			Content: models.VerbatimJSON(`[]`), CreatedAt: now}).Error; err != nil {
 			t.Fatal(err)
 		}
 		// A message for a session that does not exist must be refused.
 		if err := db.Create(&models.Message{SessionID: uuid.New(), Seq: 1, ID: "m1", Role: "user",
-			Content: models.JSON(`[]`), CreatedAt: now}).Error; err == nil {
+			Content: models.VerbatimJSON(`[]`), CreatedAt: now}).Error; err == nil {
 			t.Fatal("foreign key not enforced: orphan message inserted")
 		}
 		if err := db.Delete(&models.Session{ID: sid}).Error; err != nil {

@@ -5,7 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/fnv"
-	"regexp"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -32,7 +33,20 @@ const SchemaVersion = models.SchemaVersion
 // transaction. Use it for development and tests; production databases can
 // be built from the exported DDL (see DDL) by Flyway and checked with Verify.
 func (s *Store) Migrate(ctx context.Context) error {
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	mdb, err := gorm.Open(s.db.Dialector, &gorm.Config{
+		NamingStrategy:         s.namer,
+		Logger:                 s.cfg.logger,
+		NowFunc:                s.now,
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := normalizeModelDefaults(mdb); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	err = mdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if s.dialect == Postgres {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", s.migrateLockKey()).Error; err != nil {
 				return fmt.Errorf("take migration lock: %w", err)
@@ -60,6 +74,31 @@ func (s *Store) Migrate(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", translateError(err))
+	}
+	return nil
+}
+
+// normalizeModelDefaults parses every model into db's schema cache and
+// gives each quoted literal default GORM does not parse itself (defaults of
+// JSON and Decimal columns, such as '{}') its parsed form. Without this,
+// GORM's PostgreSQL migrator re-runs ALTER COLUMN ... SET DEFAULT on those
+// columns at every AutoMigrate, and Migrate would not be a no-op on an
+// up-to-date schema. db must be a handle private to the caller (Migrate
+// and DDL open their own), because the cached schemas are modified.
+func normalizeModelDefaults(db *gorm.DB) error {
+	for _, m := range models.All() {
+		stmt := &gorm.Statement{DB: db}
+		if err := stmt.Parse(m); err != nil {
+			return fmt.Errorf("parse model %T: %w", m, err)
+		}
+		for _, f := range stmt.Schema.Fields {
+			v := f.DefaultValue
+			if f.HasDefaultValue && f.DefaultValueInterface == nil && len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
+				lit := strings.ReplaceAll(v[1:len(v)-1], "''", "'")
+				f.DefaultValue = lit
+				f.DefaultValueInterface = lit
+			}
+		}
 	}
 	return nil
 }
@@ -134,6 +173,9 @@ func DDL(d Dialect, opts ...Option) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("ddl: %w", err)
 	}
+	if err := normalizeModelDefaults(gdb); err != nil {
+		return "", fmt.Errorf("ddl: %w", err)
+	}
 	mig := gdb.Migrator()
 	for _, m := range models.All() {
 		if err := mig.CreateTable(m); err != nil {
@@ -170,12 +212,30 @@ func quoteQualified(name string) string {
 // FlywayFileName is the name of the exported baseline migration.
 const FlywayFileName = "V1__agentstore_baseline.sql"
 
-var sqliteDQDefault = regexp.MustCompile(`DEFAULT "([^"]*)"`)
+// WriteFlyway writes the DDL of dialect d (see DDL; the same options) to
+// dir/V1__agentstore_baseline.sql, creating dir if needed, so Flyway can
+// apply it as the baseline migration.
+func WriteFlyway(dir string, d Dialect, opts ...Option) error {
+	ddl, err := DDL(d, opts...)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write flyway migration: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FlywayFileName), []byte(ddl), 0o644); err != nil {
+		return fmt.Errorf("write flyway migration: %w", err)
+	}
+	return nil
+}
 
-// orderDDL drops introspection queries, sorts each run of CREATE INDEX
-// statements (GORM emits them in map order) so the output is stable, and on
-// SQLite writes string defaults with standard single quotes.
-func orderDDL(stmts []string, d Dialect) []string {
+// orderDDL drops introspection queries and sorts each run of CREATE INDEX
+// statements (GORM emits them in map order) so the output is stable. The
+// statements are otherwise kept exactly as GORM writes them: on SQLite
+// string defaults stay double-quoted (DEFAULT "main"), because GORM's
+// SQLite migrator compares defaults in that spelling and would rebuild
+// every table of a database created with 'main' on each Migrate.
+func orderDDL(stmts []string, _ Dialect) []string {
 	var out, run []string
 	flush := func() {
 		sort.Strings(run)
@@ -187,9 +247,6 @@ func orderDDL(stmts []string, d Dialect) []string {
 		up := strings.ToUpper(st)
 		if st == "" || strings.HasPrefix(up, "SELECT") || strings.HasPrefix(up, "PRAGMA") {
 			continue
-		}
-		if d == SQLite {
-			st = sqliteDQDefault.ReplaceAllString(st, "DEFAULT '$1'")
 		}
 		if strings.HasPrefix(up, "CREATE INDEX") || strings.HasPrefix(up, "CREATE UNIQUE INDEX") {
 			run = append(run, st)

@@ -501,13 +501,19 @@ func (s *Store) normType(t string) string {
 }
 
 // normPredicate normalises a partial-index predicate for comparison:
-// PostgreSQL stores "(expires_at IS NOT NULL)", the model says
-// "expires_at IS NOT NULL".
+// PostgreSQL stores "(expires_at IS NOT NULL)" and adds casts, the model
+// says "expires_at IS NOT NULL". Parentheses, quotes, casts, case and
+// spacing are ignored.
 func normPredicate(p string) string {
 	p = strings.ToLower(reSpaces.ReplaceAllString(p, " "))
+	p = reCast.ReplaceAllString(p, "")
 	p = strings.NewReplacer("(", "", ")", "", `"`, "", "`", "").Replace(p)
-	return strings.TrimSpace(p)
+	return strings.TrimSpace(reSpaces.ReplaceAllString(p, " "))
 }
+
+// reCast matches the casts PostgreSQL adds when it stores a predicate
+// ("(status)::text = 'draft'::text").
+var reCast = regexp.MustCompile(`::(character varying|double precision|timestamp(\(\d+\))? with(out)? time zone|[a-z_][a-z0-9_]*)(\(\d+(,\d+)?\))?(\[\])?`)
 
 // live* describe a table as the database catalog reports it.
 type liveColumn struct {

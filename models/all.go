@@ -20,7 +20,7 @@ const TableSchemaVersion = "schema_version"
 // SchemaVersionRow is one row of {prefix}schema_version.
 type SchemaVersionRow struct {
 	Version   int64     `gorm:"primaryKey;autoIncrement:false"`
-	AppliedAt time.Time `gorm:"not null;precision:6"`
+	AppliedAt time.Time `gorm:"not null"`
 }
 
 // TableName returns the prefixed table name.

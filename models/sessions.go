@@ -49,9 +49,9 @@ type Session struct {
 	Version                  int64      `gorm:"not null;default:1"`
 	ForkedFromSessionID      *uuid.UUID `gorm:"type:uuid"`
 	ForkedFromSeq            *int64
-	CreatedAt                time.Time  `gorm:"not null;precision:6"`
-	UpdatedAt                time.Time  `gorm:"not null;precision:6;index:,composite:tenant_updated,priority:2;index:,composite:updated_id,priority:1"`
-	ExpiresAt                *time.Time `gorm:"precision:6;index:,where:expires_at IS NOT NULL"`
+	CreatedAt                time.Time  `gorm:"not null"`
+	UpdatedAt                time.Time  `gorm:"not null;index:,composite:tenant_updated,priority:2;index:,composite:updated_id,priority:1"`
+	ExpiresAt                *time.Time `gorm:"index:,where:expires_at IS NOT NULL"`
 
 	Parent *Session `gorm:"foreignKey:ParentID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -77,7 +77,7 @@ type Message struct {
 	Model            *string `gorm:"type:varchar(64)"`
 	RequestID        *string `gorm:"type:text"`
 	Environment      JSON
-	CreatedAt        time.Time `gorm:"not null;precision:6"`
+	CreatedAt        time.Time `gorm:"not null"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -97,7 +97,7 @@ type Compact struct {
 	OriginalCount   int64     `gorm:"not null;default:0"`
 	NewCount        int64     `gorm:"not null;default:0"`
 	LogicalParentID *string   `gorm:"type:text"`
-	CreatedAt       time.Time `gorm:"not null;precision:6"`
+	CreatedAt       time.Time `gorm:"not null"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -111,7 +111,7 @@ type Summary struct {
 	SessionID     uuid.UUID `gorm:"type:uuid;not null;index"`
 	Summary       string    `gorm:"type:text;not null"`
 	LeafMessageID *string   `gorm:"type:text"`
-	CreatedAt     time.Time `gorm:"not null;precision:6"`
+	CreatedAt     time.Time `gorm:"not null"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -135,9 +135,9 @@ type QueueItem struct {
 	LeaseToken  *uuid.UUID `gorm:"type:uuid"`
 	LeaseOwner  *string    `gorm:"type:text"`
 	LeasedUntil *int64
-	LastError   *string    `gorm:"type:text"`
-	CreatedAt   time.Time  `gorm:"not null;precision:6"`
-	ProcessedAt *time.Time `gorm:"precision:6"`
+	LastError   *string   `gorm:"type:text"`
+	CreatedAt   time.Time `gorm:"not null"`
+	ProcessedAt *time.Time
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -154,9 +154,9 @@ type Todo struct {
 	ActiveForm  string     `gorm:"type:text;not null"`
 	Status      string     `gorm:"type:varchar(32);not null;default:pending"`
 	PlanID      *uuid.UUID `gorm:"type:uuid"`
-	CreatedAt   time.Time  `gorm:"not null;precision:6"`
-	StartedAt   *time.Time `gorm:"precision:6"`
-	CompletedAt *time.Time `gorm:"precision:6"`
+	CreatedAt   time.Time  `gorm:"not null"`
+	StartedAt   *time.Time
+	CompletedAt *time.Time
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -168,16 +168,16 @@ func (Todo) TableName(n schema.Namer) string { return tableName(n, TableTodos) }
 // ever had stays, with its final status. A partial unique index allows at
 // most one active (draft, approved or executing) plan per session.
 type Plan struct {
-	ID          uuid.UUID  `gorm:"type:uuid;primaryKey"`
-	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
-	Name        *string    `gorm:"type:text"`
-	Content     string     `gorm:"type:text;not null"`
-	Status      string     `gorm:"type:varchar(32);not null;default:draft"`
-	Error       *string    `gorm:"type:text"`
-	CreatedAt   time.Time  `gorm:"not null;precision:6"`
-	ApprovedAt  *time.Time `gorm:"precision:6"`
-	StartedAt   *time.Time `gorm:"precision:6"`
-	CompletedAt *time.Time `gorm:"precision:6"`
+	ID          uuid.UUID `gorm:"type:uuid;primaryKey"`
+	SessionID   uuid.UUID `gorm:"type:uuid;not null;index;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
+	Name        *string   `gorm:"type:text"`
+	Content     string    `gorm:"type:text;not null"`
+	Status      string    `gorm:"type:varchar(32);not null;default:draft"`
+	Error       *string   `gorm:"type:text"`
+	CreatedAt   time.Time `gorm:"not null"`
+	ApprovedAt  *time.Time
+	StartedAt   *time.Time
+	CompletedAt *time.Time
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }

@@ -1,0 +1,247 @@
+// Command agentstore exports, applies and checks the agentstore schema.
+//
+//	agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S] [--flyway DIR]
+//	agentstore migrate --dsn DSN [--prefix P] [--schema S]
+//	agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
+//	agentstore version
+//
+// ddl prints the DDL generated from the GORM models to stdout, or with
+// --flyway writes DIR/V1__agentstore_baseline.sql. migrate runs
+// Store.Migrate. verify runs Store.Verify and prints one issue per line
+// (or the whole report as JSON with --json).
+//
+// Exit status: 0 success (verify: no issues); 1 verify found issues; 2 the
+// command could not run (usage error, bad option, unreachable database,
+// failed migration). Errors go to stderr; a DSN's password is never
+// printed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/agentstore/agentstore"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitIssues = 1
+	exitError  = 2
+)
+
+const usage = `usage:
+  agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S] [--flyway DIR]
+  agentstore migrate --dsn DSN [--prefix P] [--schema S]
+  agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
+  agentstore version
+
+DSN: postgres://user:pass@host:5432/db?sslmode=disable, sqlite:PATH or sqlite::memory:
+exit status: 0 ok, 1 verify found issues, 2 could not run
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the exit status. It never panics.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "agentstore: internal error: %v\n", r)
+			code = exitError
+		}
+	}()
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError
+	}
+	switch args[0] {
+	case "ddl":
+		return cmdDDL(args[1:], stdout, stderr)
+	case "migrate":
+		return cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(ctx, args[1:], stdout, stderr)
+	case "version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "agentstore: version takes no arguments\n%s", usage)
+			return exitError
+		}
+		fmt.Fprintf(stdout, "agentstore %s (schema version %d, %s)\n", moduleVersion(), agentstore.SchemaVersion, runtime.Version())
+		return exitOK
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "agentstore: unknown command %q\n%s", args[0], usage)
+		return exitError
+	}
+}
+
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// common holds the flags shared by the commands.
+type common struct {
+	fs     *flag.FlagSet
+	prefix string
+	schema string
+	dsn    string
+}
+
+func newFlags(name string, stderr io.Writer, withDSN bool) *common {
+	c := &common{fs: flag.NewFlagSet("agentstore "+name, flag.ContinueOnError)}
+	c.fs.SetOutput(stderr)
+	c.fs.StringVar(&c.prefix, "prefix", agentstore.DefaultTablePrefix, "table prefix")
+	c.fs.StringVar(&c.schema, "schema", "", "PostgreSQL schema (default: the connection's current schema)")
+	if withDSN {
+		c.fs.StringVar(&c.dsn, "dsn", "", "database DSN: postgres://..., sqlite:PATH (env AGENTSTORE_DSN)")
+	}
+	return c
+}
+
+// parse parses args; it returns false (after printing why) on a usage error.
+func (c *common) parse(args []string, stderr io.Writer) bool {
+	if err := c.fs.Parse(args); err != nil {
+		return false // the flag package printed the error and the flags
+	}
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agentstore: unexpected argument %q\n%s", c.fs.Arg(0), usage)
+		return false
+	}
+	return true
+}
+
+func (c *common) options() []agentstore.Option {
+	opts := []agentstore.Option{agentstore.WithTablePrefix(c.prefix)}
+	if c.schema != "" {
+		opts = append(opts, agentstore.WithSchema(c.schema))
+	}
+	return opts
+}
+
+func cmdDDL(args []string, stdout, stderr io.Writer) int {
+	c := newFlags("ddl", stderr, false)
+	dialect := c.fs.String("dialect", "", "postgres or sqlite (required)")
+	flyway := c.fs.String("flyway", "", "write DIR/"+agentstore.FlywayFileName+" instead of printing")
+	if !c.parse(args, stderr) {
+		return exitError
+	}
+	d := agentstore.Dialect(*dialect)
+	if d != agentstore.Postgres && d != agentstore.SQLite {
+		fmt.Fprintf(stderr, "agentstore ddl: --dialect must be postgres or sqlite (got %q)\n", *dialect)
+		return exitError
+	}
+	if *flyway != "" {
+		if err := agentstore.WriteFlyway(*flyway, d, c.options()...); err != nil {
+			fmt.Fprintf(stderr, "agentstore ddl: %v\n", err)
+			return exitError
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", filepath.Join(*flyway, agentstore.FlywayFileName))
+		return exitOK
+	}
+	ddl, err := agentstore.DDL(d, c.options()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentstore ddl: %v\n", err)
+		return exitError
+	}
+	if _, err := io.WriteString(stdout, ddl); err != nil {
+		fmt.Fprintf(stderr, "agentstore ddl: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// open parses the DSN flags and opens the store; it prints why on failure.
+func (c *common) open(ctx context.Context, cmd string, stderr io.Writer) (*agentstore.Store, bool) {
+	if c.dsn == "" {
+		c.dsn = os.Getenv("AGENTSTORE_DSN")
+	}
+	if c.dsn == "" {
+		fmt.Fprintf(stderr, "agentstore %s: --dsn is required\n%s", cmd, usage)
+		return nil, false
+	}
+	st, err := agentstore.Open(ctx, c.dsn, c.options()...)
+	if err != nil {
+		// Open's errors never contain the password; RedactDSN names the target.
+		fmt.Fprintf(stderr, "agentstore %s: open %s: %v\n", cmd, agentstore.RedactDSN(c.dsn), err)
+		return nil, false
+	}
+	return st, true
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newFlags("migrate", stderr, true)
+	if !c.parse(args, stderr) {
+		return exitError
+	}
+	st, ok := c.open(ctx, "migrate", stderr)
+	if !ok {
+		return exitError
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "migrated %s to schema version %d (prefix %q", agentstore.RedactDSN(c.dsn), agentstore.SchemaVersion, st.TablePrefix())
+	if st.Schema() != "" {
+		fmt.Fprintf(stdout, ", schema %q", st.Schema())
+	}
+	fmt.Fprintln(stdout, ")")
+	return exitOK
+}
+
+func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newFlags("verify", stderr, true)
+	asJSON := c.fs.Bool("json", false, "print the report as JSON")
+	if !c.parse(args, stderr) {
+		return exitError
+	}
+	st, ok := c.open(ctx, "verify", stderr)
+	if !ok {
+		return exitError
+	}
+	defer st.Close()
+	rep, err := st.Verify(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentstore verify: %v\n", err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "agentstore verify: %v\n", err)
+			return exitError
+		}
+	} else {
+		for _, is := range rep.Issues {
+			fmt.Fprintln(stdout, is.String())
+		}
+	}
+	if !rep.OK() {
+		if !*asJSON {
+			fmt.Fprintf(stderr, "agentstore verify: %d issue(s)\n", len(rep.Issues))
+		}
+		return exitIssues
+	}
+	return exitOK
+}
