@@ -2,9 +2,23 @@ package agentstore_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
 	"testing"
 
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
 )
 
 // verifyClean fails t unless Verify reports zero issues on st.
@@ -20,12 +34,370 @@ func verifyClean(t *testing.T, st *agentstore.Store) *agentstore.VerifyReport {
 	return rep
 }
 
+func mustVerify(t *testing.T, st *agentstore.Store) *agentstore.VerifyReport {
+	t.Helper()
+	rep, err := st.Verify(context.Background())
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return rep
+}
+
+// issueKeys renders the issues as sorted "kind table object" lines.
+func issueKeys(issues []agentstore.SchemaIssue) []string {
+	out := make([]string, 0, len(issues))
+	for _, i := range issues {
+		out = append(out, fmt.Sprintf("%s %s %s", i.Kind, i.Table, i.Object))
+	}
+	sort.Strings(out)
+	return out
+}
+
 func TestVerify_FreshlyMigratedIsClean(t *testing.T) {
 	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		rep := verifyClean(t, h.New(t))
-		if rep.Tables != 15 || rep.DatabaseVersion != agentstore.SchemaVersion {
+		if rep.Tables != len(models.All()) || rep.DatabaseVersion != agentstore.SchemaVersion ||
+			rep.ExpectedVersion != agentstore.SchemaVersion || rep.Dialect != h.Dialect {
 			t.Fatalf("report = %+v", rep)
+		}
+		if h.Dialect == agentstore.Postgres && rep.Schema != h.Schema {
+			t.Fatalf("Verify inspected schema %q, want %q", rep.Schema, h.Schema)
+		}
+		// A second handle with another prefix sees none of these tables.
+		other := mustVerify(t, h.Open(t, agentstore.WithTablePrefix("other_")))
+		var missing int
+		for _, i := range other.Issues {
+			if i.Kind == agentstore.MissingTable {
+				missing++
+				if !strings.HasPrefix(i.Table, "other_") || !strings.Contains(i.Fix, "CREATE TABLE") {
+					t.Errorf("issue %s: want an other_ table and a CREATE TABLE fix", i)
+				}
+			}
+		}
+		if missing != len(models.All()) || len(other.Issues) != missing {
+			t.Fatalf("prefix other_: %d issues (%d missing tables), want exactly %d missing tables:\n%s",
+				len(other.Issues), missing, len(models.All()), other)
+		}
+	})
+}
+
+// modelInfo parses a model with the naming of prefix (no schema).
+func modelInfo(t *testing.T, m any, prefix string) *schema.Schema {
+	t.Helper()
+	sch, err := schema.Parse(m, &sync.Map{}, models.NewNamer(prefix, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+// plainColumn returns the first column of sch that is not part of the
+// primary key, an index (or an index predicate) or a foreign key and
+// satisfies ok: a column a test may drop or alter without side effects.
+func plainColumn(t *testing.T, sch *schema.Schema, ok func(f *schema.Field) bool) string {
+	t.Helper()
+	busy := map[string]bool{}
+	var preds []string
+	for _, idx := range sch.ParseIndexes() {
+		for _, f := range idx.Fields {
+			busy[f.DBName] = true
+		}
+		preds = append(preds, idx.Where)
+	}
+	for _, rel := range sch.Relationships.Relations {
+		for _, r := range rel.References {
+			busy[r.ForeignKey.DBName] = true
+		}
+	}
+	for _, name := range sch.DBNames {
+		f := sch.FieldsByDBName[name]
+		inPred := slices.ContainsFunc(preds, func(p string) bool { return strings.Contains(p, name) })
+		if !f.PrimaryKey && !busy[name] && !inPred && ok(f) {
+			return name
+		}
+	}
+	t.Fatalf("model %s has no plain column for this test", sch.Name)
+	return ""
+}
+
+// fkName returns the name of the first foreign key the model declares.
+func fkName(t *testing.T, sch *schema.Schema) string {
+	t.Helper()
+	for _, rel := range sch.Relationships.Relations {
+		if c := rel.ParseConstraint(); c != nil && c.Schema == sch {
+			return c.Name
+		}
+	}
+	t.Fatalf("model %s has no foreign key", sch.Name)
+	return ""
+}
+
+// rebuildSQLiteTable recreates table with the CREATE TABLE statement
+// edited by edit, copying the rows and recreating its indexes: SQLite can
+// alter a column's type or constraints only this way.
+func rebuildSQLiteTable(t *testing.T, db *sql.DB, table string, edit func(string) string) {
+	t.Helper()
+	ctx := context.Background()
+	var create string
+	if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&create); err != nil {
+		t.Fatal(err)
+	}
+	edited := edit(create)
+	if edited == create {
+		t.Fatalf("rebuild of %s: edit changed nothing in %s", table, create)
+	}
+	tmp := table + "_rebuild"
+	edited = regexp.MustCompile("^CREATE TABLE [`\"]?"+table+"[`\"]?").ReplaceAllString(edited, "CREATE TABLE `"+tmp+"`")
+	rows, err := db.QueryContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indexes []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		indexes = append(indexes, s)
+	}
+	rows.Close()
+	stmts := []string{edited,
+		fmt.Sprintf("INSERT INTO `%s` SELECT * FROM `%s`", tmp, table),
+		fmt.Sprintf("DROP TABLE `%s`", table),
+		fmt.Sprintf("ALTER TABLE `%s` RENAME TO `%s`", tmp, table)}
+	for _, s := range append(stmts, indexes...) {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatalf("rebuild %s: %s: %v", table, s, err)
+		}
+	}
+}
+
+func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		const prefix = "drift_"
+		st := h.New(t, agentstore.WithTablePrefix(prefix))
+		db := st.SQLDB()
+		ctx := context.Background()
+		exec := func(q string) {
+			t.Helper()
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		q := func(base string) string { // quoted table name
+			if h.Schema != "" {
+				return `"` + h.Schema + `"."` + prefix + base + `"`
+			}
+			return `"` + prefix + base + `"`
+		}
+		qi := func(name string) string { // quoted index name
+			if h.Schema != "" {
+				return `"` + h.Schema + `"."` + name + `"`
+			}
+			return `"` + name + `"`
+		}
+		var want []string
+		expect := func(kind agentstore.IssueKind, base, object string) {
+			want = append(want, fmt.Sprintf("%s %s %s", kind, prefix+base, object))
+		}
+
+		// A dropped index.
+		sess := modelInfo(t, &models.Session{}, prefix)
+		var plainIdx, partialIdx *schema.Index
+		for _, idx := range sess.ParseIndexes() {
+			if idx.Where == "" && idx.Class == "" && plainIdx == nil {
+				plainIdx = idx
+			}
+			if idx.Where != "" && partialIdx == nil {
+				partialIdx = idx
+			}
+		}
+		exec("DROP INDEX " + qi(plainIdx.Name))
+		expect(agentstore.MissingIndex, models.TableSessions, plainIdx.Name)
+
+		// A partial index recreated without its predicate.
+		if partialIdx != nil {
+			exec("DROP INDEX " + qi(partialIdx.Name))
+			exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s ("%s")`, partialIdx.Name, q(models.TableSessions), partialIdx.Fields[0].DBName))
+			expect(agentstore.IndexMismatch, models.TableSessions, partialIdx.Name)
+		}
+
+		// A dropped column (SQLite >= 3.35 drops plain columns in place).
+		dropCol := plainColumn(t, modelInfo(t, &models.Message{}, prefix), func(f *schema.Field) bool { return !f.NotNull })
+		exec(fmt.Sprintf(`ALTER TABLE %s DROP COLUMN "%s"`, q(models.TableMessages), dropCol))
+		expect(agentstore.MissingColumn, models.TableMessages, dropCol)
+
+		// A changed column type: an integer column becomes text.
+		typeCol := plainColumn(t, modelInfo(t, &models.Todo{}, prefix), func(f *schema.Field) bool { return f.DataType == schema.Int })
+		// A column that lost NOT NULL.
+		nullCol := plainColumn(t, modelInfo(t, &models.Compact{}, prefix), func(f *schema.Field) bool { return f.NotNull })
+		// A missing foreign key, and one without ON DELETE CASCADE.
+		dropFK := fkName(t, modelInfo(t, &models.Summary{}, prefix))
+		weakFK := fkName(t, modelInfo(t, &models.Plan{}, prefix))
+		switch h.Dialect {
+		case agentstore.Postgres:
+			exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" TYPE text`, q(models.TableTodos), typeCol))
+			exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" DROP NOT NULL`, q(models.TableCompacts), nullCol))
+			exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT "%s"`, q(models.TableSummaries), dropFK))
+			exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT "%s"`, q(models.TablePlans), weakFK))
+			exec(fmt.Sprintf(`ALTER TABLE %s ADD CONSTRAINT "%s" FOREIGN KEY ("session_id") REFERENCES %s ("id")`,
+				q(models.TablePlans), weakFK, q(models.TableSessions)))
+		case agentstore.SQLite:
+			rebuildSQLiteTable(t, db, prefix+models.TableTodos, func(s string) string {
+				return regexp.MustCompile("`"+typeCol+"` integer").ReplaceAllString(s, "`"+typeCol+"` text")
+			})
+			rebuildSQLiteTable(t, db, prefix+models.TableCompacts, func(s string) string {
+				return regexp.MustCompile("(`"+nullCol+"` [a-z0-9()]+) NOT NULL").ReplaceAllString(s, "$1")
+			})
+			rebuildSQLiteTable(t, db, prefix+models.TableSummaries, func(s string) string {
+				return regexp.MustCompile(",CONSTRAINT `"+dropFK+"` FOREIGN KEY [^)]*\\)[^)]*\\)( ON DELETE CASCADE)?").ReplaceAllString(s, "")
+			})
+			rebuildSQLiteTable(t, db, prefix+models.TablePlans, func(s string) string {
+				return strings.Replace(s, " ON DELETE CASCADE", "", 1)
+			})
+		}
+		expect(agentstore.ColumnTypeMismatch, models.TableTodos, typeCol)
+		expect(agentstore.NullabilityMismatch, models.TableCompacts, nullCol)
+		expect(agentstore.MissingForeignKey, models.TableSummaries, dropFK)
+		expect(agentstore.ForeignKeyMismatch, models.TablePlans, weakFK)
+
+		// A missing table.
+		exec("DROP TABLE " + q(models.TableActivitySessions))
+		expect(agentstore.MissingTable, models.TableActivitySessions, "")
+
+		rep := mustVerify(t, st)
+		sort.Strings(want)
+		if got := issueKeys(rep.Issues); !slices.Equal(got, want) {
+			t.Fatalf("issues:\n  got  %q\n  want %q\nreport:\n%s", got, want, rep)
+		}
+		for _, i := range rep.Issues {
+			if i.Fix == "" || !strings.HasPrefix(i.String(), string(i.Kind)+" table="+i.Table) {
+				t.Errorf("issue without fix or badly rendered: %s", i)
+			}
+			if i.Kind == agentstore.ColumnTypeMismatch && (!strings.EqualFold(i.Actual, "text") || strings.EqualFold(i.Expected, "text")) {
+				t.Errorf("type mismatch expected=%q actual=%q, want a non-text expectation and text found", i.Expected, i.Actual)
+			}
+			if i.Kind == agentstore.ForeignKeyMismatch && (!strings.Contains(i.Expected, "CASCADE") || strings.Contains(i.Actual, "CASCADE")) {
+				t.Errorf("fk mismatch expected=%q actual=%q", i.Expected, i.Actual)
+			}
+		}
+
+		// The suggested fixes are executable; on PostgreSQL they repair everything,
+		// on SQLite all but the issues that need a table rebuild.
+		var left []string
+		for _, i := range rep.Issues {
+			if strings.HasPrefix(i.Fix, "SQLite cannot") {
+				left = append(left, fmt.Sprintf("%s %s %s", i.Kind, i.Table, i.Object))
+				continue
+			}
+			exec(i.Fix)
+		}
+		after := mustVerify(t, st)
+		sort.Strings(left)
+		if got := issueKeys(after.Issues); !slices.Equal(got, left) {
+			t.Fatalf("after applying the fixes: got %q, want %q\n%s", got, left, after)
+		}
+		if h.Dialect == agentstore.Postgres && len(left) != 0 {
+			t.Fatalf("PostgreSQL fixes left issues: %q", left)
+		}
+	})
+}
+
+func TestVerify_SchemaVersion(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		st := h.New(t)
+		db := st.DB(context.Background())
+		check := func(kind agentstore.IssueKind, actual string, dbVersion int64) {
+			t.Helper()
+			rep := mustVerify(t, st)
+			if len(rep.Issues) != 1 || rep.Issues[0].Kind != kind || rep.Issues[0].Actual != actual || rep.DatabaseVersion != dbVersion {
+				t.Fatalf("want one %s issue (actual %q, db version %d), got db version %d:\n%s", kind, actual, dbVersion, rep.DatabaseVersion, rep)
+			}
+		}
+		if err := db.Where("1 = 1").Delete(&models.SchemaVersionRow{}).Error; err != nil {
+			t.Fatal(err)
+		}
+		check(agentstore.SchemaVersionBehind, "none recorded", 0)
+		if err := db.Create(&models.SchemaVersionRow{Version: agentstore.SchemaVersion - 1, AppliedAt: newTestClock().Now()}).Error; err != nil {
+			t.Fatal(err)
+		}
+		check(agentstore.SchemaVersionBehind, fmt.Sprint(agentstore.SchemaVersion-1), agentstore.SchemaVersion-1)
+		if err := db.Create(&models.SchemaVersionRow{Version: agentstore.SchemaVersion + 1, AppliedAt: newTestClock().Now()}).Error; err != nil {
+			t.Fatal(err)
+		}
+		check(agentstore.SchemaVersionAhead, fmt.Sprint(agentstore.SchemaVersion+1), agentstore.SchemaVersion+1)
+		if err := db.Where("version > ?", agentstore.SchemaVersion-1).Delete(&models.SchemaVersionRow{}).Error; err != nil {
+			t.Fatal(err)
+		}
+		// Migrate records the current version again.
+		if err := st.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		verifyClean(t, st)
+	})
+}
+
+func TestVerify_ForeignKeysDisabled(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		if h.Dialect != agentstore.SQLite {
+			t.Skip("the foreign_keys pragma exists only on SQLite")
+		}
+		h.New(t) // create the schema with foreign keys on
+		path := strings.TrimPrefix(h.DSN, "sqlite:")
+		gdb, err := gorm.Open(sqlite.Open("file:"+filepath.ToSlash(path)+"?_foreign_keys=off"), &gorm.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlDB, _ := gdb.DB()
+		t.Cleanup(func() { _ = sqlDB.Close() })
+		st, err := agentstore.New(gdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := mustVerify(t, st)
+		if got := issueKeys(rep.Issues); !slices.Equal(got, []string{"foreign_keys_disabled  foreign_keys"}) {
+			t.Fatalf("issues = %q\n%s", got, rep)
+		}
+	})
+}
+
+func TestVerify_ErrorOnlyWhenUninspectable(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		// An empty database is inspectable: every table is missing.
+		rep := mustVerify(t, h.Open(t))
+		if len(rep.Issues) != len(models.All()) {
+			t.Fatalf("empty database: %d issues, want %d missing tables:\n%s", len(rep.Issues), len(models.All()), rep)
+		}
+		st := h.Open(t)
+		_ = st.Close()
+		if _, err := st.Verify(context.Background()); err == nil {
+			t.Fatal("Verify on a closed store returned no error")
+		}
+	})
+}
+
+func TestVerify_ReportJSON(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		rep := mustVerify(t, h.Open(t))
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back agentstore.VerifyReport
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if len(back.Issues) != len(rep.Issues) || back.Issues[0].Kind != agentstore.MissingTable || back.Dialect != h.Dialect {
+			t.Fatalf("JSON round trip lost data: %s", b)
+		}
+		if !strings.Contains(string(b), `"kind":"missing_table"`) {
+			t.Fatalf("JSON does not use the stable kind names: %s", b)
 		}
 	})
 }
