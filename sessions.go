@@ -1,0 +1,771 @@
+package agentstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// Sessions returns the agent-session repository of the store (every
+// tenant). See repo.Sessions for the contract.
+func (s *Store) Sessions() repo.Sessions { return &sessionStore{s: s} }
+
+// SessionQueue returns the per-session durable queue of the store (every
+// tenant). See repo.SessionQueue for the contract.
+func (s *Store) SessionQueue() repo.SessionQueue { return &sessionQueue{sessionStore{s: s}} }
+
+// TenantView is a tenant-scoped view of a Store: its repositories only see
+// sessions whose tenant id is the view's tenant. Loading, listing,
+// deleting, forking, enqueuing to or dequeuing from another tenant's session
+// (or a session without tenant) behaves exactly as if it did not exist
+// (ErrNotFound, false, or an empty page), and sessions saved through the
+// view get the view's tenant.
+type TenantView struct {
+	st     *Store
+	tenant string
+	err    error
+}
+
+// ForTenant returns the view of the store scoped to tenant. A tenant that
+// is empty, longer than repo.MaxIDLen bytes, not valid UTF-8 or holding a
+// NUL byte makes every call of the view fail with ErrInvalidInput.
+func (s *Store) ForTenant(tenant string) *TenantView {
+	err := checkID("tenant id", tenant)
+	return &TenantView{st: s, tenant: tenant, err: err}
+}
+
+// Tenant returns the view's tenant id.
+func (v *TenantView) Tenant() string { return v.tenant }
+
+// Sessions returns the tenant's session repository.
+func (v *TenantView) Sessions() repo.Sessions {
+	t := v.tenant
+	return &sessionStore{s: v.st, tenant: &t, scopeErr: v.err}
+}
+
+// SessionQueue returns the tenant's session queue.
+func (v *TenantView) SessionQueue() repo.SessionQueue {
+	t := v.tenant
+	return &sessionQueue{sessionStore{s: v.st, tenant: &t, scopeErr: v.err}}
+}
+
+var (
+	_ repo.Sessions     = (*sessionStore)(nil)
+	_ repo.SessionQueue = (*sessionQueue)(nil)
+)
+
+// sessionStore implements repo.Sessions; tenant != nil scopes every query.
+type sessionStore struct {
+	s        *Store
+	tenant   *string
+	scopeErr error
+}
+
+const defaultCleanupBatch = 500
+
+// activePlanStatuses and terminalPlanStatuses partition the known plan statuses.
+var (
+	activePlanStatuses   = []string{string(repo.PlanDraft), string(repo.PlanApproved), string(repo.PlanExecuting)}
+	terminalPlanStatuses = []string{string(repo.PlanCompleted), string(repo.PlanFailed), string(repo.PlanCancelled)}
+	knownTodoStatuses    = []string{string(repo.TodoPending), string(repo.TodoInProgress), string(repo.TodoCompleted)}
+)
+
+func (ss *sessionStore) db(ctx context.Context) *gorm.DB { return ss.s.db.WithContext(ctx) }
+
+func (ss *sessionStore) pg() bool { return ss.s.dialect == Postgres }
+
+// tenantCond returns " AND <col> = ?" and its argument when scoped.
+func (ss *sessionStore) tenantCond(col string) (string, []any) {
+	if ss.tenant == nil {
+		return "", nil
+	}
+	return " AND " + col + " = ?", []any{*ss.tenant}
+}
+
+// inTenantCond restricts a child table's session_id to the view's tenant.
+func (ss *sessionStore) inTenantCond() (string, []any) {
+	if ss.tenant == nil {
+		return "", nil
+	}
+	return " AND session_id IN (SELECT id FROM " + ss.s.quoted(models.TableSessions) + " WHERE tenant_id = ?)", []any{*ss.tenant}
+}
+
+// sessionExists reports whether the session exists (in the view's tenant).
+func (ss *sessionStore) sessionExists(tx *gorm.DB, id uuid.UUID) (bool, error) {
+	tc, targs := ss.tenantCond("tenant_id")
+	var n int64
+	err := tx.Raw("SELECT COUNT(*) FROM "+ss.s.quoted(models.TableSessions)+" WHERE id = ?"+tc, append([]any{id}, targs...)...).Scan(&n).Error
+	return n > 0, err
+}
+
+func (ss *sessionStore) notFound(op string, id uuid.UUID) error {
+	return fmt.Errorf("%s %s: %w", op, id, ErrNotFound)
+}
+
+// inTx runs fn in one transaction (BEGIN IMMEDIATE on SQLite).
+func (ss *sessionStore) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return ss.db(ctx).Transaction(fn)
+}
+
+// nilIfEmpty maps "" to nil.
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func jsonOr(v json.RawMessage, def string) models.JSON {
+	if len(v) == 0 {
+		return models.JSON(def)
+	}
+	return models.JSON(v)
+}
+
+// sessionRow maps the aggregate's row fields onto the model.
+func sessionRow(s *repo.Session) models.Session {
+	kind := string(s.Type.Kind)
+	if kind == "" {
+		kind = string(repo.KindMain)
+	} else {
+		k, _ := repo.ParseSessionKind(kind)
+		kind = string(k)
+	}
+	state := string(repo.StateCreated)
+	if s.State != "" {
+		st, _ := repo.ParseSessionState(string(s.State))
+		state = string(st)
+	}
+	row := models.Session{
+		ID: s.ID, ParentID: s.ParentID, SessionType: kind, TenantID: nilIfEmpty(s.TenantID), State: state,
+		Config: jsonOr(s.Config, "{}"), Permissions: jsonOr(s.Permissions, "{}"), CurrentLeafID: s.CurrentLeafID,
+		Summary: s.Summary, TotalInputTokens: s.TotalUsage.InputTokens, TotalOutputTokens: s.TotalUsage.OutputTokens,
+		TotalCacheReadTokens: s.TotalUsage.CacheReadInputTokens, TotalCacheCreationTokens: s.TotalUsage.CacheCreationInputTokens,
+		CurrentInputTokens: s.CurrentInputTokens, TotalCostUSD: models.NewDecimal(s.TotalCostUSD),
+		StaticContextHash: s.StaticContextHash, Error: s.Error, ForkedFromSessionID: s.ForkedFromSessionID,
+		ForkedFromSeq: s.ForkedFromSeq, CreatedAt: s.CreatedAt.UTC(), ExpiresAt: utcPtr(s.ExpiresAt),
+	}
+	if kind == string(repo.KindSubagent) {
+		row.AgentType = &s.Type.AgentType
+		row.AgentDescription = &s.Type.Description
+	}
+	return row
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC().Truncate(time.Microsecond)
+	return &u
+}
+
+func corrupt(table, rowID, column string, err error) error {
+	return &CorruptRowError{Table: table, RowID: rowID, Column: column, Err: err}
+}
+
+// sessionFromRow decodes a stored session row; a value it cannot decode is a *CorruptRowError.
+func sessionFromRow(m *models.Session) (*repo.Session, error) {
+	id := m.ID.String()
+	kind, err := repo.ParseSessionKind(m.SessionType)
+	if err != nil {
+		return nil, corrupt(models.TableSessions, id, "session_type", err)
+	}
+	state, err := repo.ParseSessionState(m.State)
+	if err != nil {
+		return nil, corrupt(models.TableSessions, id, "state", err)
+	}
+	if !json.Valid(m.Config) {
+		return nil, corrupt(models.TableSessions, id, "config", errors.New("invalid JSON"))
+	}
+	if !json.Valid(m.Permissions) {
+		return nil, corrupt(models.TableSessions, id, "permissions", errors.New("invalid JSON"))
+	}
+	s := &repo.Session{
+		ID: m.ID, ParentID: m.ParentID, Type: repo.SessionType{Kind: kind}, State: state,
+		Config: json.RawMessage(m.Config), Permissions: json.RawMessage(m.Permissions),
+		CurrentLeafID: m.CurrentLeafID, Summary: m.Summary,
+		TotalUsage: repo.TokenUsage{InputTokens: m.TotalInputTokens, OutputTokens: m.TotalOutputTokens,
+			CacheReadInputTokens: m.TotalCacheReadTokens, CacheCreationInputTokens: m.TotalCacheCreationTokens},
+		CurrentInputTokens: m.CurrentInputTokens, TotalCostUSD: m.TotalCostUSD.Decimal,
+		StaticContextHash: m.StaticContextHash, Error: m.Error, CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
+		ExpiresAt: utcPtr(m.ExpiresAt), Version: m.Version, LastSeq: m.LastSeq, MessageCount: m.MessageCount,
+		ForkedFromSessionID: m.ForkedFromSessionID, ForkedFromSeq: m.ForkedFromSeq,
+	}
+	if m.TenantID != nil {
+		s.TenantID = *m.TenantID
+	}
+	if kind == repo.KindSubagent {
+		if m.AgentType != nil {
+			s.Type.AgentType = *m.AgentType
+		}
+		if m.AgentDescription != nil {
+			s.Type.Description = *m.AgentDescription
+		}
+	}
+	return s, nil
+}
+
+// Save implements repo.Sessions.
+func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
+	if ss.scopeErr != nil {
+		return ss.scopeErr
+	}
+	if sess == nil {
+		return invalidf("save session: nil session")
+	}
+	if ss.tenant != nil {
+		if sess.TenantID != "" && sess.TenantID != *ss.tenant {
+			return invalidf("save session %s: tenant %q outside the view's tenant", sess.ID, clip(sess.TenantID))
+		}
+	}
+	if err := checkSessionRow(sess); err != nil {
+		return fmt.Errorf("save session %s: %w", sess.ID, err)
+	}
+	ch := sess.Changes()
+	var fresh []int // indexes of messages to append
+	for i := range sess.Messages {
+		if sess.Messages[i].Seq == 0 {
+			if err := checkMessage(i, &sess.Messages[i]); err != nil {
+				return fmt.Errorf("save session %s: %w", sess.ID, err)
+			}
+			fresh = append(fresh, i)
+		}
+	}
+	if ch.Todos {
+		for i := range sess.Todos {
+			if err := checkTodo(i, &sess.Todos[i]); err != nil {
+				return fmt.Errorf("save session %s: %w", sess.ID, err)
+			}
+		}
+	}
+	for i := range ch.NewCompacts {
+		if err := checkCompact(i, &ch.NewCompacts[i]); err != nil {
+			return fmt.Errorf("save session %s: %w", sess.ID, err)
+		}
+	}
+	if ch.Plan && sess.CurrentPlan != nil {
+		if err := checkPlan(sess.CurrentPlan); err != nil {
+			return fmt.Errorf("save session %s: %w", sess.ID, err)
+		}
+	}
+
+	now := ss.s.now()
+	if sess.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("save session: new id: %w", err)
+		}
+		sess.ID = id
+	}
+	for _, i := range fresh {
+		m := &sess.Messages[i]
+		if m.ID == "" {
+			m.ID = uuid.NewString()
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+	}
+	row := sessionRow(sess)
+	if ss.tenant != nil {
+		row.TenantID = ss.tenant
+	}
+	if row.CreatedAt.IsZero() {
+		row.CreatedAt = now
+	}
+	row.UpdatedAt = now
+	k := int64(len(fresh))
+
+	var lastSeq, msgCount, version int64
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		if sess.Version == 0 {
+			row.Version, row.LastSeq, row.MessageCount = 1, k, k
+			if err := tx.Omit(clause.Associations).Create(&row).Error; err != nil {
+				return translateError(err)
+			}
+			lastSeq, msgCount, version = k, k, 1
+		} else {
+			tc, targs := ss.tenantCond("tenant_id")
+			args := []any{row.ParentID, row.SessionType, row.AgentType, row.AgentDescription, row.TenantID, row.State,
+				row.Config, row.Permissions, row.CurrentLeafID, row.Summary, row.TotalInputTokens, row.TotalOutputTokens,
+				row.TotalCacheReadTokens, row.TotalCacheCreationTokens, row.CurrentInputTokens, row.TotalCostUSD,
+				row.StaticContextHash, row.Error, row.ForkedFromSessionID, row.ForkedFromSeq, row.ExpiresAt, row.UpdatedAt,
+				k, k, row.ID, sess.Version}
+			args = append(args, targs...)
+			var ret struct{ LastSeq, MessageCount, Version int64 }
+			res := tx.Raw(`UPDATE `+ss.s.quoted(models.TableSessions)+` SET parent_id = ?, session_type = ?, agent_type = ?,
+ agent_description = ?, tenant_id = ?, state = ?, config = ?, permissions = ?, current_leaf_id = ?, summary = ?,
+ total_input_tokens = ?, total_output_tokens = ?, total_cache_read_tokens = ?, total_cache_creation_tokens = ?,
+ current_input_tokens = ?, total_cost_usd = ?, static_context_hash = ?, error = ?, forked_from_session_id = ?,
+ forked_from_seq = ?, expires_at = ?, updated_at = ?, last_seq = last_seq + ?, message_count = message_count + ?,
+ version = version + 1
+ WHERE id = ? AND version = ?`+tc+` RETURNING last_seq, message_count, version`, args...).Scan(&ret)
+			if res.Error != nil {
+				return translateError(res.Error)
+			}
+			if res.RowsAffected == 0 {
+				ok, err := ss.sessionExists(tx, sess.ID)
+				if err != nil {
+					return translateError(err)
+				}
+				if !ok {
+					return ErrNotFound
+				}
+				return fmt.Errorf("%w: stale version %d", ErrConflict, sess.Version)
+			}
+			lastSeq, msgCount, version = ret.LastSeq, ret.MessageCount, ret.Version
+		}
+		if k > 0 {
+			rows := make([]models.Message, 0, k)
+			base := lastSeq - k
+			for j, i := range fresh {
+				rows = append(rows, messageRow(sess.ID, base+int64(j)+1, &sess.Messages[i]))
+			}
+			if err := insertMessages(tx, rows); err != nil {
+				return err
+			}
+		}
+		if len(ch.NewCompacts) > 0 {
+			if err := ss.insertCompacts(tx, sess, now); err != nil {
+				return err
+			}
+		}
+		if ch.Todos {
+			if _, err := ss.replaceTodos(tx, sess.ID, sess.Todos, now); err != nil {
+				return err
+			}
+		}
+		if ch.Plan {
+			if err := ss.writePlan(tx, sess.ID, sess.CurrentPlan, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save session %s: %w", sess.ID, translateError(err))
+	}
+	base := lastSeq - k
+	for j, i := range fresh {
+		sess.Messages[i].Seq = base + int64(j) + 1
+	}
+	if ss.tenant != nil {
+		sess.TenantID = *ss.tenant
+	}
+	sess.CreatedAt, sess.UpdatedAt = row.CreatedAt, now
+	sess.Version, sess.LastSeq, sess.MessageCount = version, lastSeq, msgCount
+	sess.MarkClean()
+	return nil
+}
+
+// messageRow maps a message onto its row.
+func messageRow(sessionID uuid.UUID, seq int64, m *repo.Message) models.Message {
+	row := models.Message{
+		SessionID: sessionID, Seq: seq, ID: m.ID, ParentID: m.ParentID, Role: string(m.Role),
+		Content: models.VerbatimJSON(m.Content), IsSidechain: m.IsSidechain, IsCompactSummary: m.IsCompactSummary,
+		Metadata: models.JSON(m.Metadata), Model: m.Model, RequestID: m.RequestID,
+		Environment: models.JSON(m.Environment), CreatedAt: m.CreatedAt.UTC().Truncate(time.Microsecond),
+	}
+	if r, err := repo.ParseRole(string(m.Role)); err == nil {
+		row.Role = string(r)
+	}
+	if m.Usage != nil {
+		b, _ := json.Marshal(m.Usage)
+		row.Usage = models.JSON(b)
+	}
+	return row
+}
+
+// insertMessages writes rows in batches (one statement per 500 rows).
+func insertMessages(tx *gorm.DB, rows []models.Message) error {
+	if err := tx.Omit(clause.Associations).CreateInBatches(rows, 500).Error; err != nil {
+		return translateError(err)
+	}
+	return nil
+}
+
+func (ss *sessionStore) insertCompacts(tx *gorm.DB, sess *repo.Session, now time.Time) error {
+	ch := sess.Changes()
+	rows := make([]models.Compact, 0, len(ch.NewCompacts))
+	for i := range sess.CompactHistory {
+		c := &sess.CompactHistory[i]
+		if c.ID == uuid.Nil {
+			c.ID = uuid.New()
+		}
+		if c.CreatedAt.IsZero() {
+			c.CreatedAt = now
+		}
+		c.SessionID = sess.ID
+	}
+	for _, c := range sess.Changes().NewCompacts {
+		trig := repo.TriggerManual
+		if c.Trigger != "" {
+			trig, _ = repo.ParseCompactTrigger(string(c.Trigger))
+		}
+		rows = append(rows, models.Compact{ID: c.ID, SessionID: sess.ID, Trigger: string(trig), PreTokens: c.PreTokens,
+			PostTokens: c.PostTokens, SavedTokens: c.SavedTokens, Summary: c.Summary, OriginalCount: c.OriginalCount,
+			NewCount: c.NewCount, LogicalParentID: c.LogicalParentID, CreatedAt: c.CreatedAt.UTC().Truncate(time.Microsecond)})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	err := tx.Omit(clause.Associations).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).
+		CreateInBatches(rows, 200).Error
+	return translateError(err)
+}
+
+// Load implements repo.Sessions.
+func (ss *sessionStore) Load(ctx context.Context, id uuid.UUID, opts ...repo.LoadOptions) (*repo.Session, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	var o repo.LoadOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		return nil, invalidf("load session %s: at most one LoadOptions", id)
+	}
+	if o.AfterSeq < 0 || o.BeforeSeq < 0 || o.Limit < 0 || o.LastN < 0 {
+		return nil, invalidf("load session %s: negative load option", id)
+	}
+	if o.Limit > 0 && o.LastN > 0 {
+		return nil, invalidf("load session %s: Limit and LastN are mutually exclusive", id)
+	}
+	var out *repo.Session
+	run := func(tx *gorm.DB) error {
+		var row models.Session
+		q := tx.Where("id = ?", id)
+		if ss.tenant != nil {
+			q = q.Where("tenant_id = ?", *ss.tenant)
+		}
+		if err := q.Take(&row).Error; err != nil {
+			return translateError(err)
+		}
+		sess, err := sessionFromRow(&row)
+		if err != nil {
+			return err
+		}
+		if sess.Messages, err = ss.loadMessages(tx, &row, o); err != nil {
+			return err
+		}
+		if sess.CompactHistory, err = loadCompacts(tx, id); err != nil {
+			return err
+		}
+		if sess.Todos, err = loadTodos(tx, id); err != nil {
+			return err
+		}
+		if sess.CurrentPlan, err = ss.loadCurrentPlan(tx, id); err != nil {
+			return err
+		}
+		out = sess
+		return nil
+	}
+	var err error
+	if ss.pg() {
+		err = ss.db(ctx).Transaction(run, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	} else {
+		// SQLite: no transaction (it would take the write lock); messages
+		// are bounded by the session row's last_seq, so they match it.
+		err = run(ss.db(ctx))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, translateError(err))
+	}
+	out.MarkClean()
+	return out, nil
+}
+
+const messageCols = "seq, id, parent_id, role, content, is_sidechain, is_compact_summary, usage, metadata, model, request_id, environment, created_at"
+
+// loadMessages reads the messages selected by o in one query, ordered by seq.
+func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.LoadOptions) ([]repo.Message, error) {
+	mt := ss.s.quoted(models.TableMessages)
+	var b strings.Builder
+	var args []any
+	if o.CurrentBranch {
+		if row.CurrentLeafID == nil {
+			return []repo.Message{}, nil
+		}
+		b.WriteString(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
+ SELECT seq, parent_id, 0 FROM ` + mt + ` WHERE session_id = ? AND id = ?
+ UNION ALL
+ SELECT m.seq, m.parent_id, b.depth + 1 FROM ` + mt + ` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
+ WHERE b.depth < ?) `)
+		args = append(args, row.ID, *row.CurrentLeafID, row.ID, row.MessageCount+1)
+	}
+	b.WriteString("SELECT " + messageCols + " FROM " + mt + " WHERE session_id = ? AND seq <= ?")
+	args = append(args, row.ID, row.LastSeq)
+	if o.CurrentBranch {
+		b.WriteString(" AND seq IN (SELECT seq FROM branch)")
+	}
+	if o.AfterSeq > 0 {
+		b.WriteString(" AND seq > ?")
+		args = append(args, o.AfterSeq)
+	}
+	if o.BeforeSeq > 0 {
+		b.WriteString(" AND seq < ?")
+		args = append(args, o.BeforeSeq)
+	}
+	switch {
+	case o.LastN > 0:
+		b.WriteString(" ORDER BY seq DESC LIMIT ?")
+		args = append(args, o.LastN)
+	case o.Limit > 0:
+		b.WriteString(" ORDER BY seq LIMIT ?")
+		args = append(args, o.Limit)
+	default:
+		b.WriteString(" ORDER BY seq")
+	}
+	capHint := row.MessageCount
+	if o.LastN > 0 && int64(o.LastN) < capHint {
+		capHint = int64(o.LastN)
+	}
+	if o.Limit > 0 && int64(o.Limit) < capHint {
+		capHint = int64(o.Limit)
+	}
+	rows, err := tx.Raw(b.String(), args...).Rows()
+	if err != nil {
+		return nil, translateError(err)
+	}
+	defer rows.Close()
+	msgs, err := scanMessages(rows, row.ID, capHint)
+	if err != nil {
+		return nil, err
+	}
+	if o.LastN > 0 {
+		for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
+			msgs[i], msgs[j] = msgs[j], msgs[i]
+		}
+	}
+	return msgs, nil
+}
+
+// scanMessages decodes message rows; a row it cannot decode is a *CorruptRowError.
+func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64) ([]repo.Message, error) {
+	msgs := make([]repo.Message, 0, min(capHint, 100000))
+	var (
+		parent, model, reqID      sql.NullString
+		role                      string
+		content, usage, meta, env []byte
+		sidechain, compact        bool
+		created                   dbTime
+	)
+	for rows.Next() {
+		var m repo.Message
+		if err := rows.Scan(&m.Seq, &m.ID, &parent, &role, &content, &sidechain, &compact, &usage, &meta,
+			&model, &reqID, &env, &created); err != nil {
+			return nil, translateError(err)
+		}
+		rowID := fmt.Sprintf("%s/%d", sessionID, m.Seq)
+		r, err := repo.ParseRole(role)
+		if err != nil {
+			return nil, corrupt(models.TableMessages, rowID, "role", err)
+		}
+		m.Role = r
+		if !json.Valid(content) {
+			return nil, corrupt(models.TableMessages, rowID, "content", errors.New("invalid JSON"))
+		}
+		m.Content = json.RawMessage(content)
+		if len(usage) > 0 && string(usage) != "null" {
+			var u repo.TokenUsage
+			if err := json.Unmarshal(usage, &u); err != nil {
+				return nil, corrupt(models.TableMessages, rowID, "usage", err)
+			}
+			m.Usage = &u
+		}
+		if len(meta) > 0 {
+			if !json.Valid(meta) {
+				return nil, corrupt(models.TableMessages, rowID, "metadata", errors.New("invalid JSON"))
+			}
+			m.Metadata = json.RawMessage(meta)
+		}
+		if len(env) > 0 {
+			if !json.Valid(env) {
+				return nil, corrupt(models.TableMessages, rowID, "environment", errors.New("invalid JSON"))
+			}
+			m.Environment = json.RawMessage(env)
+		}
+		if parent.Valid {
+			p := parent.String
+			m.ParentID = &p
+		}
+		if model.Valid {
+			v := model.String
+			m.Model = &v
+		}
+		if reqID.Valid {
+			v := reqID.String
+			m.RequestID = &v
+		}
+		m.IsSidechain, m.IsCompactSummary = sidechain, compact
+		m.CreatedAt = created.T
+		msgs = append(msgs, m)
+		content, usage, meta, env = nil, nil, nil, nil
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translateError(err)
+	}
+	return msgs, nil
+}
+
+func loadCompacts(tx *gorm.DB, id uuid.UUID) ([]repo.CompactRecord, error) {
+	var rows []models.Compact
+	if err := tx.Where("session_id = ?", id).Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, translateError(err)
+	}
+	out := make([]repo.CompactRecord, 0, len(rows))
+	for _, r := range rows {
+		trig, err := repo.ParseCompactTrigger(r.Trigger)
+		if err != nil {
+			return nil, corrupt(models.TableCompacts, r.ID.String(), "trigger", err)
+		}
+		out = append(out, repo.CompactRecord{ID: r.ID, SessionID: r.SessionID, Trigger: trig, PreTokens: r.PreTokens,
+			PostTokens: r.PostTokens, SavedTokens: r.SavedTokens, Summary: r.Summary, OriginalCount: r.OriginalCount,
+			NewCount: r.NewCount, LogicalParentID: r.LogicalParentID, CreatedAt: r.CreatedAt.UTC()})
+	}
+	return out, nil
+}
+
+func loadTodos(tx *gorm.DB, id uuid.UUID) ([]repo.TodoItem, error) {
+	var rows []models.Todo
+	if err := tx.Where("session_id = ?", id).Order("position, created_at, id").Find(&rows).Error; err != nil {
+		return nil, translateError(err)
+	}
+	out := make([]repo.TodoItem, 0, len(rows))
+	for _, r := range rows {
+		st, err := repo.ParseTodoStatus(r.Status)
+		if err != nil {
+			return nil, corrupt(models.TableTodos, r.ID.String(), "status", err)
+		}
+		out = append(out, repo.TodoItem{ID: r.ID, SessionID: r.SessionID, Content: r.Content, ActiveForm: r.ActiveForm,
+			Status: st, PlanID: r.PlanID, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt),
+			CompletedAt: utcPtr(r.CompletedAt)})
+	}
+	return out, nil
+}
+
+func planFromRow(r *models.Plan) (repo.Plan, error) {
+	st, err := repo.ParsePlanStatus(r.Status)
+	if err != nil {
+		return repo.Plan{}, corrupt(models.TablePlans, r.ID.String(), "status", err)
+	}
+	return repo.Plan{ID: r.ID, SessionID: r.SessionID, Name: r.Name, Content: r.Content, Status: st, Error: r.Error,
+		CreatedAt: r.CreatedAt.UTC(), ApprovedAt: utcPtr(r.ApprovedAt), StartedAt: utcPtr(r.StartedAt),
+		CompletedAt: utcPtr(r.CompletedAt)}, nil
+}
+
+// loadCurrentPlan returns the active plan. Rows with an unknown status are
+// read too, so they surface as corrupt instead of being ignored.
+func (ss *sessionStore) loadCurrentPlan(tx *gorm.DB, id uuid.UUID) (*repo.Plan, error) {
+	var rows []models.Plan
+	if err := tx.Where("session_id = ? AND status NOT IN ?", id, terminalPlanStatuses).
+		Order("created_at DESC, id DESC").Find(&rows).Error; err != nil {
+		return nil, translateError(err)
+	}
+	var cur *repo.Plan
+	for i := range rows {
+		p, err := planFromRow(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			cur = &p
+		}
+	}
+	return cur, nil
+}
+
+// Delete implements repo.Sessions.
+func (ss *sessionStore) Delete(ctx context.Context, id uuid.UUID) (bool, error) {
+	if ss.scopeErr != nil {
+		return false, ss.scopeErr
+	}
+	q := ss.db(ctx).Where("id = ?", id)
+	if ss.tenant != nil {
+		q = q.Where("tenant_id = ?", *ss.tenant)
+	}
+	res := q.Delete(&models.Session{})
+	if res.Error != nil {
+		return false, fmt.Errorf("delete session %s: %w", id, translateError(res.Error))
+	}
+	return res.RowsAffected > 0, nil
+}
+
+// List implements repo.Sessions.
+func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListPage, error) {
+	if ss.scopeErr != nil {
+		return repo.ListPage{}, ss.scopeErr
+	}
+	limit := p.Limit
+	switch {
+	case limit < 0 || limit > repo.MaxListLimit:
+		return repo.ListPage{}, invalidf("list sessions: limit %d outside 0..%d", limit, repo.MaxListLimit)
+	case limit == 0:
+		limit = repo.DefaultListLimit
+	}
+	tenant := p.TenantID
+	if ss.tenant != nil {
+		tenant = ss.tenant
+	}
+	if tenant != nil {
+		if err := checkText("tenant id", *tenant, repo.MaxIDLen); err != nil {
+			return repo.ListPage{}, fmt.Errorf("list sessions: %w", err)
+		}
+	}
+	q := ss.db(ctx).Model(&models.Session{}).Select("id", "tenant_id", "updated_at")
+	if tenant != nil {
+		q = q.Where("tenant_id = ?", *tenant)
+	}
+	if p.After != nil {
+		at := p.After.UpdatedAt.UTC().Truncate(time.Microsecond)
+		q = q.Where("updated_at > ? OR (updated_at = ? AND id > ?)", at, at, p.After.ID)
+	}
+	var rows []models.Session
+	if err := q.Order("updated_at, id").Limit(limit + 1).Find(&rows).Error; err != nil {
+		return repo.ListPage{}, fmt.Errorf("list sessions: %w", translateError(err))
+	}
+	page := repo.ListPage{Sessions: make([]repo.SessionRef, 0, min(len(rows), limit))}
+	for i, r := range rows {
+		if i == limit {
+			last := page.Sessions[limit-1]
+			page.Next = &repo.Cursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
+			break
+		}
+		ref := repo.SessionRef{ID: r.ID, UpdatedAt: r.UpdatedAt.UTC()}
+		if r.TenantID != nil {
+			ref.TenantID = *r.TenantID
+		}
+		page.Sessions = append(page.Sessions, ref)
+	}
+	return page, nil
+}
+
+// ListChildren implements repo.Sessions.
+func (ss *sessionStore) ListChildren(ctx context.Context, parentID uuid.UUID) ([]uuid.UUID, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	q := ss.db(ctx).Model(&models.Session{}).Where("parent_id = ?", parentID)
+	if ss.tenant != nil {
+		q = q.Where("tenant_id = ?", *ss.tenant)
+	}
+	ids := []uuid.UUID{}
+	if err := q.Order("created_at, id").Pluck("id", &ids).Error; err != nil {
+		return nil, fmt.Errorf("list children of %s: %w", parentID, translateError(err))
+	}
+	return ids, nil
+}

@@ -1,0 +1,478 @@
+package agentstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// lockSuffix is appended to a SELECT that must lock the row: FOR UPDATE on
+// PostgreSQL; nothing on SQLite, where the enclosing BEGIN IMMEDIATE
+// transaction already holds the database's write lock.
+func (ss *sessionStore) lockSuffix() string {
+	if ss.pg() {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// param returns a placeholder cast to typ on PostgreSQL, where a parameter
+// in a SELECT list would otherwise be typed text.
+func (ss *sessionStore) param(typ string) string {
+	if ss.pg() {
+		return "CAST(? AS " + typ + ")"
+	}
+	return "?"
+}
+
+// sessionHead is the part of the session row appends need.
+type sessionHead struct {
+	LastSeq       int64
+	MessageCount  int64
+	CurrentLeafID sql.NullString
+}
+
+// lockHead reads (and on PostgreSQL row-locks) the session row; ErrNotFound
+// if it is missing or outside the view's tenant.
+func (ss *sessionStore) lockHead(tx *gorm.DB, id uuid.UUID) (sessionHead, error) {
+	tc, targs := ss.tenantCond("tenant_id")
+	var h sessionHead
+	res := tx.Raw("SELECT last_seq, message_count, current_leaf_id FROM "+ss.s.quoted(models.TableSessions)+
+		" WHERE id = ?"+tc+ss.lockSuffix(), append([]any{id}, targs...)...).Scan(&h)
+	if res.Error != nil {
+		return h, translateError(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return h, ErrNotFound
+	}
+	return h, nil
+}
+
+// AppendMessages implements repo.Sessions.
+func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID, msgs ...repo.Message) ([]repo.Message, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	if len(msgs) == 0 {
+		return []repo.Message{}, nil
+	}
+	out := make([]repo.Message, len(msgs))
+	copy(out, msgs)
+	now := ss.s.now()
+	var usage repo.TokenUsage
+	for i := range out {
+		m := &out[i]
+		if err := checkMessage(i, m); err != nil {
+			return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
+		}
+		if m.ID == "" {
+			m.ID = uuid.NewString()
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		m.CreatedAt = m.CreatedAt.UTC().Truncate(time.Microsecond)
+		if m.Usage != nil {
+			usage = usage.Add(*m.Usage)
+		}
+	}
+	k := int64(len(out))
+	var base int64
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		h, err := ss.lockHead(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		base = h.LastSeq
+		var leaf *string
+		if h.CurrentLeafID.Valid {
+			l := h.CurrentLeafID.String
+			leaf = &l
+		}
+		rows := make([]models.Message, len(out))
+		for i := range out {
+			m := &out[i]
+			if m.ParentID == nil && leaf != nil && !m.IsCompactSummary {
+				p := *leaf
+				m.ParentID = &p
+			}
+			id := m.ID
+			leaf = &id
+			rows[i] = messageRow(sessionID, h.LastSeq+int64(i)+1, m)
+		}
+		if err := insertMessages(tx, rows); err != nil {
+			return err
+		}
+		return tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+` SET last_seq = ?, message_count = message_count + ?,
+ current_leaf_id = ?, total_input_tokens = total_input_tokens + ?, total_output_tokens = total_output_tokens + ?,
+ total_cache_read_tokens = total_cache_read_tokens + ?, total_cache_creation_tokens = total_cache_creation_tokens + ?,
+ updated_at = ?, version = version + 1 WHERE id = ?`,
+			h.LastSeq+k, k, *leaf, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
+			usage.CacheCreationInputTokens, now, sessionID).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append messages to %s: %w", sessionID, translateError(err))
+	}
+	for i := range out {
+		out[i].Seq = base + int64(i) + 1
+	}
+	return out, nil
+}
+
+// Fork implements repo.Sessions.
+func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessageID string) (*repo.Session, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	if atMessageID != "" {
+		if err := checkID("fork message id", atMessageID); err != nil {
+			return nil, fmt.Errorf("fork session %s: %w", sessionID, err)
+		}
+	}
+	newID, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("fork session %s: new id: %w", sessionID, err)
+	}
+	now := ss.s.now()
+	mt := ss.s.quoted(models.TableMessages)
+	err = ss.inTx(ctx, func(tx *gorm.DB) error {
+		var src models.Session
+		q := tx.Where("id = ?", sessionID)
+		if ss.tenant != nil {
+			q = q.Where("tenant_id = ?", *ss.tenant)
+		}
+		if err := q.Take(&src).Error; err != nil {
+			return translateError(err)
+		}
+		at := atMessageID
+		if at == "" && src.CurrentLeafID != nil {
+			at = *src.CurrentLeafID
+		}
+		var atSeq *int64
+		if at != "" {
+			var seqs []int64
+			if err := tx.Model(&models.Message{}).Where("session_id = ? AND id = ?", sessionID, at).Pluck("seq", &seqs).Error; err != nil {
+				return translateError(err)
+			}
+			if len(seqs) == 0 {
+				return fmt.Errorf("message %q: %w", clip(at), ErrNotFound)
+			}
+			atSeq = &seqs[0]
+		}
+		child := models.Session{
+			ID: newID, ParentID: &src.ID, SessionType: string(repo.KindMain), TenantID: src.TenantID,
+			State: string(repo.StateCreated), Config: src.Config, Permissions: src.Permissions, Summary: src.Summary,
+			StaticContextHash: src.StaticContextHash, ForkedFromSessionID: &src.ID, ForkedFromSeq: atSeq,
+			TotalCostUSD: models.Decimal{}, CreatedAt: now, UpdatedAt: now, ExpiresAt: src.ExpiresAt, Version: 1,
+		}
+		if at != "" {
+			child.CurrentLeafID = &at
+		}
+		if err := tx.Omit(clause.Associations).Create(&child).Error; err != nil {
+			return translateError(err)
+		}
+		if at == "" {
+			return nil
+		}
+		res := tx.Exec(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
+ SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
+ UNION ALL
+ SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
+ WHERE b.depth < ?)
+INSERT INTO `+mt+` (`+messageCols+`, session_id)
+SELECT ROW_NUMBER() OVER (ORDER BY seq), id, parent_id, role, content, TRUE, is_compact_summary, usage, metadata,
+ model, request_id, environment, created_at, `+ss.param("uuid")+`
+FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
+			sessionID, at, sessionID, src.MessageCount+1, newID, sessionID)
+		if res.Error != nil {
+			return translateError(res.Error)
+		}
+		n := res.RowsAffected
+		return tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
+			n, n, newID).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fork session %s: %w", sessionID, translateError(err))
+	}
+	return ss.Load(ctx, newID)
+}
+
+// AddSummary implements repo.Sessions.
+func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapshot) (repo.SummarySnapshot, error) {
+	if ss.scopeErr != nil {
+		return snap, ss.scopeErr
+	}
+	if err := checkText("summary", snap.Summary, 0); err != nil {
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
+	}
+	if snap.LeafMessageID != nil {
+		if err := checkID("leaf message id", *snap.LeafMessageID); err != nil {
+			return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
+		}
+	}
+	now := ss.s.now()
+	if snap.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return snap, err
+		}
+		snap.ID = id
+	}
+	if snap.CreatedAt.IsZero() {
+		snap.CreatedAt = now
+	}
+	snap.CreatedAt = snap.CreatedAt.UTC().Truncate(time.Microsecond)
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		tc, targs := ss.tenantCond("tenant_id")
+		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+
+			" SET summary = ?, updated_at = ?, version = version + 1 WHERE id = ?"+tc,
+			append([]any{snap.Summary, now, snap.SessionID}, targs...)...)
+		if res.Error != nil {
+			return translateError(res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return ErrNotFound
+		}
+		return translateError(tx.Omit(clause.Associations).Create(&models.Summary{ID: snap.ID, SessionID: snap.SessionID,
+			Summary: snap.Summary, LeafMessageID: snap.LeafMessageID, CreatedAt: snap.CreatedAt}).Error)
+	})
+	if err != nil {
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, translateError(err))
+	}
+	return snap, nil
+}
+
+// GetSummaries implements repo.Sessions.
+func (ss *sessionStore) GetSummaries(ctx context.Context, sessionID uuid.UUID) ([]repo.SummarySnapshot, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	tc, targs := ss.inTenantCond()
+	var rows []models.Summary
+	db := ss.db(ctx)
+	if err := db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...).
+		Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("get summaries of %s: %w", sessionID, translateError(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, ss.missing("get summaries of", sessionID, err)
+		}
+	}
+	out := make([]repo.SummarySnapshot, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, repo.SummarySnapshot{ID: r.ID, SessionID: r.SessionID, Summary: r.Summary,
+			LeafMessageID: r.LeafMessageID, CreatedAt: r.CreatedAt.UTC()})
+	}
+	return out, nil
+}
+
+// missing turns a failed existence check into the operation's error.
+func (ss *sessionStore) missing(op string, id uuid.UUID, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, id, translateError(err))
+	}
+	return ss.notFound(op, id)
+}
+
+// SetTodos implements repo.Sessions.
+func (ss *sessionStore) SetTodos(ctx context.Context, sessionID uuid.UUID, todos []repo.TodoItem) ([]repo.TodoItem, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	for i := range todos {
+		if err := checkTodo(i, &todos[i]); err != nil {
+			return nil, fmt.Errorf("set todos of %s: %w", sessionID, err)
+		}
+	}
+	now := ss.s.now()
+	var out []repo.TodoItem
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		tc, targs := ss.tenantCond("tenant_id")
+		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET updated_at = ?, version = version + 1 WHERE id = ?"+tc,
+			append([]any{now, sessionID}, targs...)...)
+		if res.Error != nil {
+			return translateError(res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return ErrNotFound
+		}
+		var err error
+		out, err = ss.replaceTodos(tx, sessionID, todos, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set todos of %s: %w", sessionID, translateError(err))
+	}
+	return out, nil
+}
+
+// replaceTodos makes the session's todos equal to todos, by id: stored
+// items are updated, new ones inserted, the others removed — except rows
+// whose status this version cannot decode, which are kept. It fills in ids,
+// defaults and positions of todos in place and returns a copy.
+func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []repo.TodoItem, now time.Time) ([]repo.TodoItem, error) {
+	rows := make([]models.Todo, len(todos))
+	ids := make([]uuid.UUID, len(todos))
+	for i := range todos {
+		t := &todos[i]
+		if t.ID == uuid.Nil {
+			t.ID = uuid.New()
+		}
+		if t.Status == "" {
+			t.Status = repo.TodoPending
+		} else {
+			t.Status, _ = repo.ParseTodoStatus(string(t.Status))
+		}
+		if t.CreatedAt.IsZero() {
+			t.CreatedAt = now
+		}
+		t.SessionID = sessionID
+		ids[i] = t.ID
+		rows[i] = models.Todo{ID: t.ID, SessionID: sessionID, Position: int64(i), Content: t.Content, ActiveForm: t.ActiveForm,
+			Status: string(t.Status), PlanID: t.PlanID, CreatedAt: t.CreatedAt.UTC().Truncate(time.Microsecond),
+			StartedAt: utcPtr(t.StartedAt), CompletedAt: utcPtr(t.CompletedAt)}
+	}
+	tt := ss.s.quoted(models.TableTodos)
+	del := "DELETE FROM " + tt + " WHERE session_id = ? AND status IN ?"
+	args := []any{sessionID, knownTodoStatuses}
+	if len(ids) > 0 {
+		del += " AND id NOT IN ?"
+		args = append(args, ids)
+	}
+	if err := tx.Exec(del, args...).Error; err != nil {
+		return nil, translateError(err)
+	}
+	if len(rows) > 0 {
+		res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
+			Columns: []clause.Column{{Name: "id"}},
+			Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
+				SQL: tt + ".session_id = excluded.session_id"}}},
+			DoUpdates: clause.AssignmentColumns([]string{"position", "content", "active_form", "status", "plan_id",
+				"created_at", "started_at", "completed_at"}),
+		}).Create(&rows)
+		if res.Error != nil {
+			return nil, translateError(res.Error)
+		}
+		if res.RowsAffected < int64(len(rows)) {
+			return nil, fmt.Errorf("%w: a todo id belongs to another session", ErrConflict)
+		}
+	}
+	return append([]repo.TodoItem(nil), todos...), nil
+}
+
+// writePlan makes plan the session's only active plan: any other active
+// plan is recorded as cancelled, then plan is inserted or updated by id.
+func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.Plan, now time.Time) error {
+	pt := ss.s.quoted(models.TablePlans)
+	q := "UPDATE " + pt + " SET status = ?, completed_at = ? WHERE session_id = ? AND status IN ?"
+	args := []any{string(repo.PlanCancelled), now, sessionID, activePlanStatuses}
+	if plan != nil {
+		if plan.ID == uuid.Nil {
+			plan.ID = uuid.New()
+		}
+		q += " AND id <> ?"
+		args = append(args, plan.ID)
+	}
+	if err := tx.Exec(q, args...).Error; err != nil {
+		return translateError(err)
+	}
+	if plan == nil {
+		return nil
+	}
+	if plan.Status == "" {
+		plan.Status = repo.PlanDraft
+	} else {
+		plan.Status, _ = repo.ParsePlanStatus(string(plan.Status))
+	}
+	if plan.CreatedAt.IsZero() {
+		plan.CreatedAt = now
+	}
+	plan.SessionID = sessionID
+	row := models.Plan{ID: plan.ID, SessionID: sessionID, Name: plan.Name, Content: plan.Content, Status: string(plan.Status),
+		Error: plan.Error, CreatedAt: plan.CreatedAt.UTC().Truncate(time.Microsecond), ApprovedAt: utcPtr(plan.ApprovedAt),
+		StartedAt: utcPtr(plan.StartedAt), CompletedAt: utcPtr(plan.CompletedAt)}
+	res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "id"}},
+		Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
+			SQL: pt + ".session_id = excluded.session_id"}}},
+		DoUpdates: clause.AssignmentColumns([]string{"name", "content", "status", "error", "approved_at", "started_at", "completed_at"}),
+	}).Create(&row)
+	if res.Error != nil {
+		return translateError(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("%w: plan %s belongs to another session", ErrConflict, plan.ID)
+	}
+	return nil
+}
+
+// Plans implements repo.Sessions.
+func (ss *sessionStore) Plans(ctx context.Context, sessionID uuid.UUID) ([]repo.Plan, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	tc, targs := ss.inTenantCond()
+	db := ss.db(ctx)
+	var rows []models.Plan
+	if err := db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...).
+		Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("plans of %s: %w", sessionID, translateError(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, ss.missing("plans of", sessionID, err)
+		}
+	}
+	out := make([]repo.Plan, 0, len(rows))
+	for i := range rows {
+		p, err := planFromRow(&rows[i])
+		if err != nil {
+			return nil, fmt.Errorf("plans of %s: %w", sessionID, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// CleanupExpired implements repo.Sessions.
+func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int, error) {
+	if ss.scopeErr != nil {
+		return 0, ss.scopeErr
+	}
+	if batchSize < 0 {
+		return 0, invalidf("cleanup expired: negative batch size")
+	}
+	if batchSize == 0 {
+		batchSize = defaultCleanupBatch
+	}
+	st := ss.s.quoted(models.TableSessions)
+	tc, targs := ss.tenantCond("tenant_id")
+	lock := ""
+	if ss.pg() {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	now := ss.s.now()
+	total := 0
+	for {
+		args := append([]any{now}, targs...)
+		args = append(args, batchSize)
+		res := ss.db(ctx).Exec("DELETE FROM "+st+" WHERE id IN (SELECT id FROM "+st+
+			" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+" ORDER BY expires_at, id LIMIT ?"+lock+")", args...)
+		if res.Error != nil {
+			return total, fmt.Errorf("cleanup expired sessions: %w", translateError(res.Error))
+		}
+		total += int(res.RowsAffected)
+		if res.RowsAffected < int64(batchSize) {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package agentstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// sessionQueue implements repo.SessionQueue on the {prefix}queue table.
+//
+// Dequeue is one atomic statement on both dialects:
+//
+//	UPDATE queue SET status = 'processing', lease... , attempts = attempts + 1
+//	WHERE seq = (SELECT seq ... ORDER BY priority DESC, seq LIMIT 1 [FOR UPDATE SKIP LOCKED])
+//	RETURNING ...
+//
+// On PostgreSQL the subquery takes the row with FOR UPDATE SKIP LOCKED, so
+// concurrent workers never wait on or share an item. On SQLite (where GORM
+// drops clause.Locking) the single UPDATE holds the database write lock for
+// its whole run, which makes the claim atomic.
+type sessionQueue struct {
+	sessionStore
+}
+
+const queueCols = "seq, id, session_id, operation, content, priority, status, attempts, lease_token, lease_owner, leased_until, last_error, created_at, processed_at"
+
+// Enqueue implements repo.SessionQueue.
+func (sq *sessionQueue) Enqueue(ctx context.Context, sessionID uuid.UUID, content string, priority int32) (*repo.QueueItem, error) {
+	if sq.scopeErr != nil {
+		return nil, sq.scopeErr
+	}
+	if err := checkText("queue content", content, 0); err != nil {
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	now := sq.s.now()
+	tc, targs := sq.tenantCond("tenant_id")
+	args := append([]any{id, content, priority, now, sessionID}, targs...)
+	var seq int64
+	res := sq.db(ctx).Raw("INSERT INTO "+sq.s.quoted(models.TableQueue)+
+		" (id, session_id, operation, content, priority, status, attempts, created_at) SELECT "+
+		sq.param("uuid")+", id, 'enqueue', "+sq.param("text")+", "+sq.param("integer")+", 'pending', 0, "+
+		sq.param("timestamptz")+" FROM "+sq.s.quoted(models.TableSessions)+" WHERE id = ?"+tc+" RETURNING seq", args...).Scan(&seq)
+	if res.Error != nil {
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, translateError(res.Error))
+	}
+	if res.RowsAffected == 0 {
+		return nil, sq.notFound("enqueue to", sessionID)
+	}
+	return &repo.QueueItem{ID: id, SessionID: sessionID, Seq: seq, Operation: "enqueue", Content: content,
+		Priority: priority, Status: repo.QueuePending, CreatedAt: now}, nil
+}
+
+// scanQueueItems decodes queue rows; an unknown status is a *CorruptRowError.
+func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
+	defer rows.Close()
+	out := []repo.QueueItem{}
+	for rows.Next() {
+		var (
+			it                 repo.QueueItem
+			status             string
+			token              *uuid.UUID
+			owner, lastErr     sql.NullString
+			until              sql.NullInt64
+			created, processed dbTime
+			tokenScan          uuid.NullUUID
+		)
+		if err := rows.Scan(&it.Seq, &it.ID, &it.SessionID, &it.Operation, &it.Content, &it.Priority, &status,
+			&it.Attempts, &tokenScan, &owner, &until, &lastErr, &created, &processed); err != nil {
+			return nil, translateError(err)
+		}
+		st, err := repo.ParseQueueStatus(status)
+		if err != nil {
+			return nil, corrupt(models.TableQueue, it.ID.String(), "status", err)
+		}
+		it.Status = st
+		if tokenScan.Valid {
+			t := tokenScan.UUID
+			token = &t
+		}
+		it.LeaseToken = token
+		if owner.Valid {
+			o := owner.String
+			it.LeaseOwner = &o
+		}
+		if until.Valid {
+			u := time.UnixMilli(until.Int64).UTC()
+			it.LeasedUntil = &u
+		}
+		if lastErr.Valid {
+			e := lastErr.String
+			it.LastError = &e
+		}
+		it.CreatedAt = created.T
+		it.ProcessedAt = processed.ptr()
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translateError(err)
+	}
+	return out, nil
+}
+
+// Dequeue implements repo.SessionQueue.
+func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo.DequeueParams) (*repo.QueueItem, error) {
+	if sq.scopeErr != nil {
+		return nil, sq.scopeErr
+	}
+	if p.Lease < 0 {
+		return nil, invalidf("dequeue from %s: negative lease", sessionID)
+	}
+	if p.Lease == 0 {
+		p.Lease = repo.DefaultLease
+	}
+	if p.Owner != "" {
+		if err := checkText("lease owner", p.Owner, repo.MaxIDLen); err != nil {
+			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
+		}
+	}
+	token := uuid.New()
+	nowMS := sq.s.nowMS()
+	qt := sq.s.quoted(models.TableQueue)
+	tc, targs := sq.inTenantCond()
+	lock := ""
+	if sq.pg() {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	args := []any{token, nilIfEmpty(p.Owner), nowMS + p.Lease.Milliseconds(), sessionID, nowMS}
+	args = append(args, targs...)
+	db := sq.db(ctx)
+	rows, err := db.Raw("UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
+		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+
+		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+
+		" ORDER BY priority DESC, seq LIMIT 1"+lock+") RETURNING "+queueCols, args...).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, translateError(err))
+	}
+	items, err := scanQueueItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
+	}
+	if len(items) == 0 {
+		if ok, err := sq.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, sq.missing("dequeue from", sessionID, err)
+		}
+		return nil, nil
+	}
+	return &items[0], nil
+}
+
+// endLease runs a lease-ending update; zero rows is ErrLockLost, or
+// ErrNotFound when the item does not exist (in the view's tenant).
+func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, set string, setArgs ...any) error {
+	if sq.scopeErr != nil {
+		return sq.scopeErr
+	}
+	qt := sq.s.quoted(models.TableQueue)
+	tc, targs := sq.inTenantCond()
+	args := append(setArgs, l.ItemID, l.Token, sq.s.nowMS())
+	args = append(args, targs...)
+	db := sq.db(ctx)
+	res := db.Exec("UPDATE "+qt+" SET "+set+" WHERE id = ? AND lease_token = ? AND status = 'processing'"+
+		" AND leased_until >= ?"+tc, args...)
+	if res.Error != nil {
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, translateError(res.Error))
+	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	var n int64
+	if err := db.Raw("SELECT COUNT(*) FROM "+qt+" WHERE id = ?"+tc, append([]any{l.ItemID}, targs...)...).Scan(&n).Error; err != nil {
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, translateError(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrNotFound)
+	}
+	return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrLockLost)
+}
+
+// Complete implements repo.SessionQueue.
+func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
+	return sq.endLease(ctx, "complete", l, "status = 'completed', processed_at = ?, lease_token = NULL", sq.s.now())
+}
+
+// Fail implements repo.SessionQueue.
+func (sq *sessionQueue) Fail(ctx context.Context, l repo.Lease, reason string) error {
+	if err := checkText("failure reason", reason, 0); err != nil {
+		return fmt.Errorf("fail queue item %s: %w", l.ItemID, err)
+	}
+	return sq.endLease(ctx, "fail", l, "status = 'failed', processed_at = ?, last_error = ?, lease_token = NULL",
+		sq.s.now(), reason)
+}
+
+// Release implements repo.SessionQueue.
+func (sq *sessionQueue) Release(ctx context.Context, l repo.Lease) error {
+	return sq.endLease(ctx, "release", l, "status = 'pending', lease_token = NULL, lease_owner = NULL, leased_until = NULL")
+}
+
+// CancelQueued implements repo.SessionQueue.
+func (sq *sessionQueue) CancelQueued(ctx context.Context, itemID uuid.UUID) (bool, error) {
+	if sq.scopeErr != nil {
+		return false, sq.scopeErr
+	}
+	tc, targs := sq.inTenantCond()
+	res := sq.db(ctx).Exec("UPDATE "+sq.s.quoted(models.TableQueue)+
+		" SET status = 'cancelled', processed_at = ? WHERE id = ? AND status = 'pending'"+tc,
+		append([]any{sq.s.now(), itemID}, targs...)...)
+	if res.Error != nil {
+		return false, fmt.Errorf("cancel queue item %s: %w", itemID, translateError(res.Error))
+	}
+	return res.RowsAffected > 0, nil
+}
+
+// PendingQueue implements repo.SessionQueue.
+func (sq *sessionQueue) PendingQueue(ctx context.Context, sessionID uuid.UUID) ([]repo.QueueItem, error) {
+	if sq.scopeErr != nil {
+		return nil, sq.scopeErr
+	}
+	tc, targs := sq.inTenantCond()
+	db := sq.db(ctx)
+	rows, err := db.Raw("SELECT "+queueCols+" FROM "+sq.s.quoted(models.TableQueue)+
+		" WHERE session_id = ? AND status = 'pending'"+tc+" ORDER BY priority DESC, seq",
+		append([]any{sessionID}, targs...)...).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, translateError(err))
+	}
+	items, err := scanQueueItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, err)
+	}
+	if len(items) == 0 {
+		if ok, err := sq.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, sq.missing("pending queue of", sessionID, err)
+		}
+	}
+	return items, nil
+}

@@ -1,0 +1,278 @@
+package agentstore
+
+import (
+	"bytes"
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentstore/agentstore/repo"
+)
+
+// The text rule of the session store, identical on every dialect: every
+// string and JSON document must be valid UTF-8 and hold no NUL byte, and a
+// JSON document must not contain the \u0000 escape. PostgreSQL's text type
+// rejects NUL bytes and its jsonb type rejects \u0000; SQLite would store
+// both, so the store refuses them everywhere with ErrInvalidInput before any
+// SQL runs.
+
+// checkText validates a string field: valid UTF-8, no NUL, at most maxLen
+// bytes (maxLen 0 = unbounded).
+func checkText(field, v string, maxLen int) error {
+	if maxLen > 0 && len(v) > maxLen {
+		return invalidf("%s is %d bytes, the limit is %d", field, len(v), maxLen)
+	}
+	if !utf8.ValidString(v) {
+		return invalidf("%s is not valid UTF-8", field)
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return invalidf("%s contains a NUL byte", field)
+	}
+	return nil
+}
+
+// checkOptText is checkText for an optional field.
+func checkOptText(field string, v *string, maxLen int) error {
+	if v == nil {
+		return nil
+	}
+	return checkText(field, *v, maxLen)
+}
+
+// checkID validates a required identifier (1..repo.MaxIDLen bytes).
+func checkID(field, v string) error {
+	if v == "" {
+		return invalidf("%s is empty", field)
+	}
+	return checkText(field, v, repo.MaxIDLen)
+}
+
+// checkJSON validates a JSON document: syntactically valid, valid UTF-8,
+// no NUL byte, no \u0000 escape. An empty document is allowed unless
+// required.
+func checkJSON(field string, v []byte, required bool) error {
+	if len(v) == 0 {
+		if required {
+			return invalidf("%s is empty (want a JSON document)", field)
+		}
+		return nil
+	}
+	if !utf8.Valid(v) {
+		return invalidf("%s is not valid UTF-8", field)
+	}
+	if bytes.IndexByte(v, 0) >= 0 {
+		return invalidf("%s contains a NUL byte", field)
+	}
+	if !json.Valid(v) {
+		return invalidf("%s is not valid JSON", field)
+	}
+	if hasNULEscape(v) {
+		return invalidf(`%s contains the \u0000 escape, which PostgreSQL jsonb cannot store`, field)
+	}
+	return nil
+}
+
+// hasNULEscape reports whether the JSON document v contains \u0000.
+func hasNULEscape(v []byte) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if i+1 < len(v) && v[i+1] == 'u' && i+5 < len(v) && string(v[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // skip the escaped character
+	}
+	return false
+}
+
+func checkMessage(i int, m *repo.Message) error {
+	f := func(name string) string { return fmt.Sprintf("message %d %s", i, name) }
+	if m.ID != "" {
+		if err := checkID(f("id"), m.ID); err != nil {
+			return err
+		}
+	}
+	if m.ParentID != nil {
+		if err := checkID(f("parent id"), *m.ParentID); err != nil {
+			return err
+		}
+	}
+	if _, err := repo.ParseRole(string(m.Role)); err != nil {
+		return fmt.Errorf("%s: %w", f("role"), err)
+	}
+	if err := checkJSON(f("content"), m.Content, true); err != nil {
+		return err
+	}
+	if err := checkJSON(f("metadata"), m.Metadata, false); err != nil {
+		return err
+	}
+	if err := checkJSON(f("environment"), m.Environment, false); err != nil {
+		return err
+	}
+	if err := checkOptText(f("model"), m.Model, repo.MaxModelLen); err != nil {
+		return err
+	}
+	return checkOptText(f("request id"), m.RequestID, repo.MaxIDLen)
+}
+
+func checkSessionRow(s *repo.Session) error {
+	if err := checkText("tenant id", s.TenantID, repo.MaxIDLen); err != nil {
+		return err
+	}
+	if s.Type.Kind != "" {
+		if _, err := repo.ParseSessionKind(string(s.Type.Kind)); err != nil {
+			return err
+		}
+	}
+	if err := checkText("agent type", s.Type.AgentType, repo.MaxIDLen); err != nil {
+		return err
+	}
+	if err := checkText("agent description", s.Type.Description, 0); err != nil {
+		return err
+	}
+	if s.State != "" {
+		if _, err := repo.ParseSessionState(string(s.State)); err != nil {
+			return err
+		}
+	}
+	if err := checkJSON("config", s.Config, false); err != nil {
+		return err
+	}
+	if err := checkJSON("permissions", s.Permissions, false); err != nil {
+		return err
+	}
+	if s.CurrentLeafID != nil {
+		if err := checkID("current leaf id", *s.CurrentLeafID); err != nil {
+			return err
+		}
+	}
+	if err := checkOptText("summary", s.Summary, 0); err != nil {
+		return err
+	}
+	if err := checkOptText("static context hash", s.StaticContextHash, repo.MaxHashLen); err != nil {
+		return err
+	}
+	return checkOptText("error", s.Error, 0)
+}
+
+func checkTodo(i int, t *repo.TodoItem) error {
+	if err := checkText(fmt.Sprintf("todo %d content", i), t.Content, 0); err != nil {
+		return err
+	}
+	if err := checkText(fmt.Sprintf("todo %d active form", i), t.ActiveForm, 0); err != nil {
+		return err
+	}
+	if t.Status != "" {
+		if _, err := repo.ParseTodoStatus(string(t.Status)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPlan(p *repo.Plan) error {
+	if err := checkOptText("plan name", p.Name, 0); err != nil {
+		return err
+	}
+	if err := checkText("plan content", p.Content, 0); err != nil {
+		return err
+	}
+	if err := checkOptText("plan error", p.Error, 0); err != nil {
+		return err
+	}
+	if p.Status != "" {
+		if _, err := repo.ParsePlanStatus(string(p.Status)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkCompact(i int, c *repo.CompactRecord) error {
+	if err := checkText(fmt.Sprintf("compact %d summary", i), c.Summary, 0); err != nil {
+		return err
+	}
+	if c.LogicalParentID != nil {
+		if err := checkID(fmt.Sprintf("compact %d logical parent id", i), *c.LogicalParentID); err != nil {
+			return err
+		}
+	}
+	if c.Trigger != "" {
+		if _, err := repo.ParseCompactTrigger(string(c.Trigger)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dbTime scans a timestamp from either driver: a time.Time (PostgreSQL,
+// SQLite columns declared datetime) or the text mattn/go-sqlite3 writes
+// (expressions without a declared type).
+type dbTime struct {
+	T     time.Time
+	Valid bool
+}
+
+var sqliteTimeFormats = []string{
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02T15:04:05.999999999-07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05",
+	"2006-01-02T15:04:05",
+	"2006-01-02",
+}
+
+// Scan implements sql.Scanner.
+func (d *dbTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		d.T, d.Valid = time.Time{}, false
+		return nil
+	case time.Time:
+		d.T, d.Valid = v.UTC(), true
+		return nil
+	case []byte:
+		return d.parse(string(v))
+	case string:
+		return d.parse(v)
+	}
+	return fmt.Errorf("cannot scan %T into a timestamp", src)
+}
+
+func (d *dbTime) parse(s string) error {
+	s = strings.TrimSuffix(s, "Z")
+	for _, f := range sqliteTimeFormats {
+		if t, err := time.ParseInLocation(f, s, time.UTC); err == nil {
+			d.T, d.Valid = t.UTC(), true
+			return nil
+		}
+	}
+	return fmt.Errorf("cannot parse timestamp %q", s)
+}
+
+// ptr returns a pointer to the time when valid, else nil.
+func (d dbTime) ptr() *time.Time {
+	if !d.Valid {
+		return nil
+	}
+	t := d.T
+	return &t
+}
+
+var _ driver.Valuer = nullString("")
+
+// nullString stores "" as SQL NULL.
+type nullString string
+
+// Value implements driver.Valuer.
+func (n nullString) Value() (driver.Value, error) {
+	if n == "" {
+		return nil, nil
+	}
+	return string(n), nil
+}
