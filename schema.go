@@ -33,17 +33,8 @@ const SchemaVersion = models.SchemaVersion
 // transaction. Use it for development and tests; production databases can
 // be built from the exported DDL (see DDL) by Flyway and checked with Verify.
 func (s *Store) Migrate(ctx context.Context) error {
-	mdb, err := gorm.Open(s.db.Dialector, &gorm.Config{
-		NamingStrategy:         s.namer,
-		Logger:                 s.cfg.logger,
-		NowFunc:                s.now,
-		SkipDefaultTransaction: true,
-		DisableAutomaticPing:   true,
-	})
+	mdb, err := s.migrationDB()
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if err := normalizeModelDefaults(mdb); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	err = mdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -76,6 +67,26 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", translateError(err))
 	}
 	return nil
+}
+
+// migrationDB returns a GORM handle on the store's pool with its own
+// schema cache in which the model defaults are normalised (see
+// normalizeModelDefaults), for Migrate and for the fixes Verify suggests.
+func (s *Store) migrationDB() (*gorm.DB, error) {
+	mdb, err := gorm.Open(s.db.Dialector, &gorm.Config{
+		NamingStrategy:         s.namer,
+		Logger:                 s.cfg.logger,
+		NowFunc:                s.now,
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := normalizeModelDefaults(mdb); err != nil {
+		return nil, err
+	}
+	return mdb, nil
 }
 
 // normalizeModelDefaults parses every model into db's schema cache and

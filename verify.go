@@ -427,7 +427,8 @@ func (s *Store) quotedIndex(name string) string {
 }
 
 // fixSQL renders the statements fn would execute, by running it on a
-// dry-run session of the store's handle.
+// dry-run session of the handle Migrate uses (so a suggested CREATE TABLE
+// is the one DDL and Migrate produce).
 func (s *Store) fixSQL(db *gorm.DB, fn func(m gorm.Migrator) error) (fix string) {
 	const fallback = "run `agentstore migrate` (Store.Migrate)"
 	defer func() {
@@ -435,8 +436,12 @@ func (s *Store) fixSQL(db *gorm.DB, fn func(m gorm.Migrator) error) (fix string)
 			fix = fallback
 		}
 	}()
+	mdb, err := s.migrationDB()
+	if err != nil {
+		return fallback
+	}
 	rec := &ddlLogger{Interface: s.cfg.logger}
-	tx := db.Session(&gorm.Session{DryRun: true, Logger: rec, NewDB: true})
+	tx := mdb.Session(&gorm.Session{DryRun: true, Logger: rec, NewDB: true, Context: db.Statement.Context})
 	if err := fn(tx.Migrator()); err != nil {
 		return fallback
 	}

@@ -238,9 +238,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	if !rep.OK() {
-		if !*asJSON {
-			fmt.Fprintf(stderr, "agentstore verify: %d issue(s)\n", len(rep.Issues))
-		}
+		fmt.Fprintf(stderr, "agentstore verify: %d schema issue(s)\n", len(rep.Issues))
 		return exitIssues
 	}
 	return exitOK

@@ -1,0 +1,189 @@
+package agentstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentstore/agentstore"
+)
+
+// buildCLI compiles cmd/agentstore into a temporary directory.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agentstore")
+	out, err := exec.Command("go", "build", "-o", bin, "./cmd/agentstore").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/agentstore: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(t *testing.T, bin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "AGENTSTORE_DSN=")
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	r := cliResult{code: code, stdout: so.String(), stderr: se.String()}
+	if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+		t.Fatalf("agentstore %v panicked:\n%s", args, r.stderr)
+	}
+	return r
+}
+
+func (r cliResult) want(t *testing.T, code int, args ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("agentstore %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, r.code, code, r.stdout, r.stderr)
+	}
+	if code != 0 && r.stderr == "" {
+		t.Fatalf("agentstore %v: exit %d with nothing on stderr", args, r.code)
+	}
+}
+
+func TestCLI(t *testing.T) {
+	t.Parallel()
+	bin := buildCLI(t)
+	run := func(t *testing.T, code int, args ...string) cliResult {
+		t.Helper()
+		r := runCLI(t, bin, args...)
+		r.want(t, code, args...)
+		return r
+	}
+
+	t.Run("usage", func(t *testing.T) {
+		t.Parallel()
+		run(t, 2)
+		run(t, 2, "frobnicate")
+		run(t, 2, "ddl")
+		run(t, 2, "ddl", "--dialect", "mysql")
+		run(t, 2, "ddl", "--dialect", "sqlite", "--bogus")
+		run(t, 2, "ddl", "--dialect", "sqlite", "extra")
+		run(t, 2, "ddl", "--dialect", "sqlite", "--schema", "s") // SQLite has no schemas
+		run(t, 2, "ddl", "--dialect", "postgres", "--prefix", "x; DROP TABLE y")
+		run(t, 2, "ddl", "--dialect", "postgres", "--schema", `a"b`)
+		run(t, 2, "migrate")
+		run(t, 2, "verify")
+		run(t, 2, "verify", "--dsn", "mysql://root@localhost/x")
+		run(t, 2, "version", "extra")
+		if r := run(t, 0, "version"); !strings.HasPrefix(r.stdout, "agentstore ") || !strings.Contains(r.stdout, "schema version") {
+			t.Fatalf("version output %q", r.stdout)
+		}
+	})
+
+	t.Run("ddl", func(t *testing.T) {
+		t.Parallel()
+		for _, d := range dialects {
+			want, err := agentstore.DDL(d, agentstore.WithTablePrefix("claude_"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := run(t, 0, "ddl", "--dialect", string(d), "--prefix", "claude_"); r.stdout != want {
+				t.Fatalf("ddl --dialect %s differs from agentstore.DDL", d)
+			}
+			dir := filepath.Join(t.TempDir(), "flyway", string(d))
+			if r := run(t, 0, "ddl", "--dialect", string(d), "--prefix", "claude_", "--flyway", dir); r.stdout != "" {
+				t.Fatalf("ddl --flyway printed to stdout: %q", r.stdout)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, agentstore.FlywayFileName))
+			if err != nil || string(got) != want {
+				t.Fatalf("--flyway file differs from agentstore.DDL (%v)", err)
+			}
+		}
+		want, _ := agentstore.DDL(agentstore.Postgres, agentstore.WithSchema("tenant_a"))
+		if r := run(t, 0, "ddl", "--dialect", "postgres", "--schema", "tenant_a"); r.stdout != want {
+			t.Fatal("ddl --schema differs from agentstore.DDL(WithSchema)")
+		}
+	})
+
+	t.Run("migrate_verify", func(t *testing.T) {
+		t.Parallel()
+		forEachDialect(t, func(t *testing.T, h *harness) {
+			dsn := h.DSN
+			var extra []string
+			if h.Schema != "" {
+				extra = []string{"--schema", h.Schema}
+			}
+			args := func(a ...string) []string { return append(a, extra...) }
+
+			// Nothing migrated yet: issues, exit 1, one per line.
+			r := run(t, 1, args("verify", "--dsn", dsn)...)
+			if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) < 2 || !strings.HasPrefix(lines[0], "missing_table ") {
+				t.Fatalf("verify on an empty database printed:\n%s", r.stdout)
+			}
+			run(t, 0, args("migrate", "--dsn", dsn)...)
+			run(t, 0, args("verify", "--dsn", dsn)...)
+			r = run(t, 0, args("verify", "--dsn", dsn, "--json")...)
+			var rep agentstore.VerifyReport
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || !rep.OK() || rep.Tables == 0 {
+				t.Fatalf("verify --json: %v\n%s", err, r.stdout)
+			}
+
+			// Drift: a dropped index makes verify exit 1 and name it.
+			st := h.Open(t)
+			idx := "idx_" + st.TablePrefix() + "sessions_state"
+			q := `DROP INDEX "` + idx + `"`
+			if h.Schema != "" {
+				q = `DROP INDEX "` + h.Schema + `"."` + idx + `"`
+			}
+			if _, err := st.SQLDB().ExecContext(context.Background(), q); err != nil {
+				t.Fatal(err)
+			}
+			r = run(t, 1, args("verify", "--dsn", dsn)...)
+			if !strings.HasPrefix(r.stdout, "missing_index ") || !strings.Contains(r.stdout, idx) || strings.Count(r.stdout, "\n") != 1 {
+				t.Fatalf("verify after dropping %s printed:\n%s", idx, r.stdout)
+			}
+			r = run(t, 1, args("verify", "--dsn", dsn, "--json")...)
+			rep = agentstore.VerifyReport{}
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Issues) != 1 ||
+				rep.Issues[0].Kind != agentstore.MissingIndex || rep.Issues[0].Object != idx {
+				t.Fatalf("verify --json after dropping %s: %v\n%s", idx, err, r.stdout)
+			}
+			// migrate repairs it.
+			run(t, 0, args("migrate", "--dsn", dsn)...)
+			run(t, 0, args("verify", "--dsn", dsn)...)
+			// Another prefix sees nothing.
+			run(t, 1, args("verify", "--dsn", dsn, "--prefix", "nope_")...)
+		})
+	})
+
+	t.Run("cannot_run", func(t *testing.T) {
+		t.Parallel()
+		// A SQLite file in a directory that does not exist.
+		run(t, 2, "verify", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"))
+		run(t, 2, "migrate", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"))
+		// An unreachable server: exit 2 and the password is never printed.
+		const pw = "Sup3r-s3cret-pw"
+		dsn := "postgres://agent:" + pw + "@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
+		for _, cmd := range []string{"verify", "migrate"} {
+			r := run(t, 2, cmd, "--dsn", dsn)
+			if strings.Contains(r.stderr+r.stdout, pw) {
+				t.Fatalf("%s printed the DSN password:\n%s", cmd, r.stderr)
+			}
+		}
+		r := run(t, 2, "verify", "--dsn", "postgres://agent:"+pw+"@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", "--schema", "bad;name")
+		if strings.Contains(r.stderr, pw) {
+			t.Fatalf("bad schema error printed the password:\n%s", r.stderr)
+		}
+	})
+}
