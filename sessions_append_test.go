@@ -1,0 +1,418 @@
+package agentstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm/logger"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// sqlRecorder is a GORM logger that records every statement and the rows it
+// affected, so tests can assert what a call wrote.
+type sqlRecorder struct {
+	mu    sync.Mutex
+	on    bool
+	stmts []recordedStmt
+}
+
+type recordedStmt struct {
+	SQL  string
+	Rows int64
+}
+
+func (r *sqlRecorder) LogMode(logger.LogLevel) logger.Interface { return r }
+func (r *sqlRecorder) Info(context.Context, string, ...any)     {}
+func (r *sqlRecorder) Warn(context.Context, string, ...any)     {}
+func (r *sqlRecorder) Error(context.Context, string, ...any)    {}
+func (r *sqlRecorder) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.on {
+		sql, rows := fc()
+		r.stmts = append(r.stmts, recordedStmt{SQL: sql, Rows: rows})
+	}
+}
+
+// record clears the log and starts recording.
+func (r *sqlRecorder) record() {
+	r.mu.Lock()
+	r.on, r.stmts = true, nil
+	r.mu.Unlock()
+}
+
+// stop stops recording and returns the statements.
+func (r *sqlRecorder) stop() []recordedStmt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = false
+	return r.stmts
+}
+
+// writesTo returns the INSERT/UPDATE/DELETE statements that name table.
+func writesTo(stmts []recordedStmt, table string) []recordedStmt {
+	var out []recordedStmt
+	for _, s := range stmts {
+		up := strings.ToUpper(strings.TrimSpace(s.SQL))
+		if (strings.HasPrefix(up, "INSERT") || strings.HasPrefix(up, "UPDATE") || strings.HasPrefix(up, "DELETE") ||
+			strings.HasPrefix(up, "WITH")) && strings.Contains(s.SQL, "agentstore_"+table+`"`) ||
+			strings.Contains(s.SQL, "agentstore_"+table+"`") && !strings.HasPrefix(up, "SELECT") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func seedMessages(t *testing.T, r repo.Sessions, s *repo.Session, n int) {
+	t.Helper()
+	batch := make([]repo.Message, 0, n)
+	for i := range n {
+		batch = append(batch, textMsg(fmt.Sprintf("seed-%d", i), repo.RoleUser, "x"))
+	}
+	if _, err := r.AppendMessages(context.Background(), s.ID, batch...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSessionsAppendWritesOnlyNewRows(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		rec := &sqlRecorder{}
+		clock := newTestClock()
+		st := h.New(t, agentstore.WithClock(clock.Now), agentstore.WithLogger(rec))
+		r := st.Sessions()
+		ctx := context.Background()
+		s := repo.NewSession()
+		s.Todos = []repo.TodoItem{{Content: "a", ActiveForm: "a-ing"}}
+		s.EnterPlanMode("", "plan", clock.Now())
+		mustSave(t, r, s)
+		seedMessages(t, r, s, 1000)
+
+		// AppendMessages: 2 message rows and the session row, whatever the size.
+		rec.record()
+		got, err := r.AppendMessages(ctx, s.ID, textMsg("n1", repo.RoleUser, "q"), textMsg("n2", repo.RoleAssistant, "a"))
+		stmts := rec.stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(msgSeqs(got), []int64{1001, 1002}) || *got[1].ParentID != "n1" || *got[0].ParentID != "seed-999" {
+			t.Fatalf("appended seqs %v parents %v %v", msgSeqs(got), *got[0].ParentID, *got[1].ParentID)
+		}
+		assertWrites(t, stmts, "messages", 1, 2)
+		assertWrites(t, stmts, "sessions", 1, 1)
+		for _, tbl := range []string{"todos", "plans", "compacts"} {
+			if w := writesTo(stmts, tbl); len(w) != 0 {
+				t.Fatalf("append wrote %s: %v", tbl, w)
+			}
+		}
+
+		// Save of a loaded session with k new messages: k rows + the session row.
+		loaded := mustLoad(t, r, s.ID)
+		loaded.AddMessage(textMsg("n3", repo.RoleUser, "again"))
+		loaded.AddMessage(textMsg("n4", repo.RoleAssistant, "ok"))
+		loaded.AddMessage(textMsg("n5", repo.RoleUser, "bye"))
+		rec.record()
+		err = r.Save(ctx, loaded)
+		stmts = rec.stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertWrites(t, stmts, "messages", 1, 3)
+		assertWrites(t, stmts, "sessions", 1, 1)
+		for _, tbl := range []string{"todos", "plans", "compacts"} {
+			if w := writesTo(stmts, tbl); len(w) != 0 {
+				t.Fatalf("save of unchanged %s wrote: %v", tbl, w)
+			}
+		}
+		if loaded.LastSeq != 1005 || loaded.MessageCount != 1005 || loaded.Messages[len(loaded.Messages)-1].Seq != 1005 {
+			t.Fatalf("after save lastSeq %d count %d", loaded.LastSeq, loaded.MessageCount)
+		}
+		again := mustLoad(t, r, s.ID)
+		if len(again.Messages) != 1005 || again.Messages[1004].ID != "n5" || *again.CurrentLeafID != "n5" {
+			t.Fatalf("reloaded %d messages, last %s", len(again.Messages), again.Messages[len(again.Messages)-1].ID)
+		}
+		for i, m := range again.Messages {
+			if m.Seq != int64(i+1) {
+				t.Fatalf("message %d has seq %d", i, m.Seq)
+			}
+		}
+	})
+}
+
+// assertWrites checks that stmts hold exactly n writes to table affecting rows rows in total.
+func assertWrites(t *testing.T, stmts []recordedStmt, table string, n int, rows int64) {
+	t.Helper()
+	w := writesTo(stmts, table)
+	var total int64
+	for _, s := range w {
+		total += s.Rows
+		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(s.SQL)), "DELETE") {
+			t.Fatalf("unexpected delete on %s: %s", table, s.SQL)
+		}
+	}
+	if len(w) != n || total != rows {
+		t.Fatalf("%s: %d write statements affecting %d rows, want %d affecting %d: %+v", table, len(w), total, n, rows, w)
+	}
+}
+
+func TestSessionsStaleSaveConflicts(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		st, _ := newSessionsStore(t, h)
+		r := st.Sessions()
+		ctx := context.Background()
+		s := repo.NewSession()
+		s.AddMessage(textMsg("m1", repo.RoleUser, "hi"))
+		mustSave(t, r, s)
+
+		a := mustLoad(t, r, s.ID)
+		b := mustLoad(t, r, s.ID)
+		a.AddMessage(textMsg("from-a", repo.RoleAssistant, "A"))
+		mustSave(t, r, a)
+		b.AddMessage(textMsg("from-b", repo.RoleAssistant, "B"))
+		b.State = repo.StateFailed
+		b.Todos = []repo.TodoItem{{Content: "b", ActiveForm: "b"}}
+		if err := r.Save(ctx, b); !errors.Is(err, agentstore.ErrConflict) {
+			t.Fatalf("stale save = %v, want ErrConflict", err)
+		}
+		if b.Messages[1].Seq != 0 || b.Version != 1 {
+			t.Fatalf("failed save changed the copy: seq %d version %d", b.Messages[1].Seq, b.Version)
+		}
+		got := mustLoad(t, r, s.ID)
+		if !slices.Equal(msgIDs(got.Messages), []string{"m1", "from-a"}) || got.State != repo.StateCreated || len(got.Todos) != 0 || got.Version != 2 {
+			t.Fatalf("stale save wrote something: msgs %v state %s todos %d version %d", msgIDs(got.Messages), got.State, len(got.Todos), got.Version)
+		}
+		// An append bumps the version too, so a copy loaded before it is stale.
+		if _, err := r.AppendMessages(ctx, s.ID, textMsg("m3", repo.RoleUser, "x")); err != nil {
+			t.Fatal(err)
+		}
+		got.State = repo.StateActive
+		if err := r.Save(ctx, got); !errors.Is(err, agentstore.ErrConflict) {
+			t.Fatalf("save after concurrent append = %v, want ErrConflict", err)
+		}
+	})
+}
+
+func TestSessionsConcurrentAppends(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		const goroutines, perG, handles = 16, 8, 4
+		stores := make([]*agentstore.Store, handles)
+		stores[0] = h.New(t)
+		for i := 1; i < handles; i++ {
+			stores[i] = h.Open(t)
+		}
+		s := repo.NewSession()
+		mustSave(t, stores[0].Sessions(), s)
+		var wg sync.WaitGroup
+		errs := make(chan error, goroutines*perG)
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := stores[g%handles].Sessions()
+				for i := range perG {
+					var err error
+					for attempt := 0; attempt < 20; attempt++ {
+						_, err = r.AppendMessages(context.Background(), s.ID, textMsg(fmt.Sprintf("g%d-%d", g, i), repo.RoleUser, "x"))
+						if !agentstore.IsRetryable(err) {
+							break
+						}
+					}
+					if err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("append: %v", err)
+		}
+		got := mustLoad(t, stores[1].Sessions(), s.ID)
+		const total = goroutines * perG
+		if len(got.Messages) != total || got.LastSeq != total || got.MessageCount != total {
+			t.Fatalf("%d messages, lastSeq %d, count %d; want %d", len(got.Messages), got.LastSeq, got.MessageCount, total)
+		}
+		seen := map[string]bool{}
+		for i, m := range got.Messages {
+			if m.Seq != int64(i+1) {
+				t.Fatalf("message %d has seq %d (not consecutive)", i, m.Seq)
+			}
+			if seen[m.ID] {
+				t.Fatalf("message %s stored twice", m.ID)
+			}
+			seen[m.ID] = true
+		}
+		// Every message but the first is linked to its predecessor: one chain.
+		for i := 1; i < len(got.Messages); i++ {
+			if p := got.Messages[i].ParentID; p == nil || *p != got.Messages[i-1].ID {
+				t.Fatalf("message %d parent %v, want %s", i, p, got.Messages[i-1].ID)
+			}
+		}
+	})
+}
+
+func TestSessionsLoadOptions(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		rec := &sqlRecorder{}
+		st := h.New(t, agentstore.WithLogger(rec))
+		r := st.Sessions()
+		ctx := context.Background()
+		s := repo.NewSession()
+		mustSave(t, r, s)
+		seedMessages(t, r, s, 20)
+
+		tail := mustLoad(t, r, s.ID, repo.LoadOptions{LastN: 3})
+		if !slices.Equal(msgSeqs(tail.Messages), []int64{18, 19, 20}) {
+			t.Fatalf("LastN 3 = %v", msgSeqs(tail.Messages))
+		}
+		page := mustLoad(t, r, s.ID, repo.LoadOptions{AfterSeq: 5, Limit: 4})
+		if !slices.Equal(msgSeqs(page.Messages), []int64{6, 7, 8, 9}) {
+			t.Fatalf("AfterSeq 5 Limit 4 = %v", msgSeqs(page.Messages))
+		}
+		back := mustLoad(t, r, s.ID, repo.LoadOptions{BeforeSeq: 5, LastN: 2})
+		if !slices.Equal(msgSeqs(back.Messages), []int64{3, 4}) {
+			t.Fatalf("BeforeSeq 5 LastN 2 = %v", msgSeqs(back.Messages))
+		}
+		win := mustLoad(t, r, s.ID, repo.LoadOptions{AfterSeq: 10, BeforeSeq: 13})
+		if !slices.Equal(msgSeqs(win.Messages), []int64{11, 12}) {
+			t.Fatalf("window = %v", msgSeqs(win.Messages))
+		}
+		if _, err := r.Load(ctx, s.ID, repo.LoadOptions{Limit: 1, LastN: 1}); !errors.Is(err, agentstore.ErrInvalidInput) {
+			t.Fatalf("Limit+LastN = %v, want ErrInvalidInput", err)
+		}
+
+		// Branches: seed-19 is the leaf. Branch off seed-4: b1 <- b2.
+		p := "seed-4"
+		b1 := textMsg("b1", repo.RoleUser, "alt")
+		b1.ParentID = &p
+		if _, err := r.AppendMessages(ctx, s.ID, b1, textMsg("b2", repo.RoleAssistant, "alt2")); err != nil {
+			t.Fatal(err)
+		}
+		br := mustLoad(t, r, s.ID, repo.LoadOptions{CurrentBranch: true})
+		want := []string{"seed-0", "seed-1", "seed-2", "seed-3", "seed-4", "b1", "b2"}
+		if !slices.Equal(msgIDs(br.Messages), want) {
+			t.Fatalf("current branch = %v, want %v", msgIDs(br.Messages), want)
+		}
+		if cb := br.CurrentBranch(); !slices.Equal(msgIDs(cb), want) {
+			t.Fatalf("in-memory CurrentBranch = %v", msgIDs(cb))
+		}
+		brTail := mustLoad(t, r, s.ID, repo.LoadOptions{CurrentBranch: true, LastN: 2})
+		if !slices.Equal(msgIDs(brTail.Messages), []string{"b1", "b2"}) {
+			t.Fatalf("branch tail = %v", msgIDs(brTail.Messages))
+		}
+
+		// A fixed number of queries, whatever the size.
+		count := func() int {
+			rec.record()
+			mustLoad(t, r, s.ID)
+			n := 0
+			for _, st := range rec.stop() {
+				up := strings.ToUpper(strings.TrimSpace(st.SQL))
+				if strings.HasPrefix(up, "SELECT") || strings.HasPrefix(up, "WITH") {
+					n++
+				}
+			}
+			return n
+		}
+		small := count()
+		seedMoreMessages(t, r, s, 300)
+		if big := count(); big != small || small > 5 {
+			t.Fatalf("Load ran %d queries at 22 messages and %d at 322 (want the same, at most 5)", small, big)
+		}
+	})
+}
+
+func seedMoreMessages(t *testing.T, r repo.Sessions, s *repo.Session, n int) {
+	t.Helper()
+	batch := make([]repo.Message, 0, n)
+	for i := range n {
+		batch = append(batch, textMsg(fmt.Sprintf("more-%d", i), repo.RoleUser, "y"))
+	}
+	if _, err := r.AppendMessages(context.Background(), s.ID, batch...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSessionsFork(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		st, _ := newSessionsStore(t, h)
+		r := st.Sessions()
+		ctx := context.Background()
+		s := repo.NewSession()
+		s.TenantID = "t1"
+		sum := "the summary"
+		s.Summary = &sum
+		s.AddMessage(textMsg("m1", repo.RoleUser, "1"))
+		s.AddMessage(textMsg("m2", repo.RoleAssistant, "2"))
+		s.AddMessage(textMsg("m3", repo.RoleUser, "3"))
+		mustSave(t, r, s)
+		p := "m2"
+		alt := textMsg("m4", repo.RoleUser, "4")
+		alt.ParentID = &p
+		if _, err := r.AppendMessages(ctx, s.ID, alt, textMsg("m5", repo.RoleAssistant, "5")); err != nil {
+			t.Fatal(err)
+		}
+		before := mustLoad(t, r, s.ID)
+
+		f, err := r.Fork(ctx, s.ID, "m3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(msgIDs(f.Messages), []string{"m1", "m2", "m3"}) || !slices.Equal(msgSeqs(f.Messages), []int64{1, 2, 3}) {
+			t.Fatalf("fork at m3 = %v %v", msgIDs(f.Messages), msgSeqs(f.Messages))
+		}
+		if f.ParentID == nil || *f.ParentID != s.ID || f.TenantID != "t1" || *f.Summary != sum || *f.CurrentLeafID != "m3" ||
+			f.LastSeq != 3 || f.MessageCount != 3 || *f.ForkedFromSessionID != s.ID || *f.ForkedFromSeq != 3 {
+			t.Fatalf("fork row: %+v", f)
+		}
+		for _, m := range f.Messages {
+			if !m.IsSidechain {
+				t.Fatalf("forked message %s not marked sidechain", m.ID)
+			}
+		}
+		if string(f.Messages[1].Content) != string(before.Messages[1].Content) {
+			t.Fatal("forked content differs")
+		}
+		// Default: the current branch (leaf m5).
+		f2, err := r.Fork(ctx, s.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(msgIDs(f2.Messages), []string{"m1", "m2", "m4", "m5"}) || *f2.CurrentLeafID != "m5" {
+			t.Fatalf("fork of current branch = %v", msgIDs(f2.Messages))
+		}
+		// The fork is usable: appends continue its own sequence.
+		if got, err := r.AppendMessages(ctx, f2.ID, textMsg("m6", repo.RoleUser, "6")); err != nil || got[0].Seq != 5 || *got[0].ParentID != "m5" {
+			t.Fatalf("append to fork = %+v, %v", got, err)
+		}
+		after := mustLoad(t, r, s.ID)
+		if after.Version != before.Version || len(after.Messages) != 5 {
+			t.Fatalf("original changed: version %d→%d, %d messages", before.Version, after.Version, len(after.Messages))
+		}
+		for i, m := range after.Messages {
+			if m.IsSidechain || m.Seq != before.Messages[i].Seq || m.ID != before.Messages[i].ID {
+				t.Fatalf("original message %d changed: %+v", i, m)
+			}
+		}
+		if _, err := r.Fork(ctx, s.ID, "nope"); !errors.Is(err, agentstore.ErrNotFound) {
+			t.Fatalf("fork at unknown message = %v, want ErrNotFound", err)
+		}
+		kids, _ := r.ListChildren(ctx, s.ID)
+		if len(kids) != 2 {
+			t.Fatalf("children = %v", kids)
+		}
+	})
+}
