@@ -341,3 +341,39 @@ func TestDDLExported_MigrateChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestDDLExported_MatchesMigrate: the exported DDL and Migrate build the
+// same catalog (columns, types, nullability, defaults, indexes,
+// constraints), and re-running Migrate on its own schema changes nothing.
+func TestDDLExported_MatchesMigrate(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		rec := &stmtRecorder{Interface: logger.Discard}
+		migrated := h.New(t, agentstore.WithLogger(rec))
+		hh := *h
+		if h.Dialect == agentstore.SQLite {
+			hh.DSN = "sqlite:" + filepath.Join(t.TempDir(), "exported.db")
+		}
+		exported := storeFromExportedDDL(t, &hh, ddlCases[0])
+		anon := func(st *agentstore.Store, snap string) string {
+			if st.Dialect() != agentstore.Postgres {
+				return snap
+			}
+			rep := mustVerify(t, st) // reports the schema it inspected
+			return strings.ReplaceAll(snap, rep.Schema+".", "") // pg_get_expr omits schemas on the search_path
+		}
+		a, b := anon(migrated, catalogSnapshot(t, migrated)), anon(exported, catalogSnapshot(t, exported))
+		if a != b {
+			t.Fatalf("Migrate and the exported DDL build different schemas at %s", firstDiff(a, b))
+		}
+		rec.mu.Lock()
+		rec.stmts = nil
+		rec.mu.Unlock()
+		if err := migrated.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if ch := rec.schemaChanges(); len(ch) > 0 {
+			t.Fatalf("a second Migrate ran %d schema changes:\n%s", len(ch), strings.Join(ch, "\n"))
+		}
+	})
+}
