@@ -359,7 +359,7 @@ func TestDDLExported_MatchesMigrate(t *testing.T) {
 			if st.Dialect() != agentstore.Postgres {
 				return snap
 			}
-			rep := mustVerify(t, st) // reports the schema it inspected
+			rep := mustVerify(t, st)                            // reports the schema it inspected
 			return strings.ReplaceAll(snap, rep.Schema+".", "") // pg_get_expr omits schemas on the search_path
 		}
 		a, b := anon(migrated, catalogSnapshot(t, migrated)), anon(exported, catalogSnapshot(t, exported))
