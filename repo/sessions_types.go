@@ -490,7 +490,9 @@ func (s *Session) EnterPlanMode(name, content string, now time.Time) *Plan {
 }
 
 // IsInPlanMode reports whether the current plan is a draft.
-func (s *Session) IsInPlanMode() bool { return s.CurrentPlan != nil && s.CurrentPlan.Status == PlanDraft }
+func (s *Session) IsInPlanMode() bool {
+	return s.CurrentPlan != nil && s.CurrentPlan.Status == PlanDraft
+}
 
 // MarkClean records the session's todos, compaction records and current
 // plan as stored. The store calls it after Load and Save so the next Save
