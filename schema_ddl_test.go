@@ -359,8 +359,10 @@ func TestDDLExported_MatchesMigrate(t *testing.T) {
 			if st.Dialect() != agentstore.Postgres {
 				return snap
 			}
-			rep := mustVerify(t, st)                            // reports the schema it inspected
-			return strings.ReplaceAll(snap, rep.Schema+".", "") // pg_get_expr omits schemas on the search_path
+			// Verify reports the schema it inspected; pg_get_expr omits
+			// schemas on the search_path, so drop the qualifier everywhere.
+			rep := mustVerify(t, st)
+			return strings.ReplaceAll(snap, rep.Schema+".", "")
 		}
 		a, b := anon(migrated, catalogSnapshot(t, migrated)), anon(exported, catalogSnapshot(t, exported))
 		if a != b {
