@@ -262,11 +262,14 @@ func (s *Store) expectedTable(m any) (*expectedTable, error) {
 	for _, idx := range sch.ParseIndexes() {
 		ei := expectedIndex{name: idx.Name, unique: strings.EqualFold(idx.Class, "UNIQUE"), where: idx.Where}
 		for _, o := range idx.Fields {
-			if o.Expression != "" {
-				ei.cols = append(ei.cols, o.Expression)
-			} else {
-				ei.cols = append(ei.cols, o.DBName)
+			c := o.Expression
+			if c == "" {
+				c = o.DBName
 			}
+			if strings.EqualFold(o.Sort, "desc") {
+				c += " DESC"
+			}
+			ei.cols = append(ei.cols, c)
 		}
 		t.indexes = append(t.indexes, ei)
 	}
@@ -582,7 +585,8 @@ func loadPostgresCatalog(db *gorm.DB, nsp string) (map[string]*liveTable, error)
 	}
 	if err := db.Raw(`SELECT t.relname AS tbl, i.relname AS idx, x.indisunique AS is_unique, x.indisprimary AS "primary",
 			COALESCE(pg_get_expr(x.indpred, x.indrelid), '') AS pred,
-			COALESCE((SELECT string_agg(COALESCE(a.attname, '-'), ',' ORDER BY k.ord)
+			COALESCE((SELECT string_agg(COALESCE(a.attname, '-') ||
+					CASE WHEN ((x.indoption::int2[])[k.ord - 1] & 1) = 1 THEN ' DESC' ELSE '' END, ',' ORDER BY k.ord)
 				FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 				LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum), '') AS cols
 		FROM pg_catalog.pg_index x
@@ -678,17 +682,24 @@ func loadSQLiteCatalog(db *gorm.DB) (map[string]*liveTable, error) {
 			return nil, fmt.Errorf("read indexes of %s: %w", name, err)
 		}
 		for _, ix := range idx {
-			var ic []*string
-			if err := db.Raw(`SELECT name FROM pragma_index_info(?) ORDER BY seqno`, ix.Name).Scan(&ic).Error; err != nil {
+			var ic []struct {
+				Name *string
+				Desc int
+			}
+			if err := db.Raw(`SELECT name, "desc" AS "desc" FROM pragma_index_xinfo(?) WHERE "key" = 1 ORDER BY seqno`, ix.Name).
+				Scan(&ic).Error; err != nil {
 				return nil, fmt.Errorf("read index %s: %w", ix.Name, err)
 			}
 			li := liveIndex{unique: ix.Unique != 0}
 			for _, c := range ic {
-				if c == nil {
-					li.cols = append(li.cols, "?")
-				} else {
-					li.cols = append(li.cols, *c)
+				col := "-"
+				if c.Name != nil {
+					col = *c.Name
 				}
+				if c.Desc != 0 {
+					col += " DESC"
+				}
+				li.cols = append(li.cols, col)
 			}
 			if ix.SQL != nil {
 				if m := reWhere.FindStringSubmatch(*ix.SQL); m != nil {

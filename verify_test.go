@@ -224,6 +224,22 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 			expect(agentstore.IndexMismatch, models.TableSessions, partialIdx.Name)
 		}
 
+		// An index with a descending column recreated all ascending.
+		for _, idx := range modelInfo(t, &models.QueueItem{}, prefix).ParseIndexes() {
+			var cols []string
+			desc := false
+			for _, f := range idx.Fields {
+				cols = append(cols, `"`+f.DBName+`"`)
+				desc = desc || strings.EqualFold(f.Sort, "desc")
+			}
+			if desc {
+				exec("DROP INDEX " + qi(idx.Name))
+				exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s (%s)`, idx.Name, q(models.TableQueue), strings.Join(cols, ", ")))
+				expect(agentstore.IndexMismatch, models.TableQueue, idx.Name)
+				break
+			}
+		}
+
 		// A dropped column (SQLite >= 3.35 drops plain columns in place).
 		dropCol := plainColumn(t, modelInfo(t, &models.Message{}, prefix), func(f *schema.Field) bool { return !f.NotNull })
 		exec(fmt.Sprintf(`ALTER TABLE %s DROP COLUMN "%s"`, q(models.TableMessages), dropCol))
