@@ -3,11 +3,15 @@ package agentstore_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
@@ -38,6 +42,25 @@ func TestOpen_RejectsBadPrefixAndSchema(t *testing.T) {
 		_, err = agentstore.DDL(agentstore.Postgres, agentstore.WithSchema(p))
 		if !errors.Is(err, agentstore.ErrInvalidConfig) {
 			t.Errorf("DDL WithSchema(%q) = %v, want ErrInvalidConfig", p, err)
+		}
+		dir := t.TempDir()
+		err = agentstore.WriteFlyway(dir, agentstore.SQLite, agentstore.WithTablePrefix(p))
+		if !errors.Is(err, agentstore.ErrInvalidConfig) {
+			t.Errorf("WriteFlyway WithTablePrefix(%q) = %v, want ErrInvalidConfig", p, err)
+		}
+		if _, serr := os.Stat(filepath.Join(dir, agentstore.FlywayFileName)); serr == nil {
+			t.Errorf("WriteFlyway WithTablePrefix(%q) wrote a file", p)
+		}
+		gdb, gerr := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		_, err = agentstore.New(gdb, agentstore.WithTablePrefix(p))
+		if !errors.Is(err, agentstore.ErrInvalidConfig) {
+			t.Errorf("New WithTablePrefix(%q) = %v, want ErrInvalidConfig", p, err)
+		}
+		if sqlDB, _ := gdb.DB(); sqlDB != nil {
+			_ = sqlDB.Close()
 		}
 	}
 	for _, p := range []string{"", "claude_", "A_b9", "_x"} {
