@@ -54,9 +54,11 @@ type SchemaIssue struct {
 	Table string `json:"table,omitempty"`
 	// Object names the column, index or foreign key concerned ("" for table-level issues).
 	Object string `json:"object,omitempty"`
-	// Expected is what the models require; Actual what the database has.
+	// Expected is what the models require (a type, "NOT NULL", an index or
+	// foreign-key definition, a version).
 	Expected string `json:"expected,omitempty"`
-	Actual   string `json:"actual,omitempty"`
+	// Actual is what the database has ("" when the object is missing).
+	Actual string `json:"actual,omitempty"`
 	// Fix suggests how to repair the issue, usually as SQL to run.
 	Fix string `json:"fix"`
 }
