@@ -39,5 +39,13 @@ func run() error {
 		return err
 	}
 	fmt.Printf("migrated to schema version %d (tables prefixed %q)\n", agentstore.SchemaVersion, st.TablePrefix())
+	rep, err := st.Verify(ctx)
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return fmt.Errorf("schema verification found %d issue(s):\n%s", len(rep.Issues), rep)
+	}
+	fmt.Printf("verified %d tables: schema matches the models (version %d)\n", rep.Tables, rep.DatabaseVersion)
 	return nil
 }
