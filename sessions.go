@@ -542,7 +542,7 @@ func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.Lo
 		return nil, translateError(err)
 	}
 	defer rows.Close()
-	msgs, err := scanMessages(rows, row.ID, capHint)
+	msgs, err := scanMessages(rows, row.ID, capHint, ss.pg())
 	if err != nil {
 		return nil, err
 	}
@@ -554,8 +554,10 @@ func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.Lo
 	return msgs, nil
 }
 
-// scanMessages decodes message rows; a row it cannot decode is a *CorruptRowError.
-func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64) ([]repo.Message, error) {
+// scanMessages decodes message rows; a row it cannot decode is a
+// *CorruptRowError. trusted is true on PostgreSQL, whose json and jsonb
+// columns only ever hold valid JSON, so the documents are not re-validated.
+func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bool) ([]repo.Message, error) {
 	msgs := make([]repo.Message, 0, min(capHint, 100000))
 	var (
 		parent, model, reqID      sql.NullString
@@ -564,38 +566,45 @@ func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64) ([]repo.Me
 		sidechain, compact        bool
 		created                   dbTime
 	)
+	rowID := func(seq int64) string { return fmt.Sprintf("%s/%d", sessionID, seq) }
 	for rows.Next() {
 		var m repo.Message
 		if err := rows.Scan(&m.Seq, &m.ID, &parent, &role, &content, &sidechain, &compact, &usage, &meta,
 			&model, &reqID, &env, &created); err != nil {
 			return nil, translateError(err)
 		}
-		rowID := fmt.Sprintf("%s/%d", sessionID, m.Seq)
-		r, err := repo.ParseRole(role)
-		if err != nil {
-			return nil, corrupt(models.TableMessages, rowID, "role", err)
+		switch role {
+		case "user":
+			m.Role = repo.RoleUser
+		case "assistant":
+			m.Role = repo.RoleAssistant
+		default:
+			r, err := repo.ParseRole(role)
+			if err != nil {
+				return nil, corrupt(models.TableMessages, rowID(m.Seq), "role", err)
+			}
+			m.Role = r
 		}
-		m.Role = r
-		if !json.Valid(content) {
-			return nil, corrupt(models.TableMessages, rowID, "content", errors.New("invalid JSON"))
+		if !trusted && !json.Valid(content) {
+			return nil, corrupt(models.TableMessages, rowID(m.Seq), "content", errors.New("invalid JSON"))
 		}
 		m.Content = json.RawMessage(content)
 		if len(usage) > 0 && string(usage) != "null" {
-			var u repo.TokenUsage
-			if err := json.Unmarshal(usage, &u); err != nil {
-				return nil, corrupt(models.TableMessages, rowID, "usage", err)
+			u, err := decodeUsage(usage)
+			if err != nil {
+				return nil, corrupt(models.TableMessages, rowID(m.Seq), "usage", err)
 			}
-			m.Usage = &u
+			m.Usage = u
 		}
 		if len(meta) > 0 {
-			if !json.Valid(meta) {
-				return nil, corrupt(models.TableMessages, rowID, "metadata", errors.New("invalid JSON"))
+			if !trusted && !json.Valid(meta) {
+				return nil, corrupt(models.TableMessages, rowID(m.Seq), "metadata", errors.New("invalid JSON"))
 			}
 			m.Metadata = json.RawMessage(meta)
 		}
 		if len(env) > 0 {
-			if !json.Valid(env) {
-				return nil, corrupt(models.TableMessages, rowID, "environment", errors.New("invalid JSON"))
+			if !trusted && !json.Valid(env) {
+				return nil, corrupt(models.TableMessages, rowID(m.Seq), "environment", errors.New("invalid JSON"))
 			}
 			m.Environment = json.RawMessage(env)
 		}
@@ -620,6 +629,92 @@ func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64) ([]repo.Me
 		return nil, translateError(err)
 	}
 	return msgs, nil
+}
+
+// decodeUsage decodes a stored TokenUsage document. The common shape, a
+// flat object of the four known keys with non-negative integer values (as
+// written by the store, or as reformatted by jsonb), is parsed by hand; any
+// other document goes through encoding/json, whose error makes the row
+// corrupt.
+func decodeUsage(b []byte) (*repo.TokenUsage, error) {
+	if u, ok := fastUsage(b); ok {
+		return u, nil
+	}
+	var u repo.TokenUsage
+	if err := json.Unmarshal(b, &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+func fastUsage(b []byte) (*repo.TokenUsage, bool) {
+	u := &repo.TokenUsage{}
+	i := 0
+	ws := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+			i++
+		}
+	}
+	ws()
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	i++
+	for {
+		ws()
+		if i < len(b) && b[i] == '}' {
+			i++
+			ws()
+			return u, i == len(b)
+		}
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		j := i + 1
+		for j < len(b) && b[j] != '"' && b[j] != '\\' {
+			j++
+		}
+		if j >= len(b) || b[j] != '"' {
+			return nil, false
+		}
+		key := string(b[i+1 : j])
+		i = j + 1
+		ws()
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i++
+		ws()
+		start := i
+		var v int64
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-start < 18 {
+			v = v*10 + int64(b[i]-'0')
+			i++
+		}
+		if i == start || (i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E' || (b[i] >= '0' && b[i] <= '9'))) {
+			return nil, false
+		}
+		switch key {
+		case "input_tokens":
+			u.InputTokens = v
+		case "output_tokens":
+			u.OutputTokens = v
+		case "cache_read_input_tokens":
+			u.CacheReadInputTokens = v
+		case "cache_creation_input_tokens":
+			u.CacheCreationInputTokens = v
+		default:
+			return nil, false
+		}
+		ws()
+		if i < len(b) && b[i] == ',' {
+			i++
+			ws()
+			if i >= len(b) || b[i] != '"' {
+				return nil, false
+			}
+		}
+	}
 }
 
 func loadCompacts(tx *gorm.DB, id uuid.UUID) ([]repo.CompactRecord, error) {

@@ -1,0 +1,249 @@
+package agentstore_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// Benchmarks of the session store (issue 3). Suggested run, about two
+// minutes on both dialects:
+//
+//	go test -run '^$' -bench 'BenchmarkSessions' -benchtime 100x .
+//
+// The seed-rewrite cases cost O(n) per operation; give them their own
+// -benchtime (e.g. -bench 'Append/.*/seed' -benchtime 3x).
+
+// benchSession creates a store and a session holding n messages.
+func benchSession(b *testing.B, d agentstore.Dialect, n int) (*agentstore.Store, *repo.Session) {
+	b.Helper()
+	h := newHarness(b, d)
+	st := h.New(b)
+	r := st.Sessions()
+	s := repo.NewSession()
+	if err := r.Save(context.Background(), s); err != nil {
+		b.Fatal(err)
+	}
+	const batch = 1000
+	for done := 0; done < n; done += batch {
+		msgs := make([]repo.Message, 0, batch)
+		for i := done; i < min(n, done+batch); i++ {
+			m := textMsg(fmt.Sprintf("m-%d", i), repo.RoleUser, "some message text of moderate length for the benchmark")
+			m.Usage = &repo.TokenUsage{InputTokens: 100, OutputTokens: 20}
+			msgs = append(msgs, m)
+		}
+		if _, err := r.AppendMessages(context.Background(), s.ID, msgs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return st, s
+}
+
+func BenchmarkSessionsAppend(b *testing.B) {
+	for _, d := range dialects {
+		for _, n := range []int{10, 1000, 10000} {
+			b.Run(fmt.Sprintf("%s/n=%d/append", d, n), func(b *testing.B) {
+				st, s := benchSession(b, d, n)
+				r := st.Sessions()
+				ctx := context.Background()
+				i := 0
+				for b.Loop() {
+					if _, err := r.AppendMessages(ctx, s.ID, textMsg(fmt.Sprintf("b-%d", i), repo.RoleAssistant, "reply")); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+			b.Run(fmt.Sprintf("%s/n=%d/save", d, n), func(b *testing.B) {
+				st, s := benchSession(b, d, n)
+				r := st.Sessions()
+				ctx := context.Background()
+				loaded, err := r.Load(ctx, s.ID, repo.LoadOptions{LastN: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				i := 0
+				for b.Loop() {
+					loaded.AddMessage(textMsg(fmt.Sprintf("s-%d", i), repo.RoleAssistant, "reply"))
+					if err := r.Save(ctx, loaded); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+			b.Run(fmt.Sprintf("%s/n=%d/seed-rewrite", d, n), func(b *testing.B) {
+				st, s := benchSession(b, d, n)
+				ctx := context.Background()
+				// The seed's save: delete every message row of the session,
+				// then insert each message with its own statement.
+				var rows []models.Message
+				if err := st.DB(ctx).Where("session_id = ?", s.ID).Order("seq").Find(&rows).Error; err != nil {
+					b.Fatal(err)
+				}
+				mt := st.Table(models.TableMessages)
+				i := 0
+				for b.Loop() {
+					rows = append(rows, models.Message{SessionID: s.ID, Seq: int64(len(rows) + 1), ID: fmt.Sprintf("r-%d", i),
+						Role: "assistant", Content: models.VerbatimJSON(`[{"type":"text","text":"reply"}]`), CreatedAt: time.Now().UTC()})
+					err := st.DB(ctx).Transaction(func(tx *gorm.DB) error {
+						if err := tx.Exec("UPDATE "+st.Table(models.TableSessions)+" SET updated_at = ?, last_seq = ? WHERE id = ?",
+							time.Now().UTC(), len(rows), s.ID).Error; err != nil {
+							return err
+						}
+						if err := tx.Exec("DELETE FROM "+mt+" WHERE session_id = ?", s.ID).Error; err != nil {
+							return err
+						}
+						for _, m := range rows {
+							if err := tx.Exec("INSERT INTO "+mt+" (session_id, seq, id, parent_id, role, content, is_sidechain,"+
+								" is_compact_summary, usage, metadata, model, request_id, environment, created_at)"+
+								" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.SessionID, m.Seq, m.ID, m.ParentID, m.Role,
+								m.Content, m.IsSidechain, m.IsCompactSummary, m.Usage, m.Metadata, m.Model, m.RequestID,
+								m.Environment, m.CreatedAt).Error; err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkSessionsLoad(b *testing.B) {
+	const n = 10000
+	for _, d := range dialects {
+		b.Run(fmt.Sprintf("%s/n=%d", d, n), func(b *testing.B) {
+			st, s := benchSession(b, d, n)
+			ctx := context.Background()
+			b.Run("store", func(b *testing.B) {
+				r := st.Sessions()
+				for b.Loop() {
+					got, err := r.Load(ctx, s.ID)
+					if err != nil || len(got.Messages) != n {
+						b.Fatalf("load: %d messages, %v", len(got.Messages), err)
+					}
+				}
+			})
+			b.Run("raw-sql", func(b *testing.B) {
+				q := "SELECT seq, id, parent_id, role, content, is_sidechain, is_compact_summary, usage, metadata, model," +
+					" request_id, environment, created_at FROM " + st.Table(models.TableMessages) + " WHERE session_id = $1 ORDER BY seq"
+				if d == agentstore.SQLite {
+					q = "SELECT seq, id, parent_id, role, content, is_sidechain, is_compact_summary, usage, metadata, model," +
+						" request_id, environment, created_at FROM " + st.Table(models.TableMessages) + " WHERE session_id = ? ORDER BY seq"
+				}
+				for b.Loop() {
+					rows, err := st.SQLDB().QueryContext(ctx, q, s.ID.String())
+					if err != nil {
+						b.Fatal(err)
+					}
+					count := 0
+					for rows.Next() {
+						var (
+							seq                       int64
+							id, role                  string
+							parent, model, req        sql.NullString
+							content, usage, meta, env []byte
+							side, compact             bool
+							created                   any
+						)
+						if err := rows.Scan(&seq, &id, &parent, &role, &content, &side, &compact, &usage, &meta, &model, &req, &env, &created); err != nil {
+							b.Fatal(err)
+						}
+						count++
+					}
+					if err := rows.Err(); err != nil || count != n {
+						b.Fatalf("raw: %d rows, %v", count, err)
+					}
+					_ = rows.Close()
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkSessionsQueue(b *testing.B) {
+	const items, workers = 10000, 8
+	for _, d := range dialects {
+		b.Run(fmt.Sprintf("%s/items=%d/workers=%d", d, items, workers), func(b *testing.B) {
+			h := newHarness(b, d)
+			st := h.New(b)
+			ctx := context.Background()
+			s := repo.NewSession()
+			if err := st.Sessions().Save(ctx, s); err != nil {
+				b.Fatal(err)
+			}
+			q := st.SessionQueue()
+			var elapsed time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				rows := make([]models.QueueItem, items)
+				now := time.Now().UTC()
+				for i := range rows {
+					rows[i] = models.QueueItem{ID: uuid.New(), SessionID: s.ID, Operation: "enqueue", Content: fmt.Sprint("job ", i),
+						Priority: int32(i % 4), Status: "pending", CreatedAt: now}
+				}
+				if err := st.DB(ctx).Omit("Session").CreateInBatches(rows, 1000).Error; err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				var firstErr error
+				done := 0
+				for w := range workers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Owner: fmt.Sprint("w", w), Lease: time.Minute})
+							if agentstore.IsRetryable(err) {
+								continue
+							}
+							if err == nil && it == nil {
+								return
+							}
+							for err == nil {
+								err = q.Complete(ctx, it.Lease())
+								if !agentstore.IsRetryable(err) {
+									break
+								}
+								err = nil
+							}
+							mu.Lock()
+							if err != nil && firstErr == nil {
+								firstErr = err
+							}
+							done++
+							mu.Unlock()
+							if err != nil {
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed += time.Since(start)
+				if firstErr != nil || done != items {
+					b.Fatalf("processed %d of %d: %v", done, items, firstErr)
+				}
+			}
+			b.ReportMetric(float64(items*b.N)/elapsed.Seconds(), "items/s")
+		})
+	}
+}
