@@ -86,6 +86,8 @@ func TestCLI(t *testing.T) {
 		run(t, 2, "verify")
 		run(t, 2, "verify", "--dsn", "mysql://root@localhost/x")
 		run(t, 2, "version", "extra")
+		run(t, 0, "help")
+		run(t, 0, "verify", "-h")
 		if r := run(t, 0, "version"); !strings.HasPrefix(r.stdout, "agentstore ") || !strings.Contains(r.stdout, "schema version") {
 			t.Fatalf("version output %q", r.stdout)
 		}

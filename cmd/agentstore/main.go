@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -117,16 +118,21 @@ func newFlags(name string, stderr io.Writer, withDSN bool) *common {
 	return c
 }
 
-// parse parses args; it returns false (after printing why) on a usage error.
-func (c *common) parse(args []string, stderr io.Writer) bool {
+// parse parses args. It returns done=true with the exit status when the
+// command must stop: -h (status 0, flags printed) or a usage error (status
+// 2, printed with the reason).
+func (c *common) parse(args []string, stderr io.Writer) (code int, done bool) {
 	if err := c.fs.Parse(args); err != nil {
-		return false // the flag package printed the error and the flags
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitError, true // the flag package printed the error and the flags
 	}
 	if c.fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "agentstore: unexpected argument %q\n%s", c.fs.Arg(0), usage)
-		return false
+		return exitError, true
 	}
-	return true
+	return 0, false
 }
 
 func (c *common) options() []agentstore.Option {
@@ -141,8 +147,8 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 	c := newFlags("ddl", stderr, false)
 	dialect := c.fs.String("dialect", "", "postgres or sqlite (required)")
 	flyway := c.fs.String("flyway", "", "write DIR/"+agentstore.FlywayFileName+" instead of printing")
-	if !c.parse(args, stderr) {
-		return exitError
+	if code, done := c.parse(args, stderr); done {
+		return code
 	}
 	d := agentstore.Dialect(*dialect)
 	if d != agentstore.Postgres && d != agentstore.SQLite {
@@ -189,8 +195,8 @@ func (c *common) open(ctx context.Context, cmd string, stderr io.Writer) (*agent
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newFlags("migrate", stderr, true)
-	if !c.parse(args, stderr) {
-		return exitError
+	if code, done := c.parse(args, stderr); done {
+		return code
 	}
 	st, ok := c.open(ctx, "migrate", stderr)
 	if !ok {
@@ -212,8 +218,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newFlags("verify", stderr, true)
 	asJSON := c.fs.Bool("json", false, "print the report as JSON")
-	if !c.parse(args, stderr) {
-		return exitError
+	if code, done := c.parse(args, stderr); done {
+		return code
 	}
 	st, ok := c.open(ctx, "verify", stderr)
 	if !ok {
