@@ -2,6 +2,7 @@ package agentstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
 	"slices"
@@ -128,6 +129,30 @@ func (r *VerifyReport) String() string {
 // report.
 func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 	db := s.db.WithContext(ctx)
+	if s.dialect != Postgres {
+		return s.inspect(db)
+	}
+	// On PostgreSQL read the whole catalog from one snapshot. (Not on
+	// SQLite: its transactions take the write lock at BEGIN.)
+	var (
+		rep  *VerifyReport
+		ierr error
+	)
+	err := db.Transaction(func(tx *gorm.DB) error {
+		rep, ierr = s.inspect(tx)
+		return ierr
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	switch {
+	case ierr != nil:
+		return nil, ierr // already wrapped by inspect
+	case err != nil:
+		return nil, fmt.Errorf("verify: %w", translateError(err))
+	}
+	return rep, nil
+}
+
+// inspect reads the catalog through db and compares it with the models.
+func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
 	rep := &VerifyReport{Dialect: s.dialect, Prefix: s.cfg.prefix, ExpectedVersion: SchemaVersion, Issues: []SchemaIssue{}}
 	var (
 		live map[string]*liveTable
