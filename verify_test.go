@@ -240,6 +240,28 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 			}
 		}
 
+		// A unique index recreated without UNIQUE.
+		for _, idx := range modelInfo(t, &models.Message{}, prefix).ParseIndexes() {
+			if idx.Class != "UNIQUE" {
+				continue
+			}
+			var cols []string
+			for _, f := range idx.Fields {
+				cols = append(cols, `"`+f.DBName+`"`)
+			}
+			exec("DROP INDEX " + qi(idx.Name))
+			exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s (%s)`, idx.Name, q(models.TableMessages), strings.Join(cols, ", ")))
+			expect(agentstore.IndexMismatch, models.TableMessages, idx.Name)
+			break
+		}
+
+		// PostgreSQL: an auto-increment key that lost its sequence.
+		if h.Dialect == agentstore.Postgres {
+			oq := modelInfo(t, &models.OrchestratorQueueItem{}, prefix)
+			exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" DROP DEFAULT`, q(models.TableOrchestratorQueue), oq.PrioritizedPrimaryField.DBName))
+			expect(agentstore.ColumnTypeMismatch, models.TableOrchestratorQueue, oq.PrioritizedPrimaryField.DBName)
+		}
+
 		// A dropped column (SQLite >= 3.35 drops plain columns in place).
 		dropCol := plainColumn(t, modelInfo(t, &models.Message{}, prefix), func(f *schema.Field) bool { return !f.NotNull })
 		exec(fmt.Sprintf(`ALTER TABLE %s DROP COLUMN "%s"`, q(models.TableMessages), dropCol))
@@ -292,7 +314,8 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 			if i.Fix == "" || !strings.HasPrefix(i.String(), string(i.Kind)+" table="+i.Table) {
 				t.Errorf("issue without fix or badly rendered: %s", i)
 			}
-			if i.Kind == agentstore.ColumnTypeMismatch && (!strings.EqualFold(i.Actual, "text") || strings.EqualFold(i.Expected, "text")) {
+			if i.Kind == agentstore.ColumnTypeMismatch && i.Object == typeCol &&
+				(!strings.EqualFold(i.Actual, "text") || strings.EqualFold(i.Expected, "text")) {
 				t.Errorf("type mismatch expected=%q actual=%q, want a non-text expectation and text found", i.Expected, i.Actual)
 			}
 			if i.Kind == agentstore.ForeignKeyMismatch && (!strings.Contains(i.Expected, "CASCADE") || strings.Contains(i.Actual, "CASCADE")) {
