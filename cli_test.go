@@ -161,8 +161,12 @@ func TestCLI(t *testing.T) {
 				rep.Issues[0].Kind != agentstore.MissingIndex || rep.Issues[0].Object != idx {
 				t.Fatalf("verify --json after dropping %s: %v\n%s", idx, err, r.stdout)
 			}
-			// migrate repairs it.
-			run(t, 0, args("migrate", "--dsn", dsn)...)
+			// migrate repairs it; the DSN may come from the environment.
+			cmd := exec.Command(bin, args("migrate")...)
+			cmd.Env = append(os.Environ(), "AGENTSTORE_DSN="+dsn)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("migrate with AGENTSTORE_DSN: %v\n%s", err, out)
+			}
 			run(t, 0, args("verify", "--dsn", dsn)...)
 			// Another prefix sees nothing.
 			run(t, 1, args("verify", "--dsn", dsn, "--prefix", "nope_")...)

@@ -10,6 +10,9 @@
 // Store.Migrate. verify runs Store.Verify and prints one issue per line
 // (or the whole report as JSON with --json).
 //
+// The DSN may come from the AGENTSTORE_DSN environment variable instead of
+// --dsn.
+//
 // Exit status: 0 success (verify: no issues); 1 verify found issues; 2 the
 // command could not run (usage error, bad option, unreachable database,
 // failed migration). Errors go to stderr; a DSN's password is never
@@ -47,6 +50,7 @@ const usage = `usage:
   agentstore version
 
 DSN: postgres://user:pass@host:5432/db?sslmode=disable, sqlite:PATH or sqlite::memory:
+     (or set AGENTSTORE_DSN instead of --dsn, to keep a password off the command line)
 exit status: 0 ok, 1 verify found issues, 2 could not run
 `
 
