@@ -222,6 +222,10 @@ type Store struct {
 	// provider state (see provider.go), created on first use
 	provOnce sync.Once
 	prov     *gormProvider
+	// sessWriteMu serialises this handle's session-store writes on SQLite
+	// (one writer at a time; a mutex is far cheaper than SQLite's sleeping
+	// busy handler). See sessionStore.writeLock.
+	sessWriteMu sync.Mutex
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.

@@ -30,7 +30,8 @@ func (s *Store) SessionQueue() repo.SessionQueue { return &sessionQueue{sessionS
 // deleting, forking, enqueuing to or dequeuing from another tenant's session
 // (or a session without tenant) behaves exactly as if it did not exist
 // (ErrNotFound, false, or an empty page), and sessions saved through the
-// view get the view's tenant.
+// view get the view's tenant (saving a session that names another tenant
+// is ErrInvalidInput).
 type TenantView struct {
 	st     *Store
 	tenant string
@@ -111,6 +112,19 @@ func (ss *sessionStore) sessionExists(tx *gorm.DB, id uuid.UUID) (bool, error) {
 
 func (ss *sessionStore) notFound(op string, id uuid.UUID) error {
 	return fmt.Errorf("%s %s: %w", op, id, ErrNotFound)
+}
+
+// writeLock serialises the writes of this Store handle on SQLite, which
+// admits one writer at a time: contending connections would otherwise wait
+// in SQLite's busy handler, which sleeps up to 100 ms per retry. Other
+// handles and processes are still coordinated by SQLite's own lock and
+// busy_timeout. On PostgreSQL it does nothing. Use: defer ss.writeLock()().
+func (ss *sessionStore) writeLock() func() {
+	if ss.pg() {
+		return func() {}
+	}
+	ss.s.sessWriteMu.Lock()
+	return ss.s.sessWriteMu.Unlock
 }
 
 // inTx runs fn in one transaction (BEGIN IMMEDIATE on SQLite).
@@ -289,6 +303,7 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	k := int64(len(fresh))
 
 	var lastSeq, msgCount, version int64
+	unlock := ss.writeLock()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		if sess.Version == 0 {
 			row.Version, row.LastSeq, row.MessageCount = 1, k, k
@@ -342,18 +357,20 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 				return err
 			}
 		}
-		if ch.Todos {
+		isNew := sess.Version == 0
+		if ch.Todos && !(isNew && len(sess.Todos) == 0) {
 			if _, err := ss.replaceTodos(tx, sess.ID, sess.Todos, now); err != nil {
 				return err
 			}
 		}
-		if ch.Plan {
+		if ch.Plan && !(isNew && sess.CurrentPlan == nil) {
 			if err := ss.writePlan(tx, sess.ID, sess.CurrentPlan, now); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	unlock()
 	if err != nil {
 		return fmt.Errorf("save session %s: %w", sess.ID, translateError(err))
 	}
@@ -793,6 +810,7 @@ func (ss *sessionStore) Delete(ctx context.Context, id uuid.UUID) (bool, error) 
 	if ss.tenant != nil {
 		q = q.Where("tenant_id = ?", *ss.tenant)
 	}
+	defer ss.writeLock()()
 	res := q.Delete(&models.Session{})
 	if res.Error != nil {
 		return false, fmt.Errorf("delete session %s: %w", id, translateError(res.Error))

@@ -86,6 +86,8 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 	}
 	k := int64(len(out))
 	var base int64
+	unlock := ss.writeLock()
+	defer unlock()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		h, err := ss.lockHead(tx, sessionID)
 		if err != nil {
@@ -143,6 +145,7 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 	}
 	now := ss.s.now()
 	mt := ss.s.quoted(models.TableMessages)
+	unlock := ss.writeLock()
 	err = ss.inTx(ctx, func(tx *gorm.DB) error {
 		var src models.Session
 		q := tx.Where("id = ?", sessionID)
@@ -199,6 +202,7 @@ FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
 		return tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
 			n, n, newID).Error
 	})
+	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("fork session %s: %w", sessionID, translateError(err))
 	}
@@ -230,6 +234,7 @@ func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapsho
 		snap.CreatedAt = now
 	}
 	snap.CreatedAt = snap.CreatedAt.UTC().Truncate(time.Microsecond)
+	defer ss.writeLock()()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		tc, targs := ss.tenantCond("tenant_id")
 		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+
@@ -295,6 +300,7 @@ func (ss *sessionStore) SetTodos(ctx context.Context, sessionID uuid.UUID, todos
 	}
 	now := ss.s.now()
 	var out []repo.TodoItem
+	defer ss.writeLock()()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		tc, targs := ss.tenantCond("tenant_id")
 		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET updated_at = ?, version = version + 1 WHERE id = ?"+tc,
@@ -465,8 +471,10 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 	for {
 		args := append([]any{now}, targs...)
 		args = append(args, batchSize)
+		unlock := ss.writeLock()
 		res := ss.db(ctx).Exec("DELETE FROM "+st+" WHERE id IN (SELECT id FROM "+st+
 			" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+" ORDER BY expires_at, id LIMIT ?"+lock+")", args...)
+		unlock()
 		if res.Error != nil {
 			return total, fmt.Errorf("cleanup expired sessions: %w", translateError(res.Error))
 		}

@@ -17,8 +17,12 @@ import (
 // Dequeue is one atomic statement on both dialects:
 //
 //	UPDATE queue SET status = 'processing', lease... , attempts = attempts + 1
-//	WHERE seq = (SELECT seq ... ORDER BY priority DESC, seq LIMIT 1 [FOR UPDATE SKIP LOCKED])
+//	WHERE seq = (SELECT seq FROM (best pending item UNION ALL best expired lease)
+//	             ORDER BY priority DESC, seq LIMIT 1)
 //	RETURNING ...
+//
+// where each candidate is an index-ordered LIMIT 1 read [FOR UPDATE SKIP
+// LOCKED], so a dequeue costs O(log n) however long the queue is.
 //
 // On PostgreSQL the subquery takes the row with FOR UPDATE SKIP LOCKED, so
 // concurrent workers never wait on or share an item. On SQLite (where GORM
@@ -46,6 +50,7 @@ func (sq *sessionQueue) Enqueue(ctx context.Context, sessionID uuid.UUID, conten
 	tc, targs := sq.tenantCond("tenant_id")
 	args := append([]any{id, content, priority, now, sessionID}, targs...)
 	var seq int64
+	defer sq.writeLock()()
 	res := sq.db(ctx).Raw("INSERT INTO "+sq.s.quoted(models.TableQueue)+
 		" (id, session_id, operation, content, priority, status, attempts, created_at) SELECT "+
 		sq.param("uuid")+", id, 'enqueue', "+sq.param("text")+", "+sq.param("integer")+", 'pending', 0, "+
@@ -134,17 +139,29 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	if sq.pg() {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	args := []any{token, nilIfEmpty(p.Owner), nowMS + p.Lease.Milliseconds(), sessionID, nowMS}
+	// Two index-ordered candidates (the best pending item and the best
+	// item whose lease expired), each read through the (session_id, status,
+	// priority DESC, seq) index with LIMIT 1, then the better of the two.
+	args := []any{token, nilIfEmpty(p.Owner), nowMS + p.Lease.Milliseconds(), sessionID}
+	args = append(args, targs...)
+	args = append(args, sessionID, nowMS)
 	args = append(args, targs...)
 	db := sq.db(ctx)
+	unlock := sq.writeLock()
 	rows, err := db.Raw("UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
-		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+
-		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+
-		" ORDER BY priority DESC, seq LIMIT 1"+lock+") RETURNING "+queueCols, args...).Rows()
+		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM ("+
+		"SELECT seq, priority FROM (SELECT seq, priority FROM "+qt+" WHERE session_id = ? AND status = 'pending'"+tc+
+		" ORDER BY priority DESC, seq LIMIT 1"+lock+") AS p"+
+		" UNION ALL "+
+		"SELECT seq, priority FROM (SELECT seq, priority FROM "+qt+" WHERE session_id = ? AND status = 'processing'"+
+		" AND leased_until < ?"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+") AS e"+
+		") AS c ORDER BY priority DESC, seq LIMIT 1) RETURNING "+queueCols, args...).Rows()
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, translateError(err))
 	}
 	items, err := scanQueueItems(rows)
+	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
 	}
@@ -168,8 +185,10 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, s
 	args := append(setArgs, l.ItemID, l.Token, sq.s.nowMS())
 	args = append(args, targs...)
 	db := sq.db(ctx)
+	unlock := sq.writeLock()
 	res := db.Exec("UPDATE "+qt+" SET "+set+" WHERE id = ? AND lease_token = ? AND status = 'processing'"+
 		" AND leased_until >= ?"+tc, args...)
+	unlock()
 	if res.Error != nil {
 		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, translateError(res.Error))
 	}
@@ -211,6 +230,7 @@ func (sq *sessionQueue) CancelQueued(ctx context.Context, itemID uuid.UUID) (boo
 		return false, sq.scopeErr
 	}
 	tc, targs := sq.inTenantCond()
+	defer sq.writeLock()()
 	res := sq.db(ctx).Exec("UPDATE "+sq.s.quoted(models.TableQueue)+
 		" SET status = 'cancelled', processed_at = ? WHERE id = ? AND status = 'pending'"+tc,
 		append([]any{sq.s.now(), itemID}, targs...)...)
