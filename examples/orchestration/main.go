@@ -67,6 +67,7 @@ func run() error {
 	n := flag.Int("n", 1, "number of orchestrations to run")
 	verbose := flag.Bool("v", false, "log every step (default: only for -n 1)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	keep := flag.Bool("keep", false, "keep the instances (default: delete them at the end)")
 	flag.Parse()
 	if *n < 1 {
 		return errors.New("-n must be at least 1")
@@ -147,6 +148,13 @@ func run() error {
 		*n, *n, *n-failed, failed, elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(), s.Turns, s.Activities, s.Retries)
 	if failed > 0 {
 		return fmt.Errorf("%d orchestrations did not complete", failed)
+	}
+	if !*keep {
+		res, err := st.ProviderAdmin().DeleteInstanceBulk(ctx, repo.InstanceFilter{InstanceIDs: ids, Limit: len(ids)})
+		if err != nil {
+			return fmt.Errorf("clean up: %w", err)
+		}
+		fmt.Printf("cleaned up: %d instances, %d events deleted\n", res.InstancesDeleted, res.EventsDeleted)
 	}
 	return nil
 }

@@ -250,7 +250,6 @@ func (e *Engine) turn(it *repo.OrchestrationItem) (repo.OrchestrationAck, error)
 	if fn == nil {
 		ferr = fmt.Errorf("no orchestration %q registered", started.Name)
 	} else {
-		c.replaying = true
 		out, done, ferr = fn(c, started.Input)
 		if c.nondeterminism != "" {
 			ferr = errors.New("nondeterminism: " + c.nondeterminism)
@@ -283,17 +282,16 @@ func (e *Engine) turn(it *repo.OrchestrationItem) (repo.OrchestrationAck, error)
 
 // Ctx is what an Orchestration sees during one replay.
 type Ctx struct {
-	instance  string
-	exec      uint64
-	now       time.Time
-	version   string
-	events    []repo.Event // history + delta so far
-	delta     []repo.Event
-	work      []repo.WorkItem
-	orch      []repo.WorkItem
-	nextID    uint64
-	seq       int // index of the next scheduling call
-	replaying bool
+	instance string
+	exec     uint64
+	now      time.Time
+	version  string
+	events   []repo.Event // history + delta so far
+	delta    []repo.Event
+	work     []repo.WorkItem
+	orch     []repo.WorkItem
+	nextID   uint64
+	seq      int // index of the next scheduling call
 
 	nondeterminism string
 }

@@ -1,0 +1,51 @@
+package agentstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo"
+)
+
+func TestProviderErrorContract(t *testing.T) {
+	base := errors.New("driver said no")
+	pe := &repo.ProviderError{Op: "fetch_work_item", Message: "deadlock", Retryable: true, Err: base}
+	if pe.Error() != "fetch_work_item: deadlock" || !errors.Is(pe, repo.ErrRetryable) || !errors.Is(pe, base) || !repo.IsRetryableProviderError(pe) {
+		t.Fatalf("retryable ProviderError: %q", pe.Error())
+	}
+	perm := &repo.ProviderError{Op: "ack", Message: "Invalid lock token", Err: repo.ErrInvalidLockToken}
+	if errors.Is(perm, repo.ErrRetryable) || repo.IsRetryableProviderError(perm) {
+		t.Fatalf("permanent error is retryable")
+	}
+	if !errors.Is(perm, agentstore.ErrInvalidLockToken) || !errors.Is(perm, agentstore.ErrLockLost) {
+		t.Fatalf("invalid token does not match its sentinels")
+	}
+	if errors.Is(repo.ErrLockLost, repo.ErrInvalidLockToken) {
+		t.Fatalf("ErrLockLost must not match the narrower ErrInvalidLockToken")
+	}
+	for _, s := range []error{agentstore.ErrInstanceRunning, agentstore.ErrSubOrchestration, agentstore.ErrOrphan, agentstore.ErrDuplicateEvent} {
+		if errors.Is(s, repo.ErrRetryable) || errors.Is(s, repo.ErrLockLost) {
+			t.Fatalf("%v matches an unrelated sentinel", s)
+		}
+	}
+}
+
+func TestProviderTransientFailuresAreRetryable(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		e := newPEnv(t, h)
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel()
+		_, err := e.p.FetchOrchestrationItem(ctx, testLock, 0, nil)
+		var pe *repo.ProviderError
+		if !errors.As(err, &pe) || !pe.Retryable || !errors.Is(err, agentstore.ErrRetryable) || pe.Op != "fetch_orchestration_item" {
+			t.Fatalf("deadline error = %#v", err)
+		}
+		err = e.p.EnqueueForWorker(ctx, activity("i1", 1, 1))
+		if !errors.As(err, &pe) || !pe.Retryable {
+			t.Fatalf("enqueue deadline error = %v", err)
+		}
+	})
+}
