@@ -337,8 +337,14 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 	for _, c := range exp.cols {
 		lc, ok := lt.cols[c.name]
 		if !ok {
-			out = append(out, SchemaIssue{Kind: MissingColumn, Table: exp.name, Object: c.name, Expected: c.rawType,
-				Fix: s.fixSQL(db, func(m gorm.Migrator) error { return m.AddColumn(exp.model, c.field.Name) })})
+			var fix string
+			if s.dialect == SQLite && c.field.NotNull && !c.field.HasDefaultValue {
+				// SQLite cannot add a NOT NULL column without a default.
+				fix = sqliteRebuild(exp.name, "add "+c.name+" "+c.rawType+" NOT NULL")
+			} else {
+				fix = s.fixSQL(db, func(m gorm.Migrator) error { return m.AddColumn(exp.model, c.field.Name) })
+			}
+			out = append(out, SchemaIssue{Kind: MissingColumn, Table: exp.name, Object: c.name, Expected: c.rawType, Fix: fix})
 			continue
 		}
 		if s.normType(lc.typ) == c.typ && c.field.AutoIncrement && !lc.autoInc {
