@@ -317,9 +317,12 @@ func (s *Store) expectedTable(m any) (*expectedTable, error) {
 		}
 		t.fks = append(t.fks, fk)
 	}
+	// Relations is a map: sort so the report is stable.
+	slices.SortFunc(t.fks, func(a, b expectedFK) int { return strings.Compare(a.name, b.name) })
 	return t, nil
 }
 
+// unqualify drops the store's schema from a table name.
 func (s *Store) unqualify(table string) string {
 	if s.cfg.schema != "" {
 		return strings.TrimPrefix(table, s.cfg.schema+".")
