@@ -395,10 +395,7 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 				where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
 				args = append(args, strArgs(tried)...)
 			}
-			sql += where + ` ORDER BY q.visible_at, q.id LIMIT 1`
-			if p.s.dialect == Postgres {
-				sql += ` FOR UPDATE OF q SKIP LOCKED`
-			}
+			sql += where + ` ORDER BY q.visible_at, q.id LIMIT 1` // no row locks: a failed candidate must not block others
 			var cands []string
 			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
 				return fmt.Errorf("select candidate: %w", err)
@@ -417,6 +414,17 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 				}
 				if !got {
 					continue // another fetcher is on it: next candidate
+				}
+				// re-check under the advisory lock, locking one of its rows; rows
+				// held by a concurrent ack are skipped, not waited for
+				var ids []int64
+				if err := tx.Raw(`SELECT q.id FROM `+p.q(models.TableOrchestratorQueue)+` q WHERE q.instance_id = ? AND q.visible_at <= ?`+
+					` AND (q.lock_token IS NULL OR q.locked_until <= ?) ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED`,
+					instance, now, now).Scan(&ids).Error; err != nil {
+					return fmt.Errorf("re-check %s: %w", instance, err)
+				}
+				if len(ids) == 0 {
+					continue
 				}
 			}
 
@@ -654,18 +662,24 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack rep
 			return fmt.Errorf("update instance %s: %w", instance, err)
 		}
 	}
-	// 3. current_execution_id only grows; tells whether the instance exists
-	res := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET current_execution_id = CASE WHEN current_execution_id < ? THEN ? ELSE current_execution_id END,`+
-		` updated_at = ? WHERE instance_id = ?`, exec, exec, now, instance)
-	if res.Error != nil {
-		return fmt.Errorf("bump execution of %s: %w", instance, res.Error)
+	instanceExists := md.OrchestrationName != nil && md.OrchestrationVersion != nil
+	if !instanceExists {
+		var n int64
+		if err := tx.Raw(`SELECT COUNT(*) FROM `+p.q(models.TableInstances)+` WHERE instance_id = ?`, instance).Scan(&n).Error; err != nil {
+			return fmt.Errorf("load instance %s: %w", instance, err)
+		}
+		instanceExists = n > 0
 	}
-	instanceExists := res.RowsAffected > 0
-	// 4. execution row (only for existing instances: no stray rows for orphan batches)
 	if instanceExists {
+		// 3. execution row (only for existing instances: no stray rows for orphan batches)
 		if err := tx.Exec(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, started_at) VALUES (?, ?, ?, ?)`+
 			` ON CONFLICT (instance_id, execution_id) DO NOTHING`, instance, exec, repo.StatusRunning, now).Error; err != nil {
 			return fmt.Errorf("create execution %s/%d: %w", instance, exec, err)
+		}
+		// 4. current_execution_id only grows
+		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET current_execution_id = CASE WHEN current_execution_id < ? THEN ? ELSE current_execution_id END,`+
+			` updated_at = ? WHERE instance_id = ?`, exec, exec, now, instance).Error; err != nil {
+			return fmt.Errorf("bump execution of %s: %w", instance, err)
 		}
 	}
 	// 5. history
