@@ -600,3 +600,53 @@ func TestSessionsInputValidation(t *testing.T) {
 		_ = fmt.Sprint()
 	})
 }
+
+func TestSessionsCustomPrefix(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		clock := newTestClock()
+		st := h.New(t, agentstore.WithTablePrefix("claude_"), agentstore.WithClock(clock.Now))
+		other := h.New(t) // default prefix, same database: must stay empty
+		r, q := st.Sessions(), st.SessionQueue()
+		ctx := context.Background()
+		s := repo.NewSession()
+		exp := clock.Now().Add(time.Minute)
+		s.ExpiresAt = &exp
+		s.AddMessage(textMsg("m1", repo.RoleUser, "x"))
+		s.Todos = []repo.TodoItem{{Content: "t", ActiveForm: "t"}}
+		s.EnterPlanMode("", "p", clock.Now())
+		mustSave(t, r, s)
+		if _, err := r.AppendMessages(ctx, s.ID, textMsg("m2", repo.RoleAssistant, "y")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Fork(ctx, s.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Load(ctx, s.ID, repo.LoadOptions{CurrentBranch: true}); err != nil {
+			t.Fatal(err)
+		}
+		it, err := q.Enqueue(ctx, s.ID, "job", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{})
+		if err != nil || got == nil || got.ID != it.ID {
+			t.Fatalf("dequeue = %+v, %v", got, err)
+		}
+		if err := q.Complete(ctx, got.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		st.DB(ctx).Raw("SELECT COUNT(*) FROM " + st.Table(models.TableMessages)).Scan(&n)
+		if n != 4 || !strings.Contains(st.Table(models.TableMessages), "claude_messages") {
+			t.Fatalf("%d rows in %s", n, st.Table(models.TableMessages))
+		}
+		if page, _ := other.Sessions().List(ctx, repo.ListParams{}); len(page.Sessions) != 0 {
+			t.Fatalf("default-prefix tables saw %d sessions", len(page.Sessions))
+		}
+		clock.Advance(time.Hour)
+		if n, err := r.CleanupExpired(ctx, 0); err != nil || n != 2 {
+			t.Fatalf("cleanup = %d, %v (session and its fork, which copied the expiry)", n, err)
+		}
+	})
+}

@@ -469,17 +469,31 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 	now := ss.s.now()
 	total := 0
 	for {
+		// One transaction per batch: pick (and on PostgreSQL lock, skipping
+		// rows another sweeper holds) up to batchSize expired ids, then
+		// delete them. The count is the ids picked, so a child that is
+		// expired itself counts once on every dialect, whether the FK
+		// cascade or the DELETE reached it first.
 		args := append([]any{now}, targs...)
 		args = append(args, batchSize)
+		var ids []uuid.UUID
 		unlock := ss.writeLock()
-		res := ss.db(ctx).Exec("DELETE FROM "+st+" WHERE id IN (SELECT id FROM "+st+
-			" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+" ORDER BY expires_at, id LIMIT ?"+lock+")", args...)
+		err := ss.inTx(ctx, func(tx *gorm.DB) error {
+			if err := tx.Raw("SELECT id FROM "+st+" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+
+				" ORDER BY expires_at, id LIMIT ?"+lock, args...).Scan(&ids).Error; err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			return tx.Exec("DELETE FROM "+st+" WHERE id IN ?", ids).Error
+		})
 		unlock()
-		if res.Error != nil {
-			return total, fmt.Errorf("cleanup expired sessions: %w", translateError(res.Error))
+		if err != nil {
+			return total, fmt.Errorf("cleanup expired sessions: %w", translateError(err))
 		}
-		total += int(res.RowsAffected)
-		if res.RowsAffected < int64(batchSize) {
+		total += len(ids)
+		if len(ids) < batchSize {
 			return total, nil
 		}
 	}

@@ -55,8 +55,11 @@ type Sessions interface {
 	// Fork creates a new main session whose parent is sessionID, holding a
 	// copy (made in the database, ids kept, marked sidechain, renumbered
 	// from 1) of the branch from atMessageID up to the root; atMessageID ""
-	// forks the current branch. The original is not modified. ErrNotFound
-	// if the session or message does not exist.
+	// forks the current branch. The fork copies the tenant, config,
+	// permissions, summary, static context hash and expiry, records
+	// ForkedFromSessionID/ForkedFromSeq, and starts with zero token totals
+	// and cost. The original is not modified. ErrNotFound if the session or
+	// message does not exist.
 	Fork(ctx context.Context, sessionID uuid.UUID, atMessageID string) (*Session, error)
 	// AddSummary stores the snapshot and sets the session's summary to it,
 	// in one transaction (the session's version is bumped).
@@ -70,9 +73,10 @@ type Sessions interface {
 	// Plans returns every plan the session ever had, oldest first.
 	Plans(ctx context.Context, sessionID uuid.UUID) ([]Plan, error)
 	// CleanupExpired deletes sessions whose ExpiresAt is before the store's
-	// clock (their children cascade), in batches of at most batchSize (0 =
-	// 500) rows per statement, and returns how many expired sessions it
-	// deleted. Sessions without ExpiresAt are never deleted.
+	// clock (their child rows and child sessions cascade), in batches of at
+	// most batchSize (0 = 500) sessions per transaction, and returns how many
+	// expired sessions it deleted (a cascaded child counts only if it was
+	// expired itself). Sessions without ExpiresAt are never deleted.
 	CleanupExpired(ctx context.Context, batchSize int) (int, error)
 }
 
