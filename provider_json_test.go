@@ -42,6 +42,7 @@ var eventLiterals = map[string]string{
 	"KeyValueSet":                           `"type":"KeyValueSet","key":"k","value":"v","last_updated_at_ms":5}`,
 	"KeyValueCleared":                       `"type":"KeyValueCleared","key":"k"}`,
 	"KeyValuesCleared":                      `"type":"KeyValuesCleared"}`,
+	"ActivityFailed+poison":                 `"type":"ActivityFailed","details":{"Poison":{"attempt_count":1,"max_attempts":1,"message_type":{"FailedDeserialization":{"instance":"i1","execution_id":1,"error":"bad"}},"message":"m"}}}`,
 	"Poison":                                `"type":"OrchestrationFailed","details":{"Poison":{"attempt_count":11,"max_attempts":10,"message_type":{"Activity":{"instance":"i1","execution_id":1,"activity_name":"a","activity_id":2}},"message":"m"}}}`,
 }
 

@@ -487,21 +487,30 @@ type PoisonError struct {
 
 // PoisonMessageType names the poisoned message; exactly one field is set.
 type PoisonMessageType struct {
-	Orchestration *struct {
-		Instance    string `json:"instance"`
-		ExecutionID uint64 `json:"execution_id"`
-	} `json:"Orchestration,omitempty"`
-	Activity *struct {
-		Instance     string `json:"instance"`
-		ExecutionID  uint64 `json:"execution_id"`
-		ActivityName string `json:"activity_name"`
-		ActivityID   uint64 `json:"activity_id"`
-	} `json:"Activity,omitempty"`
-	FailedDeserialization *struct {
-		Instance    string `json:"instance"`
-		ExecutionID uint64 `json:"execution_id"`
-		Error       string `json:"error"`
-	} `json:"FailedDeserialization,omitempty"`
+	Orchestration         *PoisonOrchestration         `json:"Orchestration,omitempty"`
+	Activity              *PoisonActivity              `json:"Activity,omitempty"`
+	FailedDeserialization *PoisonFailedDeserialization `json:"FailedDeserialization,omitempty"`
+}
+
+// PoisonOrchestration names a poisoned orchestration turn.
+type PoisonOrchestration struct {
+	Instance    string `json:"instance"`
+	ExecutionID uint64 `json:"execution_id"`
+}
+
+// PoisonActivity names a poisoned activity.
+type PoisonActivity struct {
+	Instance     string `json:"instance"`
+	ExecutionID  uint64 `json:"execution_id"`
+	ActivityName string `json:"activity_name"`
+	ActivityID   uint64 `json:"activity_id"`
+}
+
+// PoisonFailedDeserialization names a message that could not be decoded.
+type PoisonFailedDeserialization struct {
+	Instance    string `json:"instance"`
+	ExecutionID uint64 `json:"execution_id"`
+	Error       string `json:"error"`
 }
 
 // MarshalJSON checks that exactly one variant is set.
