@@ -49,3 +49,43 @@ func TestProviderTransientFailuresAreRetryable(t *testing.T) {
 		}
 	})
 }
+
+func TestProviderCustomTablePrefixAndMemoryStore(t *testing.T) {
+	cycle := func(t *testing.T, st *agentstore.Store) {
+		t.Helper()
+		ctx := context.Background()
+		p := st.Provider()
+		if err := p.EnqueueForOrchestrator(ctx, startItem("i1", nil), 0); err != nil {
+			t.Fatal(err)
+		}
+		it, err := p.FetchOrchestrationItem(ctx, testLock, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []repo.Event{startedEv("i1", 1, 1, nil)}, WorkerItems: []repo.WorkItem{activity("i1", 1, 2)}, Metadata: runningMeta(nil)}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := p.FetchWorkItem(ctx, testLock, 0, nil, repo.TagFilter{})
+		if err != nil || l == nil {
+			t.Fatalf("worker fetch: %v %v", l, err)
+		}
+		if ids, err := st.ProviderAdmin().ListInstances(ctx); err != nil || len(ids) != 1 {
+			t.Fatalf("list = %v %v", ids, err)
+		}
+	}
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		cycle(t, h.New(t, agentstore.WithTablePrefix("orch_")))
+	})
+	t.Run("sqlite-memory", func(t *testing.T) {
+		st, err := agentstore.Open(context.Background(), "sqlite::memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		cycle(t, st)
+	})
+}
