@@ -168,7 +168,7 @@ func sessionRow(s *repo.Session) models.Session {
 		TotalCacheReadTokens: s.TotalUsage.CacheReadInputTokens, TotalCacheCreationTokens: s.TotalUsage.CacheCreationInputTokens,
 		CurrentInputTokens: s.CurrentInputTokens, TotalCostUSD: models.NewDecimal(s.TotalCostUSD),
 		StaticContextHash: s.StaticContextHash, Error: s.Error, ForkedFromSessionID: s.ForkedFromSessionID,
-		ForkedFromSeq: s.ForkedFromSeq, CreatedAt: s.CreatedAt.UTC(), ExpiresAt: utcPtr(s.ExpiresAt),
+		ForkedFromSeq: s.ForkedFromSeq, CreatedAt: s.CreatedAt.UTC().Truncate(time.Microsecond), ExpiresAt: utcPtr(s.ExpiresAt),
 	}
 	if kind == string(repo.KindSubagent) {
 		row.AgentType = &s.Type.AgentType
