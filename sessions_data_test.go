@@ -500,6 +500,16 @@ func TestSessionsTenantIsolation(t *testing.T) {
 		if pend, _ := a.SessionQueue().PendingQueue(ctx, sa.ID); len(pend) != 1 {
 			t.Fatal("owner's queue item gone")
 		}
+		own, err := a.SessionQueue().Dequeue(ctx, sa.ID, repo.DequeueParams{})
+		if err != nil || own == nil || own.ID != item.ID {
+			t.Fatalf("owner dequeue = %+v, %v", own, err)
+		}
+		if err := bq.Complete(ctx, own.Lease()); !errors.Is(err, agentstore.ErrNotFound) {
+			t.Fatalf("cross-tenant Complete = %v, want ErrNotFound", err)
+		}
+		if err := a.SessionQueue().Complete(ctx, own.Lease()); err != nil {
+			t.Fatalf("owner Complete: %v", err)
+		}
 		if _, err := st.ForTenant("").Sessions().Load(ctx, sa.ID); !errors.Is(err, agentstore.ErrInvalidInput) {
 			t.Fatalf("empty tenant view = %v, want ErrInvalidInput", err)
 		}

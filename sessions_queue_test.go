@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )
 
@@ -66,6 +67,17 @@ func TestSessionsQueueOrderAndLeases(t *testing.T) {
 		}
 		if err := q.Fail(ctx, b.Lease(), "boom"); err != nil {
 			t.Fatal(err)
+		}
+		var failed struct {
+			Status    string
+			LastError string
+		}
+		st.DB(ctx).Raw("SELECT status, last_error FROM "+st.Table(models.TableQueue)+" WHERE id = ?", b.ID).Scan(&failed)
+		if failed.Status != "failed" || failed.LastError != "boom" {
+			t.Fatalf("failed item stored as %+v", failed)
+		}
+		if err := q.Release(ctx, b.Lease()); !errors.Is(err, agentstore.ErrLockLost) {
+			t.Fatalf("Release after Fail = %v, want ErrLockLost", err)
 		}
 		if err := q.Release(ctx, c.Lease()); err != nil {
 			t.Fatal(err)
@@ -206,6 +218,57 @@ func TestSessionsQueueConcurrentWorkers(t *testing.T) {
 			if n != 1 {
 				t.Fatalf("item %s dequeued %d times", id, n)
 			}
+		}
+	})
+}
+
+func TestSessionsCleanupConcurrentSweepers(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		const sessions, sweepers = 40, 4
+		clock := newTestClock()
+		stores := make([]*agentstore.Store, sweepers)
+		stores[0] = h.New(t, agentstore.WithClock(clock.Now))
+		for i := 1; i < sweepers; i++ {
+			stores[i] = h.Open(t, agentstore.WithClock(clock.Now))
+		}
+		for range sessions {
+			s := repo.NewSession()
+			e := clock.Now().Add(time.Second)
+			s.ExpiresAt = &e
+			mustSave(t, stores[0].Sessions(), s)
+		}
+		clock.Advance(time.Minute)
+		counts := make([]int, sweepers)
+		var wg sync.WaitGroup
+		for i := range sweepers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					n, err := stores[i].Sessions().CleanupExpired(context.Background(), 3)
+					if agentstore.IsRetryable(err) {
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+					}
+					counts[i] += n
+					return
+				}
+			}()
+		}
+		wg.Wait()
+		total := 0
+		for _, c := range counts {
+			total += c
+		}
+		if total != sessions {
+			t.Fatalf("sweepers reported %v = %d deletions, want %d", counts, total, sessions)
+		}
+		page, _ := stores[0].Sessions().List(context.Background(), repo.ListParams{})
+		if len(page.Sessions) != 0 {
+			t.Fatalf("%d sessions left", len(page.Sessions))
 		}
 	})
 }
