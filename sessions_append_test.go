@@ -416,3 +416,94 @@ func TestSessionsFork(t *testing.T) {
 		}
 	})
 }
+
+func TestSessionsConcurrentSavesNoLostUpdate(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		const goroutines, perG, handles = 8, 4, 4
+		stores := make([]*agentstore.Store, handles)
+		stores[0] = h.New(t)
+		for i := 1; i < handles; i++ {
+			stores[i] = h.Open(t)
+		}
+		s := repo.NewSession()
+		mustSave(t, stores[0].Sessions(), s)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		conflicts := 0
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := stores[g%handles].Sessions()
+				for i := range perG {
+					for {
+						cur, err := r.Load(context.Background(), s.ID, repo.LoadOptions{LastN: 1})
+						if err != nil {
+							if agentstore.IsRetryable(err) {
+								continue
+							}
+							t.Error(err)
+							return
+						}
+						cur.AddMessage(textMsg(fmt.Sprintf("g%d-%d", g, i), repo.RoleUser, "x"))
+						cur.TotalUsage.InputTokens++ // a read-modify-write of the row
+						err = r.Save(context.Background(), cur)
+						if errors.Is(err, agentstore.ErrConflict) || agentstore.IsRetryable(err) {
+							mu.Lock()
+							conflicts++
+							mu.Unlock()
+							continue
+						}
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						break
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		got := mustLoad(t, stores[0].Sessions(), s.ID)
+		const total = goroutines * perG
+		if len(got.Messages) != total || got.TotalUsage.InputTokens != total || got.Version != total+1 {
+			t.Fatalf("%d messages, input tokens %d, version %d; want %d, %d, %d (conflicts retried: %d)",
+				len(got.Messages), got.TotalUsage.InputTokens, got.Version, total, total, total+1, conflicts)
+		}
+		for i, m := range got.Messages {
+			if m.Seq != int64(i+1) {
+				t.Fatalf("message %d seq %d", i, m.Seq)
+			}
+		}
+	})
+}
+
+func TestSessionsBranchWithCycleTerminates(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		st, _ := newSessionsStore(t, h)
+		r := st.Sessions()
+		s := repo.NewSession()
+		mustSave(t, r, s)
+		pa, pb := "b", "a"
+		a := textMsg("a", repo.RoleUser, "a")
+		a.ParentID = &pa // a -> b -> a: a cycle written by a careless caller
+		b := textMsg("b", repo.RoleAssistant, "b")
+		b.ParentID = &pb
+		if _, err := r.AppendMessages(context.Background(), s.ID, a, b); err != nil {
+			t.Fatal(err)
+		}
+		got := mustLoad(t, r, s.ID, repo.LoadOptions{CurrentBranch: true})
+		if !slices.Equal(msgIDs(got.Messages), []string{"a", "b"}) {
+			t.Fatalf("branch = %v", msgIDs(got.Messages))
+		}
+		if len(got.CurrentBranch()) > 2 {
+			t.Fatal("in-memory branch walk did not stop")
+		}
+		f, err := r.Fork(context.Background(), s.ID, "")
+		if err != nil || len(f.Messages) != 2 {
+			t.Fatalf("fork of a cyclic branch = %v, %v", f, err)
+		}
+	})
+}

@@ -452,7 +452,8 @@ func (s *Session) AddMessage(m Message) {
 }
 
 // CurrentBranch returns the messages on the path from CurrentLeafID to the
-// root through ParentID, oldest first, among the loaded messages.
+// root through ParentID, oldest first, among the loaded messages. The walk
+// stops at a missing parent or at a message already visited.
 func (s *Session) CurrentBranch() []Message {
 	if s.CurrentLeafID == nil {
 		return nil
@@ -462,8 +463,10 @@ func (s *Session) CurrentBranch() []Message {
 		byID[m.ID] = i
 	}
 	var out []Message
-	id, ok := *s.CurrentLeafID, true
-	for ok && len(out) <= len(s.Messages) {
+	seen := make(map[string]bool)
+	id := *s.CurrentLeafID
+	for !seen[id] { // a cycle of parent ids ends the walk
+		seen[id] = true
 		i, found := byID[id]
 		if !found {
 			break
