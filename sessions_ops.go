@@ -88,10 +88,41 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 	var base int64
 	unlock := ss.writeLock()
 	defer unlock()
+	newLeaf := out[len(out)-1].ID
+	st := ss.s.quoted(models.TableSessions)
+	const set = ` message_count = s.message_count + ?, current_leaf_id = ?,
+ total_input_tokens = s.total_input_tokens + ?, total_output_tokens = s.total_output_tokens + ?,
+ total_cache_read_tokens = s.total_cache_read_tokens + ?, total_cache_creation_tokens = s.total_cache_creation_tokens + ?,
+ updated_at = ?, version = s.version + 1`
+	setArgs := []any{k, newLeaf, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
+		usage.CacheCreationInputTokens, now}
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
-		h, err := ss.lockHead(tx, sessionID)
-		if err != nil {
-			return err
+		var h sessionHead
+		if ss.pg() {
+			// One round trip: lock the row, read the old head and advance it.
+			tc, targs := ss.tenantCond("tenant_id")
+			args := append([]any{k}, setArgs...)
+			args = append(append(args, sessionID), targs...)
+			res := tx.Raw("UPDATE "+st+" AS s SET last_seq = o.last_seq + ?,"+set+
+				" FROM (SELECT id, last_seq, current_leaf_id FROM "+st+" WHERE id = ?"+tc+" FOR UPDATE) AS o"+
+				" WHERE s.id = o.id RETURNING o.last_seq, o.current_leaf_id", args...).Scan(&h)
+			if res.Error != nil {
+				return translateError(res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return ErrNotFound
+			}
+		} else {
+			// SQLite: the BEGIN IMMEDIATE transaction holds the write lock,
+			// so reading the head and updating it later cannot interleave.
+			var err error
+			if h, err = ss.lockHead(tx, sessionID); err != nil {
+				return err
+			}
+			args := append([]any{h.LastSeq + k}, setArgs...)
+			if err := tx.Exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...).Error; err != nil {
+				return translateError(err)
+			}
 		}
 		base = h.LastSeq
 		var leaf *string
@@ -110,15 +141,7 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 			leaf = &id
 			rows[i] = messageRow(sessionID, h.LastSeq+int64(i)+1, m)
 		}
-		if err := insertMessages(tx, rows); err != nil {
-			return err
-		}
-		return tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+` SET last_seq = ?, message_count = message_count + ?,
- current_leaf_id = ?, total_input_tokens = total_input_tokens + ?, total_output_tokens = total_output_tokens + ?,
- total_cache_read_tokens = total_cache_read_tokens + ?, total_cache_creation_tokens = total_cache_creation_tokens + ?,
- updated_at = ?, version = version + 1 WHERE id = ?`,
-			h.LastSeq+k, k, *leaf, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
-			usage.CacheCreationInputTokens, now, sessionID).Error
+		return insertMessages(tx, rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("append messages to %s: %w", sessionID, translateError(err))
