@@ -115,7 +115,10 @@ func TestHostileTenantIsolation(t *testing.T) {
 				m, err := es.AppendMessages(ctx, id, repo.Message{ID: "injected", Role: repo.RoleUser, Content: []byte(`"x"`)})
 				return len(m) > 0, err
 			}},
-			{"Fork", func(id, _ uuid.UUID, _ repo.Lease) (bool, error) { f, err := es.Fork(ctx, id, ""); return f != nil, err }},
+			{"Fork", func(id, _ uuid.UUID, _ repo.Lease) (bool, error) {
+				f, err := es.Fork(ctx, id, "")
+				return f != nil, err
+			}},
 			{"AddSummary", func(id, _ uuid.UUID, _ repo.Lease) (bool, error) {
 				_, err := es.AddSummary(ctx, repo.SummarySnapshot{SessionID: id, Summary: "x"})
 				return false, err
@@ -129,7 +132,10 @@ func TestHostileTenantIsolation(t *testing.T) {
 				return len(td) > 0, err
 			}},
 			{"Plans", func(id, _ uuid.UUID, _ repo.Lease) (bool, error) { p, err := es.Plans(ctx, id); return len(p) > 0, err }},
-			{"Enqueue", func(id, _ uuid.UUID, _ repo.Lease) (bool, error) { it, err := eq.Enqueue(ctx, id, "x", 9); return it != nil, err }},
+			{"Enqueue", func(id, _ uuid.UUID, _ repo.Lease) (bool, error) {
+				it, err := eq.Enqueue(ctx, id, "x", 9)
+				return it != nil, err
+			}},
 			{"Dequeue", func(id, _ uuid.UUID, _ repo.Lease) (bool, error) {
 				it, err := eq.Dequeue(ctx, id, repo.DequeueParams{})
 				return it != nil, err
@@ -138,7 +144,10 @@ func TestHostileTenantIsolation(t *testing.T) {
 				p, err := eq.PendingQueue(ctx, id)
 				return len(p) > 0, err
 			}},
-			{"CancelQueued", func(_, item uuid.UUID, _ repo.Lease) (bool, error) { ok, err := eq.CancelQueued(ctx, item); return ok, err }},
+			{"CancelQueued", func(_, item uuid.UUID, _ repo.Lease) (bool, error) {
+				ok, err := eq.CancelQueued(ctx, item)
+				return ok, err
+			}},
 			{"Complete", func(_, _ uuid.UUID, l repo.Lease) (bool, error) { return false, eq.Complete(ctx, l) }},
 			{"Fail", func(_, _ uuid.UUID, l repo.Lease) (bool, error) { return false, eq.Fail(ctx, l, "x") }},
 			{"Release", func(_, _ uuid.UUID, l repo.Lease) (bool, error) { return false, eq.Release(ctx, l) }},
