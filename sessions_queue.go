@@ -73,7 +73,6 @@ func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
 		var (
 			it                 repo.QueueItem
 			status             string
-			token              *uuid.UUID
 			owner, lastErr     sql.NullString
 			until              sql.NullInt64
 			created, processed dbTime
@@ -90,9 +89,8 @@ func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
 		it.Status = st
 		if tokenScan.Valid {
 			t := tokenScan.UUID
-			token = &t
+			it.LeaseToken = &t
 		}
-		it.LeaseToken = token
 		if owner.Valid {
 			o := owner.String
 			it.LeaseOwner = &o
