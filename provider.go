@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -127,6 +126,25 @@ func pfail(op string, sentinel error, format string, args ...any) error {
 
 func (p *gormProvider) q(base string) string { return p.s.quoted(base) }
 
+// fetchTx runs a fetch transaction. On PostgreSQL its commit does not wait
+// for the WAL flush (synchronous_commit = off for this transaction only): a
+// fetch only takes a lock and counts an attempt, so if a crash loses the
+// commit the token simply no longer exists (its ack fails with
+// ErrInvalidLockToken) and the messages are fetched again; any later
+// synchronous commit (every ack) flushes it first. This saves one fsync per
+// fetch, the dominant cost of a turn on PostgreSQL.
+func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if p.s.dialect != Postgres {
+		return p.tx(ctx, fn)
+	}
+	return p.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Exec(`SET LOCAL synchronous_commit = off`).Error; err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 func (p *gormProvider) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return p.s.db.WithContext(ctx).Transaction(fn)
 }
@@ -190,14 +208,6 @@ func strArgs(ss []string) []any {
 		out[i] = s
 	}
 	return out
-}
-
-// advisoryKey is the 64-bit advisory-lock key of an instance, from FNV-1a
-// of schema, prefix and instance id.
-func (p *gormProvider) advisoryKey(instance string) int64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":" + instance))
-	return int64(h.Sum64())
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -371,12 +381,14 @@ func capabilitySQL(filter *repo.DispatcherCapabilityFilter) (string, []any) {
 func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
 	var item *repo.OrchestrationItem
 	var corrupt error
-	err := p.tx(ctx, func(tx *gorm.DB) error {
+	pg := p.s.dialect == Postgres
+	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
 		item, corrupt = nil, nil
 		now := p.s.nowMS()
 		var tried []string
 		for {
-			// 1. candidate: oldest visible message of an unlocked, compatible instance
+			// 1. candidate: oldest visible message of an unlocked, compatible
+			// instance, taken without row locks so a failed candidate blocks nobody
 			sql := `SELECT q.instance_id FROM ` + p.q(models.TableOrchestratorQueue) + ` q`
 			args := []any{}
 			where := ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
@@ -395,60 +407,65 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 				where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
 				args = append(args, strArgs(tried)...)
 			}
-			sql += where + ` ORDER BY q.visible_at, q.id LIMIT 1` // no row locks: a failed candidate must not block others
-			var cands []string
+			sql += where + ` ORDER BY q.visible_at, q.id LIMIT 1`
+			if pg {
+				// 2. per-instance serialisation in the same round trip: a 64-bit
+				// advisory lock keyed by a hash of schema, prefix and instance;
+				// the try variant never waits (busy -> next candidate)
+				sql = `SELECT c.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) || c.instance_id, 0)) AS got FROM (` + sql + `) c`
+				args = append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, args...)
+			} else {
+				sql = `SELECT c.instance_id, 1 AS got FROM (` + sql + `) c` // SQLite: BEGIN IMMEDIATE already serialises
+			}
+			var cands []struct {
+				InstanceID string
+				Got        bool
+			}
 			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
 				return fmt.Errorf("select candidate: %w", err)
 			}
 			if len(cands) == 0 {
 				return nil
 			}
-			instance := cands[0]
+			instance := cands[0].InstanceID
 			tried = append(tried, instance)
-
-			// 2. per-instance serialisation (PostgreSQL); SQLite's BEGIN IMMEDIATE already serialises
-			if p.s.dialect == Postgres {
-				var got bool
-				if err := tx.Raw(`SELECT pg_try_advisory_xact_lock(?)`, p.advisoryKey(instance)).Scan(&got).Error; err != nil {
-					return fmt.Errorf("advisory lock %s: %w", instance, err)
-				}
-				if !got {
-					continue // another fetcher is on it: next candidate
-				}
-				// re-check under the advisory lock, locking one of its rows; rows
-				// held by a concurrent ack are skipped, not waited for
-				var ids []int64
-				if err := tx.Raw(`SELECT q.id FROM `+p.q(models.TableOrchestratorQueue)+` q WHERE q.instance_id = ? AND q.visible_at <= ?`+
-					` AND (q.lock_token IS NULL OR q.locked_until <= ?) ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED`,
-					instance, now, now).Scan(&ids).Error; err != nil {
-					return fmt.Errorf("re-check %s: %w", instance, err)
-				}
-				if len(ids) == 0 {
-					continue
-				}
+			if !cands[0].Got {
+				continue // another fetcher is on it: next candidate
 			}
 
-			// 3. take the instance lock unless a live one exists
+			// 3. take the instance lock unless a live one exists, and 4. lock
+			// every visible, unlocked message of the instance (the batch)
 			token := newLockToken()
 			until := now + durMS(lockTimeout)
-			res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
-				` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
-				` WHERE il.locked_until <= ?`, instance, token, until, now, now)
-			if res.Error != nil {
-				return fmt.Errorf("lock instance %s: %w", instance, res.Error)
-			}
-			if res.RowsAffected == 0 {
-				continue // lost the race: next candidate
-			}
-
-			// 4. batch every visible, unlocked message of the instance
+			upsert := `INSERT INTO ` + p.q(models.TableInstanceLocks) + ` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)` +
+				` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at` +
+				` WHERE il.locked_until <= ?`
+			upArgs := []any{instance, token, until, now, now}
 			var msgs []orchMsgRow
-			if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-				` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
-				token, until, instance, now, now).Scan(&msgs).Error; err != nil {
-				return fmt.Errorf("lock messages of %s: %w", instance, err)
+			if pg {
+				// one statement; rows row-locked by a concurrent ack are skipped, not waited for
+				if err := tx.Raw(`WITH l AS (`+upsert+` RETURNING il.instance_id)`+
+					` UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+					` WHERE id IN (SELECT q.id FROM `+p.q(models.TableOrchestratorQueue)+` q WHERE q.instance_id IN (SELECT instance_id FROM l)`+
+					` AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED)`+
+					` RETURNING id, work_item, attempt_count`, append(upArgs, token, until, now, now)...).Scan(&msgs).Error; err != nil {
+					return fmt.Errorf("lock %s: %w", instance, err)
+				}
+			} else {
+				res := tx.Exec(upsert, upArgs...)
+				if res.Error != nil {
+					return fmt.Errorf("lock instance %s: %w", instance, res.Error)
+				}
+				if res.RowsAffected == 0 {
+					continue // lost the race: next candidate
+				}
+				if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+					` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
+					token, until, instance, now, now).Scan(&msgs).Error; err != nil {
+					return fmt.Errorf("lock messages of %s: %w", instance, err)
+				}
 			}
-			if len(msgs) == 0 { // consumed meanwhile: release and move on
+			if len(msgs) == 0 { // lost the race, or the messages were consumed meanwhile: release and move on
 				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
 					return fmt.Errorf("release lock of %s: %w", instance, err)
 				}
@@ -504,26 +521,35 @@ func allQueueMessages(ms []repo.WorkItem) bool {
 	return len(ms) > 0
 }
 
-// fillOrchMetadata sets name, version, execution and history of it.
+// fillOrchMetadata sets name, version, execution and history of it: one
+// query for an existing instance, two for one not created yet.
 func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem) error {
-	type instRow struct {
+	var rows []struct {
 		OrchestrationName    string
 		OrchestrationVersion *string
 		CurrentExecutionID   int64
+		EventID              *int64
+		EventData            *string
 	}
-	var inst []instRow
-	if err := tx.Raw(`SELECT orchestration_name, orchestration_version, current_execution_id FROM `+p.q(models.TableInstances)+
-		` WHERE instance_id = ?`, it.Instance).Scan(&inst).Error; err != nil {
+	if err := tx.Raw(`SELECT i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data FROM `+
+		p.q(models.TableInstances)+` i LEFT JOIN `+p.q(models.TableHistory)+` h ON h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id`+
+		` WHERE i.instance_id = ? ORDER BY h.event_id`, it.Instance).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)
 	}
 	var exec int64
-	if len(inst) == 1 {
-		it.OrchestrationName = inst[0].OrchestrationName
+	var hist []historyRow
+	if len(rows) > 0 {
+		it.OrchestrationName = rows[0].OrchestrationName
 		it.Version = "unknown"
-		if inst[0].OrchestrationVersion != nil {
-			it.Version = *inst[0].OrchestrationVersion
+		if rows[0].OrchestrationVersion != nil {
+			it.Version = *rows[0].OrchestrationVersion
 		}
-		exec = inst[0].CurrentExecutionID
+		exec = rows[0].CurrentExecutionID
+		for _, r := range rows {
+			if r.EventID != nil && r.EventData != nil {
+				hist = append(hist, historyRow{EventID: *r.EventID, EventData: *r.EventData})
+			}
+		}
 	} else {
 		// not created yet: metadata from the batch (any Start or ContinueAsNew in it)
 		it.OrchestrationName, it.Version, exec = "Unknown", "unknown", 1
@@ -546,21 +572,23 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem)
 				break
 			}
 		}
-		// history written by acks without metadata (no instance row)
-		var maxExec *int64
-		if err := tx.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?`, it.Instance).Scan(&maxExec).Error; err != nil {
+		// history written by acks without metadata (no instance row): the newest execution's
+		var hrows []struct {
+			ExecutionID int64
+			EventID     int64
+			EventData   string
+		}
+		if err := tx.Raw(`SELECT execution_id, event_id, event_data FROM `+p.q(models.TableHistory)+` WHERE instance_id = ? AND execution_id =`+
+			` (SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?) ORDER BY event_id`, it.Instance, it.Instance).Scan(&hrows).Error; err != nil {
 			return fmt.Errorf("load history of %s: %w", it.Instance, err)
 		}
-		if maxExec != nil {
-			exec = *maxExec
+		for _, r := range hrows {
+			exec = r.ExecutionID
+			hist = append(hist, historyRow{EventID: r.EventID, EventData: r.EventData})
 		}
 	}
 	it.ExecutionID = uint64(exec)
-	rows, err := p.loadHistory(tx, it.Instance, exec)
-	if err != nil {
-		return fmt.Errorf("load history of %s: %w", it.Instance, err)
-	}
-	h, err := decodeHistory(it.Instance, exec, rows)
+	h, err := decodeHistory(it.Instance, exec, hist)
 	if err != nil {
 		it.History = []repo.Event{}
 		it.HistoryError = "Failed to deserialize history: " + err.Error()
@@ -648,41 +676,60 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack rep
 		return pfail(op, ErrInvalidLockToken, "Invalid lock token")
 	}
 	instance := ids[0]
-	// 2. instance row only with name and version
+	// 2. instance row only with name and version (upsert); current_execution_id only grows
+	var instanceExists bool
 	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
-		if err := tx.Exec(`INSERT INTO `+p.q(models.TableInstances)+
+		if err := tx.Exec(`INSERT INTO `+p.q(models.TableInstances)+` AS i`+
 			` (instance_id, orchestration_name, orchestration_version, current_execution_id, created_at, updated_at, parent_instance_id, custom_status_version)`+
-			` VALUES (?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (instance_id) DO NOTHING`,
+			` VALUES (?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (instance_id) DO UPDATE SET orchestration_name = excluded.orchestration_name,`+
+			` orchestration_version = excluded.orchestration_version, parent_instance_id = COALESCE(i.parent_instance_id, excluded.parent_instance_id),`+
+			` updated_at = excluded.updated_at, current_execution_id = CASE WHEN i.current_execution_id < excluded.current_execution_id`+
+			` THEN excluded.current_execution_id ELSE i.current_execution_id END`,
 			instance, *md.OrchestrationName, *md.OrchestrationVersion, exec, now, now, md.ParentInstanceID).Error; err != nil {
-			return fmt.Errorf("create instance %s: %w", instance, err)
+			return fmt.Errorf("upsert instance %s: %w", instance, err)
 		}
-		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET orchestration_name = ?, orchestration_version = ?,`+
-			` parent_instance_id = COALESCE(parent_instance_id, ?), updated_at = ? WHERE instance_id = ?`,
-			*md.OrchestrationName, *md.OrchestrationVersion, md.ParentInstanceID, now, instance).Error; err != nil {
-			return fmt.Errorf("update instance %s: %w", instance, err)
+		instanceExists = true
+	} else {
+		res := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET current_execution_id = CASE WHEN current_execution_id < ? THEN ? ELSE current_execution_id END,`+
+			` updated_at = ? WHERE instance_id = ?`, exec, exec, now, instance)
+		if res.Error != nil {
+			return fmt.Errorf("bump execution of %s: %w", instance, res.Error)
 		}
+		instanceExists = res.RowsAffected > 0
 	}
-	instanceExists := md.OrchestrationName != nil && md.OrchestrationVersion != nil
-	if !instanceExists {
-		var n int64
-		if err := tx.Raw(`SELECT COUNT(*) FROM `+p.q(models.TableInstances)+` WHERE instance_id = ?`, instance).Scan(&n).Error; err != nil {
-			return fmt.Errorf("load instance %s: %w", instance, err)
-		}
-		instanceExists = n > 0
-	}
+	// 3. execution row (only for existing instances: no stray rows for orphan
+	// batches) with status, output, completed_at (every terminal status,
+	// ContinuedAsNew included) and the pinned runtime version, in one upsert
 	if instanceExists {
-		// 3. execution row (only for existing instances: no stray rows for orphan batches)
-		if err := tx.Exec(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, started_at) VALUES (?, ?, ?, ?)`+
-			` ON CONFLICT (instance_id, execution_id) DO NOTHING`, instance, exec, repo.StatusRunning, now).Error; err != nil {
-			return fmt.Errorf("create execution %s/%d: %w", instance, exec, err)
+		status := repo.StatusRunning
+		var output *string
+		var completed *int64
+		var set []string
+		if md.Status != nil {
+			status, output = *md.Status, md.Output
+			if repo.IsTerminalStatus(status) {
+				completed = &now
+			}
+			set = append(set, `status = excluded.status`, `output = excluded.output`, `completed_at = excluded.completed_at`)
 		}
-		// 4. current_execution_id only grows
-		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET current_execution_id = CASE WHEN current_execution_id < ? THEN ? ELSE current_execution_id END,`+
-			` updated_at = ? WHERE instance_id = ?`, exec, exec, now, instance).Error; err != nil {
-			return fmt.Errorf("bump execution of %s: %w", instance, err)
+		var major, minor, patch *int64
+		if v := md.PinnedDuroxideVersion; v != nil {
+			major, minor, patch = ptr(int64(v.Major())), ptr(int64(v.Minor())), ptr(int64(v.Patch()))
+			set = append(set, `duroxide_version_major = excluded.duroxide_version_major`,
+				`duroxide_version_minor = excluded.duroxide_version_minor`, `duroxide_version_patch = excluded.duroxide_version_patch`)
+		}
+		conflict := ` DO NOTHING`
+		if len(set) > 0 {
+			conflict = ` DO UPDATE SET ` + strings.Join(set, ", ")
+		}
+		if err := tx.Exec(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, output, started_at, completed_at,`+
+			` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`+
+			` ON CONFLICT (instance_id, execution_id)`+conflict,
+			instance, exec, status, output, now, completed, major, minor, patch).Error; err != nil {
+			return fmt.Errorf("upsert execution %s/%d: %w", instance, exec, err)
 		}
 	}
-	// 5. history
+	// 4. history
 	if len(hist) > 0 {
 		for i := range hist {
 			hist[i].InstanceID = instance
@@ -696,50 +743,37 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack rep
 			return fmt.Errorf("append history %s/%d: %w", instance, exec, err)
 		}
 	}
-	// 6. status, output, completed_at (every terminal status, ContinuedAsNew included)
-	if md.Status != nil {
-		var completed *int64
-		if repo.IsTerminalStatus(*md.Status) {
-			completed = &now
-		}
-		if err := tx.Exec(`UPDATE `+p.q(models.TableExecutions)+` SET status = ?, output = ?, completed_at = ? WHERE instance_id = ? AND execution_id = ?`,
-			*md.Status, md.Output, completed, instance, exec).Error; err != nil {
-			return fmt.Errorf("update execution %s/%d: %w", instance, exec, err)
-		}
-	}
-	// 7. pinned runtime version
-	if v := md.PinnedDuroxideVersion; v != nil {
-		if err := tx.Exec(`UPDATE `+p.q(models.TableExecutions)+` SET duroxide_version_major = ?, duroxide_version_minor = ?, duroxide_version_patch = ?`+
-			` WHERE instance_id = ? AND execution_id = ?`, int64(v.Major()), int64(v.Minor()), int64(v.Patch()), instance, exec).Error; err != nil {
-			return fmt.Errorf("pin version of %s/%d: %w", instance, exec, err)
-		}
-	}
-	// 8. custom status: one version bump per ack
+	// 5. custom status: one version bump per ack
 	if customStatus != nil {
 		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET custom_status = ?, custom_status_version = custom_status_version + 1 WHERE instance_id = ?`,
 			customStatus.Status, instance).Error; err != nil {
 			return fmt.Errorf("custom status of %s: %w", instance, err)
 		}
 	}
-	// 9. worker items, then 10. cancelled activities (schedule+cancel in one turn is a no-op)
+	// 6. worker items, then 7. cancelled activities (schedule+cancel in one turn is a no-op)
 	if len(wrows) > 0 {
 		if err := tx.CreateInBatches(wrows, 500).Error; err != nil {
 			return fmt.Errorf("enqueue worker items: %w", err)
 		}
 	}
-	for _, c := range ack.CancelledActivities {
-		if err := tx.Exec(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE instance_id = ? AND execution_id = ? AND activity_id = ?`,
-			c.Instance, int64(c.ExecutionID), int64(c.ActivityID)).Error; err != nil {
-			return fmt.Errorf("cancel activity %s/%d/%d: %w", c.Instance, c.ExecutionID, c.ActivityID, err)
+	if n := len(ack.CancelledActivities); n > 0 {
+		conds := make([]string, 0, n)
+		args := make([]any, 0, 3*n)
+		for _, c := range ack.CancelledActivities {
+			conds = append(conds, `(instance_id = ? AND execution_id = ? AND activity_id = ?)`)
+			args = append(args, c.Instance, int64(c.ExecutionID), int64(c.ActivityID))
+		}
+		if err := tx.Exec(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE `+strings.Join(conds, " OR "), args...).Error; err != nil {
+			return fmt.Errorf("cancel activities: %w", err)
 		}
 	}
-	// 11. orchestrator items
+	// 8. orchestrator items
 	if len(orows) > 0 {
 		if err := tx.CreateInBatches(orows, 500).Error; err != nil {
 			return fmt.Errorf("enqueue orchestrator items: %w", err)
 		}
 	}
-	// 12. delete exactly the fetched batch
+	// 9. delete exactly the fetched batch
 	if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, lockToken).Error; err != nil {
 		return fmt.Errorf("delete batch: %w", err)
 	}

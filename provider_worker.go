@@ -66,10 +66,54 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	return lease, perr(op, err)
 }
 
+// fetchWorkPlain claims the oldest eligible non-session item in one atomic
+// statement (no explicit transaction): UPDATE ... WHERE id = (SELECT ...
+// [FOR UPDATE SKIP LOCKED]) RETURNING.
+func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Duration, tags repo.TagFilter) (*repo.WorkItemLease, error) {
+	now := p.s.nowMS()
+	token := newLockToken()
+	tp, targs := tagSQL(tags)
+	sub := `SELECT q.id FROM ` + p.q(models.TableWorkerQueue) + ` q WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
+		` AND q.session_id IS NULL AND ` + tp + ` ORDER BY q.id LIMIT 1`
+	if p.s.dialect == Postgres {
+		sub += ` FOR UPDATE OF q SKIP LOCKED`
+	}
+	args := append([]any{token, now + durMS(lockTimeout), now, now}, targs...)
+	var locked []struct {
+		ID           int64
+		WorkItem     string
+		AttemptCount int32
+	}
+	claim := func(db *gorm.DB) error {
+		return db.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+			` WHERE id = (`+sub+`) RETURNING id, work_item, attempt_count`, args...).Scan(&locked).Error
+	}
+	var err error
+	if p.s.dialect == Postgres {
+		err = p.fetchTx(ctx, claim) // asynchronous commit, see fetchTx
+	} else {
+		err = claim(p.s.db.WithContext(ctx)) // one atomic statement
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim work item: %w", err)
+	}
+	if len(locked) == 0 {
+		return nil, nil
+	}
+	w, err := repo.UnmarshalWorkItem([]byte(locked[0].WorkItem))
+	if err != nil {
+		return nil, &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(locked[0].ID), Column: "work_item", Err: err}
+	}
+	return &repo.WorkItemLease{Item: w, LockToken: token, AttemptCount: uint32(locked[0].AttemptCount)}, nil
+}
+
 func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *repo.SessionFetchConfig, tags repo.TagFilter) (*repo.WorkItemLease, error) {
+	if session == nil {
+		return p.fetchWorkPlain(ctx, lockTimeout, tags)
+	}
 	var lease *repo.WorkItemLease
 	var corrupt error
-	err := p.tx(ctx, func(tx *gorm.DB) error {
+	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
 		lease, corrupt = nil, nil
 		now := p.s.nowMS()
 		var skipped []any
