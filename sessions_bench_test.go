@@ -24,7 +24,9 @@ import (
 //
 // Append compares AppendMessages and Save of a loaded session (one new
 // message each) on sessions of 10, 1,000 and 10,000 messages with the seed's
-// strategy (delete every message row, reinsert each with its own INSERT).
+// strategy (delete every message row, reinsert each with its own INSERT);
+// "interleaved-10k-vs-10" alternates appends to a 10- and a 10,000-message
+// session and reports their ratio (robust on a loaded machine).
 // Load compares Load of 10,000 messages with one plain query on the same
 // pool; "interleaved" alternates the two and reports their ratio. Queue
 // drains 10,000 items with 8 goroutines (dequeue + complete) and reports
@@ -57,6 +59,44 @@ func benchSession(b *testing.B, d agentstore.Dialect, n int) (*agentstore.Store,
 
 func BenchmarkSessionsAppend(b *testing.B) {
 	for _, d := range dialects {
+		// Alternates appends to a 10-message and a 10,000-message session of
+		// the same store, so machine load hits both; "ratio" is big/small.
+		b.Run(fmt.Sprintf("%s/interleaved-10k-vs-10", d), func(b *testing.B) {
+			st, small := benchSession(b, d, 10)
+			r := st.Sessions()
+			big := repo.NewSession()
+			ctx := context.Background()
+			if err := r.Save(ctx, big); err != nil {
+				b.Fatal(err)
+			}
+			for done := 0; done < 10000; done += 1000 {
+				msgs := make([]repo.Message, 1000)
+				for i := range msgs {
+					msgs[i] = textMsg(fmt.Sprintf("m-%d", done+i), repo.RoleUser, "some message text of moderate length for the benchmark")
+				}
+				if _, err := r.AppendMessages(ctx, big.ID, msgs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var tSmall, tBig time.Duration
+			i := 0
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := r.AppendMessages(ctx, small.ID, textMsg(fmt.Sprint("s-", i), repo.RoleAssistant, "reply")); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if _, err := r.AppendMessages(ctx, big.ID, textMsg(fmt.Sprint("b-", i), repo.RoleAssistant, "reply")); err != nil {
+					b.Fatal(err)
+				}
+				tSmall += t1.Sub(t0)
+				tBig += time.Since(t1)
+				i++
+			}
+			b.ReportMetric(float64(tSmall.Microseconds())/float64(b.N), "n10-us")
+			b.ReportMetric(float64(tBig.Microseconds())/float64(b.N), "n10000-us")
+			b.ReportMetric(float64(tBig)/float64(tSmall), "ratio")
+		})
 		for _, n := range []int{10, 1000, 10000} {
 			b.Run(fmt.Sprintf("%s/n=%d/append", d, n), func(b *testing.B) {
 				st, s := benchSession(b, d, n)
