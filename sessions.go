@@ -305,6 +305,17 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	var lastSeq, msgCount, version int64
 	unlock := ss.writeLock()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		if sess.ParentID != nil {
+			// The parent must exist (in the view's tenant): a tenant cannot
+			// hang sessions under another tenant's session.
+			ok, err := ss.sessionExists(tx, *sess.ParentID)
+			if err != nil {
+				return translateError(err)
+			}
+			if !ok {
+				return fmt.Errorf("parent session %s: %w", *sess.ParentID, ErrNotFound)
+			}
+		}
 		if sess.Version == 0 {
 			row.Version, row.LastSeq, row.MessageCount = 1, k, k
 			if err := tx.Omit(clause.Associations).Create(&row).Error; err != nil {

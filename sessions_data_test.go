@@ -483,6 +483,14 @@ func TestSessionsTenantIsolation(t *testing.T) {
 		if err := br.Save(ctx, stolen); !errors.Is(err, agentstore.ErrNotFound) {
 			t.Fatalf("save of another tenant's session without tenant = %v", err)
 		}
+		// No hanging a session under another tenant's session, or under none.
+		orphan := repo.NewSubagentSession(sa.ID, "spy", "x")
+		if err := br.Save(ctx, orphan); !errors.Is(err, agentstore.ErrNotFound) {
+			t.Fatalf("child of another tenant's session = %v, want ErrNotFound", err)
+		}
+		if err := st.Sessions().Save(ctx, repo.NewSubagentSession(uuid.New(), "a", "b")); !errors.Is(err, agentstore.ErrNotFound) {
+			t.Fatalf("child of a missing session = %v, want ErrNotFound", err)
+		}
 		// Even asking for another tenant in ListParams shows only the view's own.
 		alpha := "alpha"
 		page, err := br.List(ctx, repo.ListParams{TenantID: &alpha})

@@ -29,7 +29,8 @@ type Sessions interface {
 	// new compaction records and the current plan are written only when
 	// they changed since Load or the last Save. On success s.Version,
 	// s.LastSeq, s.MessageCount, s.UpdatedAt and the new messages' Seq are
-	// updated in place.
+	// updated in place. A ParentID that names no session (of the view's
+	// tenant) is ErrNotFound.
 	Save(ctx context.Context, s *Session) error
 	// Load returns the session with its messages (narrowed by opts, at
 	// most one LoadOptions value), compaction history, todos and current
