@@ -1,5 +1,5 @@
 // Command quickstart opens an embedded SQLite store (or PostgreSQL with
-// --dsn), creates the schema, then walks through the agent-session store:
+// --dsn), creates and verifies the schema, then walks through the agent-session store:
 // it creates a session, appends messages, forks it, sets todos and a plan,
 // enqueues and dequeues work, reloads the session, and prints what it did.
 package main
@@ -44,6 +44,14 @@ func run() error {
 		return err
 	}
 	fmt.Printf("migrated to schema version %d (tables prefixed %q)\n", agentstore.SchemaVersion, st.TablePrefix())
+	rep, err := st.Verify(ctx)
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return fmt.Errorf("schema verification found %d issue(s):\n%s", len(rep.Issues), rep)
+	}
+	fmt.Printf("verified %d tables: schema matches the models (version %d)\n", rep.Tables, rep.DatabaseVersion)
 	return sessionsTour(ctx, st)
 }
 
