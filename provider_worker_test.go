@@ -293,3 +293,32 @@ func TestProviderSessionRenewAndCleanup(t *testing.T) {
 		}
 	})
 }
+
+func TestProviderWorkerCorruptItemIsReportedNotDropped(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		e := newPEnv(t, h)
+		plain := activity("i1", 1, 1)
+		sess := activity("i1", 1, 2)
+		sess.SessionID = sp("s1")
+		for _, a := range []*repo.ActivityExecute{plain, sess} {
+			if err := e.p.EnqueueForWorker(e.ctx, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.exec(t, "UPDATE "+e.st.Table(models.TableWorkerQueue)+` SET work_item = '{"ActivityExecute":'`)
+		_, err := e.p.FetchWorkItem(e.ctx, time.Second, 0, nil, repo.TagFilter{})
+		wantErr(t, err, agentstore.ErrCorruptRow)
+		_, err = e.p.FetchWorkItem(e.ctx, time.Second, 0, &repo.SessionFetchConfig{OwnerID: "A"}, repo.TagFilter{})
+		wantErr(t, err, agentstore.ErrCorruptRow)
+		if n := e.count(t, models.TableWorkerQueue); n != 2 {
+			t.Fatalf("corrupt items dropped: %d left", n)
+		}
+		// both are locked until expiry, then reported again
+		if l, err := e.p.FetchWorkItem(e.ctx, time.Second, 0, &repo.SessionFetchConfig{OwnerID: "A"}, repo.TagFilter{}); l != nil || err != nil {
+			t.Fatalf("locked corrupt item handed out: %v %v", l, err)
+		}
+		e.clock.Advance(time.Second)
+		_, err = e.p.FetchWorkItem(e.ctx, time.Second, 0, nil, repo.TagFilter{})
+		wantErr(t, err, agentstore.ErrCorruptRow)
+	})
+}
