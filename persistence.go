@@ -54,7 +54,10 @@ const (
 	MaxSchemaLen      = 63
 )
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var (
+	identRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
+)
 
 // PoolConfig sets the connection pool. The zero value of a field keeps the
 // DefaultPool value.
@@ -247,11 +250,12 @@ func ParseDSN(dsn string) (Dialect, string, error) {
 	case dsn == "":
 		return "", "", configf("empty DSN: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
 	default:
-		scheme := dsn
-		if i := strings.Index(dsn, ":"); i >= 0 {
-			scheme = dsn[:i]
+		// Name the scheme only when it looks like one: the rest of an
+		// unknown DSN may hold a password (host=... password=...).
+		if i := strings.Index(dsn, ":"); i > 0 && schemeRE.MatchString(dsn[:i]) {
+			return "", "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:", clip(dsn[:i]))
 		}
-		return "", "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:", clip(scheme))
+		return "", "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
 	}
 }
 
