@@ -242,6 +242,13 @@ func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (repo
 	if p.s.dialect == Postgres {
 		lock = ` FOR UPDATE`
 	}
+	// Instance locks first, in the same order as an ack (lock row, then
+	// instance row), so a concurrent ack and delete cannot deadlock; removing
+	// them makes in-flight acks fail with ErrInvalidLockToken (no zombie
+	// re-creation). Rolled back with everything else on error.
+	if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE instance_id`+in, args...).Error; err != nil {
+		return out, fmt.Errorf("delete instance locks: %w", err)
+	}
 	var locked []string
 	if err := tx.Raw(`SELECT instance_id FROM `+p.q(models.TableInstances)+` WHERE instance_id`+in+` ORDER BY instance_id`+lock, args...).Scan(&locked).Error; err != nil {
 		return out, fmt.Errorf("lock instances: %w", err)
@@ -285,10 +292,6 @@ func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (repo
 		return out, err
 	}
 	out.QueueMessagesDeleted = n1 + n2
-	if _, err = del(models.TableInstanceLocks); err != nil {
-		return out, err
-	}
-	// children first: SQLite enforces no FK here, but keep the order safe
 	if out.InstancesDeleted, err = del(models.TableInstances); err != nil {
 		return out, err
 	}

@@ -210,3 +210,53 @@ func TestProviderConcurrentSubOrchestrationFanOut(t *testing.T) {
 		t.Logf("%s: 300 instances completed, %d loop-level retries", h.Dialect, retries)
 	})
 }
+
+// TestProviderConcurrentAckAndForceDelete races an ack against a forced
+// delete of the same instance on two handles: whichever wins, the instance
+// is gone afterwards (no zombie re-creation by a late ack) and neither side
+// reports anything but success or ErrInvalidLockToken.
+func TestProviderConcurrentAckAndForceDelete(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		e := newPEnv(t, h)
+		other := e.h.Open(t, agentstore.WithClock(e.clock.Now)).ProviderAdmin()
+		for round := range 8 {
+			inst := fmt.Sprintf("r%d", round)
+			e.startInstance(t, inst, nil)
+			e.enqueue(t, &repo.ExternalRaised{Instance: inst, Name: "x"})
+			it := e.fetch(t)
+			var ackErr, delErr error
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				ackErr = e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
+					HistoryDelta: []repo.Event{ev(inst, 1, 2, &repo.ExternalEventEvent{Name: "x"})}, Metadata: runningMeta(nil),
+					WorkerItems: []repo.WorkItem{activity(inst, 1, 3)}})
+			}()
+			go func() {
+				defer wg.Done()
+				for {
+					_, delErr = other.DeleteInstance(e.ctx, inst, true)
+					if !errors.Is(delErr, agentstore.ErrRetryable) {
+						return
+					}
+				}
+			}()
+			wg.Wait()
+			if delErr != nil {
+				t.Fatalf("round %d: delete: %v", round, delErr)
+			}
+			if ackErr != nil && !errors.Is(ackErr, agentstore.ErrInvalidLockToken) {
+				t.Fatalf("round %d: ack: %v", round, ackErr)
+			}
+			if _, err := e.a.GetInstanceInfo(e.ctx, inst); !errors.Is(err, agentstore.ErrNotFound) {
+				t.Fatalf("round %d: instance survived (ack err %v): %v", round, ackErr, err)
+			}
+			if ackErr == nil { // the ack won: its worker item was deleted with the instance
+				if n := e.count(t, models.TableWorkerQueue); n != 0 {
+					t.Fatalf("round %d: %d worker rows left", round, n)
+				}
+			}
+		}
+	})
+}
