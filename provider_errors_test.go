@@ -16,6 +16,9 @@ func TestProviderErrorContract(t *testing.T) {
 	if pe.Error() != "fetch_work_item: deadlock" || !errors.Is(pe, repo.ErrRetryable) || !errors.Is(pe, base) || !repo.IsRetryableProviderError(pe) {
 		t.Fatalf("retryable ProviderError: %q", pe.Error())
 	}
+	if d := pe.ToInfrastructureError(); d.Infrastructure == nil || d.Infrastructure.Operation != "fetch_work_item" || !d.Infrastructure.Retryable {
+		t.Fatalf("infrastructure details = %+v", d)
+	}
 	perm := &repo.ProviderError{Op: "ack", Message: "Invalid lock token", Err: repo.ErrInvalidLockToken}
 	if errors.Is(perm, repo.ErrRetryable) || repo.IsRetryableProviderError(perm) {
 		t.Fatalf("permanent error is retryable")

@@ -78,3 +78,9 @@ func IsRetryableProviderError(err error) bool {
 	}
 	return errors.Is(err, ErrRetryable)
 }
+
+// ToInfrastructureError converts the error to the ErrorDetails a runtime
+// records when a provider failure ends an activity or orchestration.
+func (e *ProviderError) ToInfrastructureError() ErrorDetails {
+	return ErrorDetails{Infrastructure: &InfrastructureError{Operation: e.Op, Message: e.Message, Retryable: e.Retryable}}
+}
