@@ -1,0 +1,348 @@
+// Command bench measures agentstore against the raw-SQL limit and against
+// the peers a user would pick instead (River, go-workflows, DBOS), in one
+// process run, back to back, on the same database servers. It prints a
+// Markdown table and, with -json, writes every figure (and every ratio) as
+// a JSON array of {"scenario","dialect","subject","value","unit"} objects.
+//
+//	cd bench && go run . [-quick] [-pg DSN] [-json FILE]
+//
+// Without -pg it uses AGENTSTORE_TEST_POSTGRES_DSN or the local default.
+// SQLite files go in a temporary directory. MariaDB (go-workflows' MySQL
+// backend) is reached at -mysql (default root@127.0.0.1:3306). A peer that
+// cannot run is reported in the output ("not run"), never dropped silently.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+// defaultPostgresDSN is the local test server (same default as the library tests).
+const defaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Result is one measured figure or ratio.
+type Result struct {
+	Scenario string  `json:"scenario"`
+	Dialect  string  `json:"dialect"`
+	Subject  string  `json:"subject"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+}
+
+// skip records a comparator or scenario that could not run, and why.
+type skip struct {
+	Scenario, Dialect, Subject, Reason string
+}
+
+// sizes are the workload sizes of one run.
+type sizes struct {
+	appendSmall, appendLarge int // messages already in the session
+	appendOps                int // appends timed per size
+	seedOps                  int // seed rewrites timed at appendLarge
+	loadMessages, loadOps    int
+	queueItems, queueWorkers int
+	orchestrations           int
+	parallelSessions         int
+	parallelAppends          int // appends per session
+	wakeupSamples            int
+}
+
+func fullSizes() sizes {
+	return sizes{appendSmall: 10, appendLarge: 10000, appendOps: 200, seedOps: 3, loadMessages: 10000, loadOps: 10,
+		queueItems: 20000, queueWorkers: 8, orchestrations: 1000, parallelSessions: 8, parallelAppends: 500, wakeupSamples: 200}
+}
+
+func quickSizes() sizes {
+	return sizes{appendSmall: 10, appendLarge: 10000, appendOps: 40, seedOps: 1, loadMessages: 10000, loadOps: 3,
+		queueItems: 1500, queueWorkers: 8, orchestrations: 150, parallelSessions: 8, parallelAppends: 40, wakeupSamples: 30}
+}
+
+// bench holds the configuration and the collected results of a run.
+type bench struct {
+	pgDSN    string
+	mysqlDSN string
+	dir      string // SQLite files
+	sz       sizes
+	quick    bool
+	only     map[string]bool
+	dialects []string
+	results  []Result
+	skips    []skip
+	log      io.Writer
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	quick := flag.Bool("quick", false, "small sizes: the whole run finishes in under a minute")
+	pg := flag.String("pg", "", "PostgreSQL DSN (default: $AGENTSTORE_TEST_POSTGRES_DSN or "+defaultPostgresDSN+")")
+	jsonOut := flag.String("json", "", "write the results as a JSON array to this file")
+	mysqlDSN := flag.String("mysql", "root@tcp(127.0.0.1:3306)/", "MariaDB/MySQL server for go-workflows' mysql backend (go-sql-driver DSN, no database)")
+	scenarios := flag.String("scenarios", "", "comma-separated subset of append,load,queue,orchestration,append_parallel,wakeup (default: all)")
+	dialects := flag.String("dialects", "sqlite,postgres", "comma-separated subset of sqlite,postgres")
+	flag.Parse()
+
+	b := &bench{pgDSN: *pg, mysqlDSN: *mysqlDSN, sz: fullSizes(), quick: *quick, log: os.Stderr}
+	if b.pgDSN == "" {
+		b.pgDSN = os.Getenv("AGENTSTORE_TEST_POSTGRES_DSN")
+	}
+	if b.pgDSN == "" {
+		b.pgDSN = defaultPostgresDSN
+	}
+	if *quick {
+		b.sz = quickSizes()
+	}
+	if *scenarios != "" {
+		b.only = map[string]bool{}
+		for _, s := range strings.Split(*scenarios, ",") {
+			b.only[strings.TrimSpace(s)] = true
+		}
+	}
+	for _, d := range strings.Split(*dialects, ",") {
+		if d = strings.TrimSpace(d); d == "sqlite" || d == "postgres" {
+			b.dialects = append(b.dialects, d)
+		} else if d != "" {
+			return fmt.Errorf("unknown dialect %q", d)
+		}
+	}
+	dir, err := os.MkdirTemp("", "agentstore-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b.dir = dir
+
+	ctx := context.Background()
+	start := time.Now()
+	b.logf("agentstore bench: quick=%v, %s, %d CPUs, PostgreSQL %s", *quick, runtime.Version(), runtime.NumCPU(), redact(b.pgDSN))
+	type scenario struct {
+		name string
+		fn   func(context.Context, string)
+	}
+	all := []scenario{
+		{"append", b.benchAppend},
+		{"load", b.benchLoad},
+		{"queue", b.benchQueue},
+		{"orchestration", b.benchOrchestration},
+		{"append_parallel", b.benchAppendParallel},
+		{"wakeup", b.benchWakeup},
+	}
+	for _, sc := range all {
+		if b.only != nil && !b.only[sc.name] {
+			continue
+		}
+		for _, d := range b.dialects {
+			t0 := time.Now()
+			b.logf("== %s / %s", sc.name, d)
+			sc.fn(ctx, d)
+			b.logf("   %s / %s took %v", sc.name, d, time.Since(t0).Round(time.Millisecond))
+		}
+	}
+	b.logf("total %v", time.Since(start).Round(time.Millisecond))
+
+	b.printMarkdown(os.Stdout, time.Since(start))
+	if *jsonOut != "" {
+		out := b.results
+		if out == nil {
+			out = []Result{}
+		}
+		data, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, format+"\n", args...)
+}
+
+// add records a figure.
+func (b *bench) add(scenario, dialect, subject string, value float64, unit string) {
+	b.results = append(b.results, Result{Scenario: scenario, Dialect: dialect, Subject: subject, Value: round(value), Unit: unit})
+	b.logf("   %-16s %-8s %-58s %12.3f %s", scenario, dialect, subject, value, unit)
+}
+
+// ratio records num/den as a ratio (skipped, and said so, when either is missing).
+func (b *bench) ratio(scenario, dialect, subject string, num, den float64) {
+	if num <= 0 || den <= 0 || math.IsNaN(num) || math.IsNaN(den) {
+		b.skipf(scenario, dialect, subject, "an operand was not measured")
+		return
+	}
+	b.add(scenario, dialect, subject, num/den, "ratio")
+}
+
+// skipf records a comparator that could not be measured.
+func (b *bench) skipf(scenario, dialect, subject, format string, args ...any) {
+	reason := fmt.Sprintf(format, args...)
+	b.skips = append(b.skips, skip{scenario, dialect, subject, reason})
+	b.logf("   NOT RUN %s %s %s: %s", scenario, dialect, subject, reason)
+}
+
+// guard runs fn, turning a panic (several peers panic on setup errors) into an error.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, firstLines(string(debug.Stack()), 12))
+		}
+	}()
+	return fn()
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func round(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	mag := math.Pow(10, 4-math.Ceil(math.Log10(math.Abs(v))))
+	return math.Round(v*mag) / mag
+}
+
+func median(xs []time.Duration) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func percentile(xs []time.Duration, p float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func redact(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		if j := strings.Index(dsn[i+3:], "@"); j >= 0 {
+			cred := dsn[i+3 : i+3+j]
+			if k := strings.Index(cred, ":"); k >= 0 {
+				return dsn[:i+3] + cred[:k] + ":***" + dsn[i+3+j:]
+			}
+		}
+	}
+	return dsn
+}
+
+// printMarkdown writes the results table, the ratio table and what did not run.
+func (b *bench) printMarkdown(w io.Writer, took time.Duration) {
+	mode := "full"
+	if b.quick {
+		mode = "quick"
+	}
+	fmt.Fprintf(w, "# agentstore bench (%s run, %s, %d CPUs, took %v)\n\n", mode, runtime.Version(), runtime.NumCPU(), took.Round(time.Second))
+	fmt.Fprintln(w, "| scenario | dialect | subject | value | unit |")
+	fmt.Fprintln(w, "|---|---|---|---:|---|")
+	for _, r := range b.results {
+		if r.Unit != "ratio" {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.Scenario, r.Dialect, r.Subject, fmtValue(r.Value), r.Unit)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| ratio | dialect | value | target | met |")
+	fmt.Fprintln(w, "|---|---|---:|---|---|")
+	for _, r := range b.results {
+		if r.Unit == "ratio" {
+			target, met := targetFor(r.Subject, r.Value)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.Subject, r.Dialect, fmtValue(r.Value), target, met)
+		}
+	}
+	if len(b.skips) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Not run (comparator could not be built, started or measured here):")
+		fmt.Fprintln(w)
+		for _, s := range b.skips {
+			fmt.Fprintf(w, "- %s / %s / %s: %s\n", s.Scenario, s.Dialect, s.Subject, strings.ReplaceAll(firstLines(s.Reason, 3), "\n", " "))
+		}
+	}
+}
+
+func fmtValue(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+// targetFor returns the issue's target for a ratio and whether v meets it.
+func targetFor(subject string, v float64) (string, string) {
+	name, _, _ := strings.Cut(subject, "/")
+	var ok bool
+	var t string
+	switch {
+	case name == "append_flatness":
+		t, ok = "≤ 1.3", v <= 1.3
+	case name == "append_vs_seed":
+		t, ok = "≥ 50", v >= 50
+	case name == "load_vs_raw":
+		t, ok = "≤ 1.5", v <= 1.5
+	case name == "queue_vs_raw":
+		t, ok = "≥ 0.8", v >= 0.8
+	case name == "queue_vs_river":
+		t, ok = "≥ 1", v >= 1
+	case strings.HasPrefix(name, "orchestration_vs_goworkflows"):
+		t, ok = "≥ 2", v >= 2
+	case strings.HasPrefix(name, "orchestration_vs_dbos"):
+		t, ok = "≥ 1", v >= 1
+	default:
+		return "—", "—"
+	}
+	if ok {
+		return t, "yes"
+	}
+	return t, "**no**"
+}
+
+// errString shortens an error for the report.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	var s strings.Builder
+	s.WriteString(err.Error())
+	for u := errors.Unwrap(err); u != nil && s.Len() < 400; u = errors.Unwrap(u) {
+		_ = u
+		break
+	}
+	return s.String()
+}

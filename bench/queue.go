@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3" (raw baseline, River)
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// benchQueue: 8 workers claim+complete N items of the session queue, of the
+// provider's worker queue, of a hand-written raw-SQL peek-lock queue on the
+// same driver, and River draining N no-op jobs (tuned: 2 ms fetch
+// cooldown, 20 ms poll). On SQLite at the shipped synchronous setting
+// (NORMAL) and at FULL.
+func (b *bench) benchQueue(ctx context.Context, d string) {
+	syncs := []string{""}
+	if d == "sqlite" {
+		syncs = append(syncs, "FULL")
+	}
+	for _, sync := range syncs {
+		b.queueRound(ctx, d, sync)
+	}
+}
+
+func (b *bench) queueRound(ctx context.Context, d, sync string) {
+	const sc = "queue"
+	n, w := b.sz.queueItems, b.sz.queueWorkers
+	tag := ""
+	if sync != "" {
+		tag = " [synchronous=" + sync + "]"
+	} else if d == "sqlite" {
+		tag = " [synchronous=NORMAL]"
+	}
+	suffix := fmt.Sprintf(", %d items, %d workers%s", n, w, tag)
+	rsuf := ""
+	if sync != "" {
+		rsuf = "/synchronous=" + sync
+	}
+
+	sessRate, err := b.sessionQueueRate(ctx, d, sync)
+	if err != nil {
+		b.skipf(sc, d, "agentstore session queue"+suffix, "%v", err)
+	} else {
+		b.add(sc, d, "agentstore session queue (Dequeue+Complete)"+suffix, sessRate, "items/s")
+	}
+	workRate, err := b.workerQueueRate(ctx, d, sync)
+	if err != nil {
+		b.skipf(sc, d, "agentstore worker queue"+suffix, "%v", err)
+	} else {
+		b.add(sc, d, "agentstore provider worker queue (FetchWorkItem+AckWorkItem)"+suffix, workRate, "items/s")
+	}
+	rawRate, err := b.rawQueueRate(ctx, d, sync)
+	if err != nil {
+		b.skipf(sc, d, "raw SQL queue"+suffix, "%v", err)
+	} else {
+		b.add(sc, d, "raw SQL peek-lock queue (claim UPDATE + DELETE)"+suffix, rawRate, "items/s")
+	}
+	riverRate, err := b.riverRate(ctx, d, sync)
+	if err != nil {
+		b.skipf(sc, d, "River v0.51.2"+suffix, "%v", err)
+	} else {
+		b.add(sc, d, "River v0.51.2 no-op jobs (cooldown 2 ms, poll 20 ms)"+suffix, riverRate, "jobs/s")
+	}
+	b.ratio(sc, d, "queue_vs_raw/session_queue"+rsuf, sessRate, rawRate)
+	b.ratio(sc, d, "queue_vs_raw/worker_queue"+rsuf, workRate, rawRate)
+	b.ratio(sc, d, "queue_vs_river/session_queue"+rsuf, sessRate, riverRate)
+	b.ratio(sc, d, "queue_vs_river/worker_queue"+rsuf, workRate, riverRate)
+}
+
+// fill runs insert(i) for i in [0,n) on 8 goroutines.
+func fill(n int, insert func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 8 {
+				if err := insert(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// drain runs w workers calling step until n items were processed; step
+// reports whether it processed one. It returns items/s.
+func drain(ctx context.Context, n, w int, step func(ctx context.Context, worker int) (bool, error)) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	t0 := time.Now()
+	for k := range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done.Load() < int64(n) && ctx.Err() == nil {
+				ok, err := step(ctx, k)
+				if err != nil {
+					if errors.Is(err, agentstore.ErrRetryable) {
+						continue
+					}
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+				if ok {
+					done.Add(1)
+				} else {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if got := done.Load(); got < int64(n) {
+		return 0, fmt.Errorf("processed %d of %d items: %v", got, n, ctx.Err())
+	}
+	return float64(n) / el.Seconds(), nil
+}
+
+func (b *bench) sessionQueueRate(ctx context.Context, d, sync string) (float64, error) {
+	st, cleanup, err := b.openStore(ctx, d, "squeue"+sync, sync)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		return 0, err
+	}
+	q := st.SessionQueue()
+	if err := fill(b.sz.queueItems, func(i int) error {
+		_, err := q.Enqueue(ctx, s.ID, fmt.Sprintf(`{"job":%d}`, i), int32(i%4))
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("enqueue: %w", err)
+	}
+	return drain(ctx, b.sz.queueItems, b.sz.queueWorkers, func(ctx context.Context, k int) (bool, error) {
+		it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Owner: fmt.Sprint("w", k), Lease: time.Minute})
+		if err != nil || it == nil {
+			return false, err
+		}
+		for {
+			err = q.Complete(ctx, it.Lease())
+			if !errors.Is(err, agentstore.ErrRetryable) {
+				return err == nil, err
+			}
+		}
+	})
+}
+
+func (b *bench) workerQueueRate(ctx context.Context, d, sync string) (float64, error) {
+	st, cleanup, err := b.openStore(ctx, d, "wqueue"+sync, sync)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	p := st.Provider()
+	if err := fill(b.sz.queueItems, func(i int) error {
+		return p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: fmt.Sprintf("inst-%d", i), ExecutionID: 1, ID: 2,
+			Name: "noop", Input: fmt.Sprintf(`{"job":%d}`, i)})
+	}); err != nil {
+		return 0, fmt.Errorf("enqueue: %w", err)
+	}
+	return drain(ctx, b.sz.queueItems, b.sz.queueWorkers, func(ctx context.Context, _ int) (bool, error) {
+		l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+		if err != nil || l == nil {
+			return false, err
+		}
+		for {
+			err = p.AckWorkItem(ctx, l.LockToken, nil)
+			if !errors.Is(err, agentstore.ErrRetryable) {
+				return err == nil, err
+			}
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// raw SQL peek-lock queue (peers.md Appendix A), on database/sql with the
+// same drivers agentstore uses (pgx stdlib; mattn/go-sqlite3).
+
+const rawPGSchema = `CREATE TABLE work_item (
+  id           bigserial PRIMARY KEY,
+  payload      text        NOT NULL,
+  visible_at   timestamptz NOT NULL DEFAULT now(),
+  locked_until timestamptz,
+  lock_token   text,
+  attempts     int         NOT NULL DEFAULT 0
+);
+CREATE INDEX work_item_ready ON work_item (visible_at, id);`
+
+const rawLiteSchema = `CREATE TABLE work_item (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  payload      TEXT    NOT NULL,
+  visible_at   INTEGER NOT NULL,
+  locked_until INTEGER,
+  lock_token   TEXT,
+  attempts     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX work_item_ready ON work_item (visible_at, id);`
+
+func token() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (b *bench) rawQueueRate(ctx context.Context, d, sync string) (float64, error) {
+	var db *sql.DB
+	var insert func(i int) error
+	var claim func(ctx context.Context, tok string) (int64, bool, error)
+	var ack func(ctx context.Context, id int64, tok string) error
+	switch d {
+	case "postgres":
+		schema := "bench_raw"
+		if err := b.resetSchema(ctx, schema); err != nil {
+			return 0, err
+		}
+		defer b.dropSchema(context.Background(), schema)
+		var err error
+		db, err = sql.Open("pgx", b.pgDSNWithSearchPath(schema))
+		if err != nil {
+			return 0, err
+		}
+		db.SetMaxOpenConns(pgPool)
+		db.SetMaxIdleConns(pgPool)
+		if _, err := db.ExecContext(ctx, rawPGSchema); err != nil {
+			db.Close()
+			return 0, err
+		}
+		insert = func(i int) error {
+			_, err := db.ExecContext(ctx, `INSERT INTO work_item (payload) VALUES ($1)`, fmt.Sprintf(`{"i":%d}`, i))
+			return err
+		}
+		claim = func(ctx context.Context, tok string) (int64, bool, error) {
+			var id int64
+			err := db.QueryRowContext(ctx, `UPDATE work_item SET lock_token = $1, locked_until = now() + interval '30 seconds', attempts = attempts + 1
+WHERE id = (SELECT id FROM work_item
+            WHERE visible_at <= now() AND (locked_until IS NULL OR locked_until < now())
+            ORDER BY visible_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id`, tok).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return id, err == nil, err
+		}
+		ack = func(ctx context.Context, id int64, tok string) error {
+			res, err := db.ExecContext(ctx, `DELETE FROM work_item WHERE id = $1 AND lock_token = $2`, id, tok)
+			if err == nil {
+				if k, _ := res.RowsAffected(); k != 1 {
+					err = fmt.Errorf("lost lock on %d", id)
+				}
+			}
+			return err
+		}
+	default:
+		if sync == "" {
+			sync = "NORMAL"
+		}
+		path := filepath.Join(b.dir, "raw"+sync+".db")
+		defer func() {
+			for _, s := range []string{"", "-wal", "-shm"} {
+				_ = os.Remove(path + s)
+			}
+		}()
+		var err error
+		db, err = sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_synchronous="+sync)
+		if err != nil {
+			return 0, err
+		}
+		db.SetMaxOpenConns(1) // one writer connection; all goroutines queue on it
+		if _, err := db.ExecContext(ctx, rawLiteSchema); err != nil {
+			db.Close()
+			return 0, err
+		}
+		insert = func(i int) error {
+			_, err := db.ExecContext(ctx, `INSERT INTO work_item (payload, visible_at) VALUES (?, ?)`, fmt.Sprintf(`{"i":%d}`, i), time.Now().UnixMilli())
+			return err
+		}
+		claim = func(ctx context.Context, tok string) (int64, bool, error) {
+			now := time.Now().UnixMilli()
+			var id int64
+			err := db.QueryRowContext(ctx, `UPDATE work_item SET lock_token = ?, locked_until = ?, attempts = attempts + 1
+WHERE id = (SELECT id FROM work_item
+            WHERE visible_at <= ? AND (locked_until IS NULL OR locked_until < ?)
+            ORDER BY visible_at, id LIMIT 1)
+RETURNING id`, tok, now+30_000, now, now).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return id, err == nil, err
+		}
+		ack = func(ctx context.Context, id int64, tok string) error {
+			res, err := db.ExecContext(ctx, `DELETE FROM work_item WHERE id = ? AND lock_token = ?`, id, tok)
+			if err == nil {
+				if k, _ := res.RowsAffected(); k != 1 {
+					err = fmt.Errorf("lost lock on %d", id)
+				}
+			}
+			return err
+		}
+	}
+	defer db.Close()
+	if err := fill(b.sz.queueItems, insert); err != nil {
+		return 0, fmt.Errorf("insert: %w", err)
+	}
+	toks := make([]string, b.sz.queueWorkers)
+	for i := range toks {
+		toks[i] = token()
+	}
+	return drain(ctx, b.sz.queueItems, b.sz.queueWorkers, func(ctx context.Context, k int) (bool, error) {
+		id, ok, err := claim(ctx, toks[k])
+		if err != nil || !ok {
+			return false, err
+		}
+		return true, ack(ctx, id, toks[k])
+	})
+}
