@@ -375,6 +375,31 @@ func providerPlaces() []hostilePlace {
 			}
 			return ae.Name, nil
 		}},
+		{"activity tag, session id and worker owner id", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+			p := st.Provider()
+			mark()
+			if err := p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "w", ExecutionID: 1, ID: 1, Name: "a", Input: "i", Tag: &v, SessionID: &v}); err != nil {
+				return "", err
+			}
+			mark()
+			l, err := p.FetchWorkItem(ctx, time.Minute, 0, &repo.SessionFetchConfig{OwnerID: v, LockTimeout: time.Minute},
+				repo.TagFilter{Mode: repo.TagTags, Tags: []string{v}})
+			if err != nil {
+				return "", err
+			}
+			if l == nil {
+				return "", errors.New("tagged session item not fetched with its own tag and owner")
+			}
+			mark()
+			if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
+				return "", err
+			}
+			ae := l.Item.(*repo.ActivityExecute)
+			if ae.SessionID == nil || *ae.SessionID != v {
+				return "", errors.New("session id differs")
+			}
+			return *ae.Tag, nil
+		}},
 		{"external event name and data", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			inst := fmt.Sprintf("ext-%d", time.Now().UnixNano())
@@ -439,7 +464,7 @@ func TestHostileIdentifiers(t *testing.T) {
 		ctx := context.Background()
 		st := h.New(t)
 		places := append(sessionPlaces(), providerPlaces()...)
-		stored, rejected := 0, 0
+		stored, rejected, wrong := 0, 0, 0
 		for _, pl := range places {
 			for _, hv := range hostileValues() {
 				var before map[string]int64
@@ -450,6 +475,7 @@ func TestHostileIdentifiers(t *testing.T) {
 				case err == nil && got == hv.v:
 					stored++
 				case err == nil:
+					wrong++
 					t.Errorf("%s / %s: stored %.40q but read back %.40q", pl.name, hv.name, hv.v, got)
 				case errors.Is(err, agentstore.ErrInvalidInput):
 					rejected++
@@ -457,17 +483,19 @@ func TestHostileIdentifiers(t *testing.T) {
 						t.Errorf("%s / %s: rejected (%v) but rows changed: %v -> %v", pl.name, hv.name, err, before, after)
 					}
 				default:
+					wrong++
 					t.Errorf("%s / %s: neither stored exactly nor rejected with ErrInvalidInput: %v", pl.name, hv.name, err)
 				}
 				// Locks left by a failed attempt would starve the next one.
 				_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableInstanceLocks)).Error
 				_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableOrchestratorQueue)).Error
 				_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableWorkerQueue)).Error
+				_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableActivitySessions)).Error
 			}
 		}
 		tableCounts(t, st) // every table still answers
-		relLogf(t, "hostile identifiers: %d values x %d places = %d attempts: %d stored and read back exactly, %d rejected with ErrInvalidInput (no partial write), injections 0",
-			len(hostileValues()), len(places), len(hostileValues())*len(places), stored, rejected)
+		relLogf(t, "hostile identifiers: %d values x %d places = %d attempts: %d stored and read back exactly, %d rejected with ErrInvalidInput (no partial write), %d neither (changed or untyped), injections 0",
+			len(hostileValues()), len(places), len(hostileValues())*len(places), stored, rejected, wrong)
 	})
 }
 
@@ -481,4 +509,26 @@ func mapsEqual(a, b map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// TestHostileConfigNames: hostile table prefixes and schema names are
+// refused by the options with ErrInvalidConfig before anything touches the
+// database (they end up in DDL, so they must be plain identifiers).
+func TestHostileConfigNames(t *testing.T) {
+	ctx := context.Background()
+	dsn := "sqlite:" + t.TempDir() + "/cfg.db"
+	rejected := 0
+	for _, hv := range hostileValues() {
+		if _, err := agentstore.Open(ctx, dsn, agentstore.WithTablePrefix(hv.v)); !errors.Is(err, agentstore.ErrInvalidConfig) {
+			t.Errorf("table prefix %s: %v, want ErrInvalidConfig", hv.name, err)
+		} else {
+			rejected++
+		}
+		if _, err := agentstore.Open(ctx, postgresDSN(), agentstore.WithSchema(hv.v)); !errors.Is(err, agentstore.ErrInvalidConfig) {
+			t.Errorf("schema %s: %v, want ErrInvalidConfig", hv.name, err)
+		} else {
+			rejected++
+		}
+	}
+	relLogf(t, "hostile config names: %d table prefixes and schema names tried, %d rejected with ErrInvalidConfig", 2*len(hostileValues()), rejected)
 }
