@@ -128,6 +128,11 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 	workAcked := map[uint64]bool{}    // worker acks that returned success
 	var produced atomic.Int64
 	prodDone := make(chan struct{})
+	appended := map[string]bool{} // AppendMessages that returned success
+	appendTo := repo.NewSession()
+	if err := st.Sessions().Save(ctx, appendTo); err != nil {
+		t.Fatal(err)
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	var prodWG sync.WaitGroup
@@ -159,6 +164,30 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		})
 	}
 	go func() { prodWG.Wait(); close(prodDone) }()
+	{
+		st := open()
+		g.Go(func() error {
+			for i := 0; gctx.Err() == nil; i++ {
+				select {
+				case <-prodDone:
+					return nil
+				default:
+				}
+				id := "msg-" + strconv.Itoa(i)
+				if call("append_messages", func(c context.Context) error {
+					_, e := st.Sessions().AppendMessages(c, appendTo.ID, repo.Message{ID: id, Role: repo.RoleUser, Content: []byte(`"x"`)})
+					return e
+				}) == nil {
+					mu.Lock()
+					appended[id] = true
+					mu.Unlock()
+				} else {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			return nil
+		})
+	}
 	var stopConsumers atomic.Bool
 	for c := range consumers {
 		st := open()
@@ -274,6 +303,25 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 			lostDone++
 		}
 	}
+	got, err := check.Sessions().Load(ctx, appendTo.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lostMsgs, inSession := 0, map[string]bool{}
+	for i, m := range got.Messages {
+		inSession[m.ID] = true
+		if m.Seq != int64(i+1) {
+			t.Errorf("message %d has seq %d: gap after the restart", i, m.Seq)
+		}
+	}
+	for id := range appended {
+		if !inSession[id] {
+			lostMsgs++
+		}
+	}
+	if lostMsgs > 0 {
+		t.Errorf("%d acknowledged appends lost", lostMsgs)
+	}
 	if lostEnq+lostDone > 0 {
 		t.Errorf("acknowledged work lost: %d enqueued items missing, %d completed items not completed", lostEnq, lostDone)
 	}
@@ -298,7 +346,7 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		t.Errorf("nothing acknowledged (%d completes, %d acks)", len(completed), len(workAcked))
 	}
 	extra := int64(len(rows)) - int64(n)
-	relLogf(t, "PostgreSQL restart (down %s at %d/%d produced): ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, pool recovered %.2fs after start; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0; duplicate enqueues (ambiguous commits) %d; unique work items acked %d",
+	relLogf(t, "PostgreSQL restart (down %s at %d/%d produced): ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, pool recovered %.2fs after start; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0; duplicate enqueues (ambiguous commits) %d; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free",
 		downFor, n/3, n, stats.ok, stats.retryable, retryWhileDown, len(stats.permanent), stats.maxLatency.Round(time.Millisecond),
-		stats.firstOKAfterStart.Sub(stats.startedAt).Seconds(), len(enqueued), len(workSent), lostEnq+lostDone, len(completed), extra, len(workAcked))
+		stats.firstOKAfterStart.Sub(stats.startedAt).Seconds(), len(enqueued), len(workSent), lostEnq+lostDone, len(completed), extra, len(workAcked), len(appended), lostMsgs)
 }
