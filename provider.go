@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -245,6 +247,43 @@ func validateWorkItem(item repo.WorkItem) error {
 	}
 	if item.RoutingInstance() == "" {
 		return invalidf("%s: empty instance", item.WorkItemType())
+	}
+	return checkUTF8(item.WorkItemType(), item)
+}
+
+// checkUTF8 refuses values holding strings that are not valid UTF-8: JSON
+// encoding would silently replace the bytes with U+FFFD, so they could not
+// be read back exactly. It walks exported fields, pointers, interfaces and
+// slices.
+func checkUTF8(what string, v any) error {
+	bad := false
+	var walk func(rv reflect.Value)
+	walk = func(rv reflect.Value) {
+		if bad {
+			return
+		}
+		switch rv.Kind() {
+		case reflect.String:
+			bad = !utf8.ValidString(rv.String())
+		case reflect.Pointer, reflect.Interface:
+			if !rv.IsNil() {
+				walk(rv.Elem())
+			}
+		case reflect.Struct:
+			for i := range rv.NumField() {
+				if rv.Type().Field(i).IsExported() {
+					walk(rv.Field(i))
+				}
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range rv.Len() {
+				walk(rv.Index(i))
+			}
+		}
+	}
+	walk(reflect.ValueOf(v))
+	if bad {
+		return invalidf("%s: string is not valid UTF-8", what)
 	}
 	return nil
 }
@@ -615,6 +654,12 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 	if ack.ExecutionID == 0 {
 		return perr(op, invalidf("execution id must be > 0"))
 	}
+	if err := checkUTF8("metadata", md); err != nil {
+		return perr(op, err)
+	}
+	if err := checkUTF8("cancelled activities", ack.CancelledActivities); err != nil {
+		return perr(op, err)
+	}
 	// Encode everything before the transaction.
 	var customStatus *repo.CustomStatusUpdatedEvent
 	hist := make([]models.HistoryEvent, 0, len(ack.HistoryDelta))
@@ -624,6 +669,9 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		}
 		if ev.Kind == nil {
 			return perr(op, invalidf("event %d has no kind", ev.EventID))
+		}
+		if err := checkUTF8("event", ev); err != nil {
+			return perr(op, err)
 		}
 		data, err := json.Marshal(ev)
 		if err != nil {
@@ -877,14 +925,17 @@ func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec i
 // AppendWithExecution implements repo.Provider.
 func (p *gormProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []repo.Event) error {
 	const op = "append_with_execution"
-	if instance == "" {
-		return perr(op, invalidf("empty instance"))
+	if instance == "" || !utf8.ValidString(instance) {
+		return perr(op, invalidf("instance id must be non-empty valid UTF-8"))
 	}
 	now := p.s.nowMS()
 	rows := make([]models.HistoryEvent, 0, len(events))
 	for _, ev := range events {
 		if ev.EventID == 0 || ev.Kind == nil {
 			return perr(op, invalidf("event id must be > 0 and kind set"))
+		}
+		if err := checkUTF8("event", ev); err != nil {
+			return perr(op, err)
 		}
 		data, err := json.Marshal(ev)
 		if err != nil {

@@ -92,3 +92,23 @@ func TestProviderCustomTablePrefixAndMemoryStore(t *testing.T) {
 		cycle(t, st)
 	})
 }
+
+func TestProviderRejectsInvalidUTF8(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		e := newPEnv(t, h)
+		bad := "bad\xff"
+		wantErr(t, e.p.EnqueueForOrchestrator(e.ctx, &repo.ExternalRaised{Instance: "i1", Name: bad}, 0), agentstore.ErrInvalidInput)
+		wantErr(t, e.p.EnqueueForWorker(e.ctx, activity(bad, 1, 1)), agentstore.ErrInvalidInput)
+		e.enqueue(t, startItem("i1", nil))
+		it := e.fetch(t)
+		wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []repo.Event{ev("i1", 1, 1, &repo.ExternalEventEvent{Name: "x", Data: bad})}}), agentstore.ErrInvalidInput)
+		wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
+			Metadata: repo.ExecutionMetadata{Output: sp(bad)}}), agentstore.ErrInvalidInput)
+		// nothing was written and the lock is still usable
+		e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
+		if m, _ := e.a.GetSystemMetrics(e.ctx); m.TotalEvents != 1 {
+			t.Fatalf("metrics = %+v", m)
+		}
+	})
+}

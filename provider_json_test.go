@@ -91,6 +91,13 @@ func TestProviderEventJSONErrors(t *testing.T) {
 		`{"garbage":true}`,
 		`not json`,
 		evHead + `"type":"OrchestrationFailed","details":{"Unknown":{}}}`,
+		`{"tYpe":"OrchestrationFailed"}`,                                              // keys are case-sensitive (serde)
+		evHead + `"type":"OrchestrationFailed"}`,                                      // missing required field
+		evHead + `"type":"ActivityCompleted","result":null}`,                          // null for a non-Option field
+		evHead + `"type":"ActivityFailed","details":{"Application":{"message":"m"}}}`, // missing nested field
+		evHead + `"type":"ActivityFailed","details":{"Application":{"kind":"Nope","message":"m","retryable":false}}}`,
+		evHead + `"type":"ActivityFailed","details":{"Infrastructure":{},"Poison":{}}}`,                          // two variants
+		`{"source_event_id":null,"instance_id":"i","execution_id":1,"timestamp_ms":1,"type":"KeyValuesCleared"}`, // no event_id
 	} {
 		if err := json.Unmarshal([]byte(bad), &e); err == nil {
 			t.Fatalf("decoded %q without error", bad)
@@ -153,7 +160,8 @@ func TestProviderWorkItemJSONRoundTrip(t *testing.T) {
 	if err != nil || w.(*repo.ContinueAsNew).CarryForwardEvents == nil {
 		t.Fatalf("default carry_forward_events: %v %v", w, err)
 	}
-	for _, bad := range []string{`{"ExternalRaised2":{}}`, `{}`, `{"A":{},"B":{}}`, `[]`, `{"ActivityCompleted":5}`} {
+	for _, bad := range []string{`{"ExternalRaised2":{}}`, `{}`, `{"A":{},"B":{}}`, `[]`, `{"ActivityCompleted":5}`,
+		`{"ActivityFailed":{}}`, `{"ActivityExecute":null}`, `{"QueueMessage":{"instance":"i","name":"n"}}`} {
 		if _, err := repo.UnmarshalWorkItem([]byte(bad)); err == nil {
 			t.Fatalf("decoded %s", bad)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -48,8 +49,8 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	if err := tags.Validate(); err != nil {
 		return nil, perr(op, invalidf("%v", err))
 	}
-	if session != nil && (session.OwnerID == "" || session.LockTimeout < 0) {
-		return nil, perr(op, invalidf("session config needs an owner id and a non-negative lock timeout"))
+	if session != nil && (session.OwnerID == "" || !utf8.ValidString(session.OwnerID) || session.LockTimeout < 0) {
+		return nil, perr(op, invalidf("session config needs a non-empty UTF-8 owner id and a non-negative lock timeout"))
 	}
 	if tags.Mode == repo.TagNone {
 		return nil, nil

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
@@ -378,26 +381,74 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	return append(out, body[1:]...), nil
 }
 
-// UnmarshalJSON reads the flat serde layout. An unknown or missing "type"
-// is an error; unknown fields are ignored.
+// UnmarshalJSON reads the flat serde layout like serde does: the "type"
+// key must be spelled exactly and name a known kind, required (non-Option)
+// fields must be present and not null; unknown fields are ignored.
+// duroxide_version defaults to "" when absent.
 func (e *Event) UnmarshalJSON(data []byte) error {
 	var c eventCommon
-	if err := json.Unmarshal(data, &c); err != nil {
-		return err
-	}
-	if c.Type == "" {
-		return errors.New("event: missing \"type\" field")
+	if err := decodeStrict(data, &c, "duroxide_version"); err != nil {
+		return fmt.Errorf("event: %w", err)
 	}
 	k := newEventKind(c.Type)
 	if k == nil {
 		return fmt.Errorf("event: unknown variant %q", c.Type)
 	}
-	if err := json.Unmarshal(data, k); err != nil {
+	if err := decodeStrict(data, k, "last_updated_at_ms"); err != nil {
 		return fmt.Errorf("event %s: %w", c.Type, err)
 	}
 	*e = Event{EventID: c.EventID, SourceEventID: c.SourceEventID, InstanceID: c.InstanceID,
 		ExecutionID: c.ExecutionID, TimestampMS: c.TimestampMS, DuroxideVersion: c.DuroxideVersion, Kind: k}
 	return nil
+}
+
+// decodeStrict decodes the JSON object data into v (a pointer to a struct
+// without its own UnmarshalJSON) with serde's rules for required fields:
+// every field that is not a pointer (Option), not omitempty and not listed
+// in defaulted must be present under its exact name and not be null.
+func decodeStrict(data []byte, v any, defaulted ...string) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	if m == nil {
+		return errors.New("invalid type: null, expected an object")
+	}
+	rt := reflect.TypeOf(v).Elem()
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || f.Type.Kind() == reflect.Pointer || strings.Contains(opts, "omitempty") || slices.Contains(defaulted, name) {
+			continue
+		}
+		raw, ok := m[name]
+		if !ok {
+			return fmt.Errorf("missing field `%s`", name)
+		}
+		if string(bytes.TrimSpace(raw)) == "null" {
+			return fmt.Errorf("invalid type: null for field `%s`", name)
+		}
+	}
+	return json.Unmarshal(data, v)
+}
+
+// decodeVariant reads an externally tagged enum: exactly one key, which
+// must be one of names. It returns the key and its value.
+func decodeVariant(data []byte, what string, names ...string) (string, json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(m) != 1 {
+		return "", nil, fmt.Errorf("%s: want exactly one variant key, got %d", what, len(m))
+	}
+	for k, v := range m {
+		if !slices.Contains(names, k) {
+			return "", nil, fmt.Errorf("%s: unknown variant %q", what, k)
+		}
+		return k, v, nil
+	}
+	return "", nil, errors.New(what + ": empty")
 }
 
 // ---------------------------------------------------------------------------
@@ -448,32 +499,40 @@ func (k AppErrorKind) MarshalJSON() ([]byte, error) {
 	if k.CancelledReason != nil {
 		return json.Marshal(map[string]map[string]string{"Cancelled": {"reason": *k.CancelledReason}})
 	}
-	if k.Name == "" {
-		return nil, errors.New("application error kind: empty")
+	if !slices.Contains(appErrorKindNames, k.Name) {
+		return nil, fmt.Errorf("application error kind: unknown variant %q", k.Name)
 	}
 	return json.Marshal(k.Name)
 }
+
+// appErrorKindNames are the unit variants of AppErrorKind.
+var appErrorKindNames = []string{"ActivityFailed", "OrchestrationFailed", "Panicked"}
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (k *AppErrorKind) UnmarshalJSON(data []byte) error {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '"' {
-		*k = AppErrorKind{}
-		return json.Unmarshal(data, &k.Name)
+		var name string
+		if err := json.Unmarshal(data, &name); err != nil {
+			return err
+		}
+		if !slices.Contains(appErrorKindNames, name) {
+			return fmt.Errorf("application error kind: unknown variant %q", name)
+		}
+		*k = AppErrorKind{Name: name}
+		return nil
 	}
-	var v struct {
-		Cancelled *struct {
-			Reason string `json:"reason"`
-		} `json:"Cancelled"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
+	_, body, err := decodeVariant(data, "application error kind", "Cancelled")
+	if err != nil {
 		return err
 	}
-	if v.Cancelled == nil {
-		return fmt.Errorf("application error kind: unknown variant %s", data)
+	var c struct {
+		Reason string `json:"reason"`
 	}
-	r := v.Cancelled.Reason
-	*k = AppErrorKind{CancelledReason: &r}
+	if err := decodeStrict(body, &c); err != nil {
+		return fmt.Errorf("application error kind Cancelled: %w", err)
+	}
+	*k = AppErrorKind{CancelledReason: &c.Reason}
 	return nil
 }
 
@@ -490,6 +549,46 @@ type PoisonMessageType struct {
 	Orchestration         *PoisonOrchestration         `json:"Orchestration,omitempty"`
 	Activity              *PoisonActivity              `json:"Activity,omitempty"`
 	FailedDeserialization *PoisonFailedDeserialization `json:"FailedDeserialization,omitempty"`
+}
+
+// MarshalJSON checks that exactly one variant is set.
+func (t PoisonMessageType) MarshalJSON() ([]byte, error) {
+	n := 0
+	for _, set := range []bool{t.Orchestration != nil, t.Activity != nil, t.FailedDeserialization != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("poison message type: %d variants set, want exactly 1", n)
+	}
+	type plain PoisonMessageType
+	return json.Marshal(plain(t))
+}
+
+// UnmarshalJSON reads exactly one known variant with its required fields.
+func (t *PoisonMessageType) UnmarshalJSON(data []byte) error {
+	tag, body, err := decodeVariant(data, "poison message type", "Orchestration", "Activity", "FailedDeserialization")
+	if err != nil {
+		return err
+	}
+	var out PoisonMessageType
+	switch tag {
+	case "Orchestration":
+		out.Orchestration = &PoisonOrchestration{}
+		err = decodeStrict(body, out.Orchestration)
+	case "Activity":
+		out.Activity = &PoisonActivity{}
+		err = decodeStrict(body, out.Activity)
+	case "FailedDeserialization":
+		out.FailedDeserialization = &PoisonFailedDeserialization{}
+		err = decodeStrict(body, out.FailedDeserialization)
+	}
+	if err != nil {
+		return fmt.Errorf("poison message type %s: %w", tag, err)
+	}
+	*t = out
+	return nil
 }
 
 // PoisonOrchestration names a poisoned orchestration turn.
@@ -528,17 +627,33 @@ func (d ErrorDetails) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(d))
 }
 
-// UnmarshalJSON rejects objects naming no known variant.
+// UnmarshalJSON reads exactly one known variant with its required fields.
 func (d *ErrorDetails) UnmarshalJSON(data []byte) error {
-	type plain ErrorDetails
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
+	tag, body, err := decodeVariant(data, "error details", "Infrastructure", "Configuration", "Application", "Poison")
+	if err != nil {
 		return err
 	}
-	if p.Infrastructure == nil && p.Configuration == nil && p.Application == nil && p.Poison == nil {
-		return fmt.Errorf("error details: unknown variant in %s", clipJSON(data))
+	var out ErrorDetails
+	switch tag {
+	case "Infrastructure":
+		out.Infrastructure = &InfrastructureError{}
+		err = decodeStrict(body, out.Infrastructure)
+	case "Configuration":
+		out.Configuration = &ConfigurationError{}
+		if err = decodeStrict(body, out.Configuration); err == nil && out.Configuration.Kind == "" {
+			err = errors.New("configuration error: empty kind")
+		}
+	case "Application":
+		out.Application = &ApplicationError{}
+		err = decodeStrict(body, out.Application)
+	case "Poison":
+		out.Poison = &PoisonError{}
+		err = decodeStrict(body, out.Poison)
 	}
-	*d = ErrorDetails(p)
+	if err != nil {
+		return fmt.Errorf("error details %s: %w", tag, err)
+	}
+	*d = out
 	return nil
 }
 
@@ -853,8 +968,10 @@ func newWorkItem(tag string) WorkItem {
 	return nil
 }
 
-// UnmarshalWorkItem decodes an externally tagged work item. An object that
-// is not exactly one known variant is an error.
+// UnmarshalWorkItem decodes an externally tagged work item like serde: an
+// object with exactly one known variant key whose value has every required
+// (non-Option) field; carry_forward_events defaults to []. Unknown fields
+// are ignored.
 func UnmarshalWorkItem(data []byte) (WorkItem, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
@@ -868,8 +985,7 @@ func UnmarshalWorkItem(data []byte) (WorkItem, error) {
 		if w == nil {
 			return nil, fmt.Errorf("work item: unknown variant %q", tag)
 		}
-		// Decode into the plain shape (the variant's own UnmarshalJSON is the default).
-		if err := json.Unmarshal(body, w); err != nil {
+		if err := decodeStrict(body, w, "carry_forward_events"); err != nil {
 			return nil, fmt.Errorf("work item %s: %w", tag, err)
 		}
 		if c, ok := w.(*ContinueAsNew); ok && c.CarryForwardEvents == nil {
