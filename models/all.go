@@ -19,7 +19,7 @@ const TableSchemaVersion = "schema_version"
 
 // SchemaVersionRow is one row of {prefix}schema_version.
 type SchemaVersionRow struct {
-	Version   int64     `gorm:"primaryKey;autoIncrement:false"`
+	Version   int64     `gorm:"primaryKey;not null;autoIncrement:false"`
 	AppliedAt time.Time `gorm:"not null"`
 }
 

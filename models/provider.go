@@ -21,7 +21,7 @@ const (
 // created only by an orchestration ack whose metadata names the
 // orchestration and its version.
 type Instance struct {
-	InstanceID           string  `gorm:"type:text;primaryKey"`
+	InstanceID           string  `gorm:"type:text;primaryKey;not null"`
 	OrchestrationName    string  `gorm:"type:text;not null"`
 	OrchestrationVersion *string `gorm:"type:text"`
 	CurrentExecutionID   int64   `gorm:"not null;default:1"`
@@ -37,8 +37,8 @@ func (Instance) TableName(n schema.Namer) string { return tableName(n, TableInst
 
 // Execution is one row of {prefix}executions.
 type Execution struct {
-	InstanceID           string  `gorm:"type:text;primaryKey"`
-	ExecutionID          int64   `gorm:"primaryKey;autoIncrement:false"`
+	InstanceID           string  `gorm:"type:text;primaryKey;not null"`
+	ExecutionID          int64   `gorm:"primaryKey;not null;autoIncrement:false"`
 	Status               string  `gorm:"type:text;not null;default:Running"`
 	Output               *string `gorm:"type:text"`
 	StartedAt            int64   `gorm:"not null"`
@@ -55,9 +55,9 @@ func (Execution) TableName(n schema.Namer) string { return tableName(n, TableExe
 // append-only history. EventData is the event's JSON kept as text (decoded
 // in Go, so a corrupt row is reported, never dropped).
 type HistoryEvent struct {
-	InstanceID  string `gorm:"type:text;primaryKey"`
-	ExecutionID int64  `gorm:"primaryKey;autoIncrement:false"`
-	EventID     int64  `gorm:"primaryKey;autoIncrement:false"`
+	InstanceID  string `gorm:"type:text;primaryKey;not null"`
+	ExecutionID int64  `gorm:"primaryKey;not null;autoIncrement:false"`
+	EventID     int64  `gorm:"primaryKey;not null;autoIncrement:false"`
 	EventType   string `gorm:"type:text;not null"`
 	EventData   string `gorm:"type:text;not null"`
 	CreatedAt   int64  `gorm:"not null;autoCreateTime:false"`
@@ -107,7 +107,7 @@ func (WorkerQueueItem) TableName(n schema.Namer) string { return tableName(n, Ta
 // InstanceLock is one row of {prefix}instance_locks: the per-instance
 // peek-lock held by an orchestration fetch until ack or abandon.
 type InstanceLock struct {
-	InstanceID  string `gorm:"type:text;primaryKey"`
+	InstanceID  string `gorm:"type:text;primaryKey;not null"`
 	LockToken   string `gorm:"type:text;not null"`
 	LockedUntil int64  `gorm:"not null;index"`
 	LockedAt    int64  `gorm:"not null"`
@@ -119,7 +119,7 @@ func (InstanceLock) TableName(n schema.Namer) string { return tableName(n, Table
 // ActivitySession is one row of {prefix}activity_sessions: the lease that
 // pins an activity session's work items to one worker.
 type ActivitySession struct {
-	SessionID      string `gorm:"type:text;primaryKey"`
+	SessionID      string `gorm:"type:text;primaryKey;not null"`
 	WorkerID       string `gorm:"type:text;not null;index"`
 	LockedUntil    int64  `gorm:"not null"`
 	LastActivityAt int64  `gorm:"not null"`

@@ -25,7 +25,7 @@ const (
 // compactions, summaries, queue items, todos and plans live in child tables
 // that cascade on delete.
 type Session struct {
-	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;index:,composite:updated_id,priority:2"`
+	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;not null;index:,composite:updated_id,priority:2"`
 	ParentID                 *uuid.UUID `gorm:"type:uuid;index"`
 	SessionType              string     `gorm:"type:varchar(32);not null;default:main"`
 	AgentType                *string    `gorm:"type:text"`
@@ -64,8 +64,8 @@ func (Session) TableName(n schema.Namer) string { return tableName(n, TableSessi
 // appending transaction and is the only ordering; id is the caller's message
 // id, unique within its session.
 type Message struct {
-	SessionID        uuid.UUID    `gorm:"type:uuid;primaryKey;autoIncrement:false;uniqueIndex:,composite:session_msg,priority:1"`
-	Seq              int64        `gorm:"primaryKey;autoIncrement:false"`
+	SessionID        uuid.UUID    `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;uniqueIndex:,composite:session_msg,priority:1"`
+	Seq              int64        `gorm:"primaryKey;not null;autoIncrement:false"`
 	ID               string       `gorm:"column:id;type:text;not null;uniqueIndex:,composite:session_msg,priority:2"`
 	ParentID         *string      `gorm:"type:text"`
 	Role             string       `gorm:"type:varchar(16);not null"`
@@ -87,7 +87,7 @@ func (Message) TableName(n schema.Namer) string { return tableName(n, TableMessa
 
 // Compact is one row of {prefix}compacts: a compaction record.
 type Compact struct {
-	ID              uuid.UUID `gorm:"type:uuid;primaryKey"`
+	ID              uuid.UUID `gorm:"type:uuid;primaryKey;not null"`
 	SessionID       uuid.UUID `gorm:"type:uuid;not null;index"`
 	Trigger         string    `gorm:"type:varchar(32);not null;default:manual"`
 	PreTokens       int64     `gorm:"not null;default:0"`
@@ -107,7 +107,7 @@ func (Compact) TableName(n schema.Namer) string { return tableName(n, TableCompa
 
 // Summary is one row of {prefix}summaries: a summary snapshot.
 type Summary struct {
-	ID            uuid.UUID `gorm:"type:uuid;primaryKey"`
+	ID            uuid.UUID `gorm:"type:uuid;primaryKey;not null"`
 	SessionID     uuid.UUID `gorm:"type:uuid;not null;index"`
 	Summary       string    `gorm:"type:text;not null"`
 	LeafMessageID *string   `gorm:"type:text"`
@@ -147,7 +147,7 @@ func (QueueItem) TableName(n schema.Namer) string { return tableName(n, TableQue
 
 // Todo is one row of {prefix}todos.
 type Todo struct {
-	ID          uuid.UUID  `gorm:"type:uuid;primaryKey"`
+	ID          uuid.UUID  `gorm:"type:uuid;primaryKey;not null"`
 	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index"`
 	Position    int64      `gorm:"not null;default:0"`
 	Content     string     `gorm:"type:text;not null"`
@@ -168,7 +168,7 @@ func (Todo) TableName(n schema.Namer) string { return tableName(n, TableTodos) }
 // ever had stays, with its final status. A partial unique index allows at
 // most one active (draft, approved or executing) plan per session.
 type Plan struct {
-	ID          uuid.UUID `gorm:"type:uuid;primaryKey"`
+	ID          uuid.UUID `gorm:"type:uuid;primaryKey;not null"`
 	SessionID   uuid.UUID `gorm:"type:uuid;not null;index;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
 	Name        *string   `gorm:"type:text"`
 	Content     string    `gorm:"type:text;not null"`
