@@ -55,8 +55,11 @@ const (
 )
 
 var (
-	identRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
+	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// kvPasswordRE finds a password in key=value DSNs (libpq syntax:
+	// spaces around '=', single-quoted values) and in URL query strings.
+	kvPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+	schemeRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
 )
 
 // PoolConfig sets the connection pool. The zero value of a field keeps the
@@ -281,12 +284,8 @@ func RedactDSN(dsn string) string {
 	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.User == nil {
-		if i := strings.Index(dsn, "password="); i >= 0 {
-			j := strings.IndexAny(dsn[i:], " &")
-			if j < 0 {
-				return dsn[:i] + "password=xxxxx"
-			}
-			return dsn[:i] + "password=xxxxx" + dsn[i+j:]
+		if kvPasswordRE.MatchString(dsn) {
+			return kvPasswordRE.ReplaceAllString(dsn, "${1}xxxxx")
 		}
 		if err != nil {
 			return "<unparsable DSN>"
