@@ -166,7 +166,8 @@ func FuzzDSNErrorsHidePassword(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, pw string) {
-		if len(pw) < 6 || strings.ContainsAny(pw, "\x00") {
+		if len(pw) < 6 || strings.ContainsAny(pw, "\x00") || strings.Contains(pw, "x") || strings.TrimSpace(pw) != pw {
+			// "x" would match the redaction mask; libpq trims surrounding spaces.
 			return // too short to be told apart from the rest of the DSN
 		}
 		for _, dsn := range []string{

@@ -56,10 +56,12 @@ const (
 
 var (
 	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// kvPasswordRE finds a password in key=value DSNs (libpq syntax:
+	// kvPasswordRE finds a password in key=value DSNs (libpq syntax; an
+	// unquoted value is redacted to the end of the DSN, to be safe;
 	// spaces around '=', single-quoted values) and in URL query strings.
-	kvPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
-	schemeRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
+	kvPasswordRE    = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|.*)`)
+	queryPasswordRE = regexp.MustCompile(`(?i)(password=)([^&#]*)`)
+	schemeRE        = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
 )
 
 // PoolConfig sets the connection pool. The zero value of a field keeps the
@@ -266,17 +268,11 @@ func ParseDSN(dsn string) (Dialect, string, error) {
 func RedactDSN(dsn string) string {
 	// Redact "scheme://user:password@" by hand first: url.Parse fails on
 	// passwords with spaces or stray characters, and must not leak them.
+	// The last "@" is used so that a password holding "@", "/", "?" or
+	// "#" is covered whole (over-redacting a query is harmless).
 	if i := strings.Index(dsn, "://"); i >= 0 {
 		rest := dsn[i+3:]
-		end := len(rest)
-		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-			end = j
-		}
-		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				dsn = dsn[:i+3] + rest[:c] + ":xxxxx" + rest[at:]
-			}
-		} else if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
 			if c := strings.Index(rest[:at], ":"); c >= 0 {
 				dsn = dsn[:i+3] + rest[:c] + ":xxxxx" + rest[at:]
 			}
@@ -284,8 +280,12 @@ func RedactDSN(dsn string) string {
 	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.User == nil {
-		if kvPasswordRE.MatchString(dsn) {
-			return kvPasswordRE.ReplaceAllString(dsn, "${1}xxxxx")
+		re := kvPasswordRE
+		if strings.Contains(dsn, "://") {
+			re = queryPasswordRE
+		}
+		if re.MatchString(dsn) {
+			return re.ReplaceAllString(dsn, "${1}xxxxx")
 		}
 		if err != nil {
 			return "<unparsable DSN>"
