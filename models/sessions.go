@@ -64,7 +64,7 @@ func (Session) TableName(n schema.Namer) string { return tableName(n, TableSessi
 // appending transaction and is the only ordering; id is the caller's message
 // id, unique within its session.
 type Message struct {
-	SessionID        uuid.UUID    `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;uniqueIndex:,composite:session_msg,priority:1"`
+	SessionID        uuid.UUID    `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;uniqueIndex:,composite:session_msg,priority:1;index:,composite:session_created,priority:1"`
 	Seq              int64        `gorm:"primaryKey;not null;autoIncrement:false"`
 	ID               string       `gorm:"column:id;type:text;not null;uniqueIndex:,composite:session_msg,priority:2"`
 	ParentID         *string      `gorm:"type:text"`
@@ -77,7 +77,10 @@ type Message struct {
 	Model            *string `gorm:"type:varchar(64)"`
 	RequestID        *string `gorm:"type:text"`
 	Environment      JSON
-	CreatedAt        time.Time `gorm:"not null"`
+	// CreatedAt is informational (ordering is by Seq); the seed's
+	// (session_id, created_at) index is kept for time-range queries. The
+	// seed's (session_id) index is the leading column of the primary key.
+	CreatedAt time.Time `gorm:"not null;index:,composite:session_created,priority:2"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
