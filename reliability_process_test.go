@@ -106,6 +106,31 @@ func TestReliabilityHelperProcess(t *testing.T) {
 		b, _ := json.Marshal(held)
 		fmt.Printf("HELPER HELD %s\n", b)
 		select {} // wait for SIGKILL
+	case "churn":
+		// Write until killed: 3-message appends and work acks that enqueue a completion.
+		p := st.Provider()
+		for i := 0; ; i++ {
+			var msgs []repo.Message
+			for j := range 3 {
+				msgs = append(msgs, repo.Message{ID: fmt.Sprintf("c%d-%05d-%d", os.Getpid(), i, j), Role: repo.RoleUser, Content: []byte(`"churn"`)})
+			}
+			if _, err := st.Sessions().AppendMessages(ctx, a.Session, msgs...); err != nil {
+				fail("append", err)
+			}
+			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+			if err != nil {
+				fail("fetch work", err)
+			}
+			if l != nil {
+				ae := l.Item.(*repo.ActivityExecute)
+				if err := p.AckWorkItem(ctx, l.LockToken, &repo.ActivityCompleted{Instance: ae.Instance, ExecutionID: 1, ID: ae.ID, Result: "r"}); err != nil {
+					fail("ack work", err)
+				}
+			}
+			if i == 2 {
+				fmt.Println("HELPER RUNNING")
+			}
+		}
 	case "sqlite-writer":
 		var r mpResult
 		p := st.Provider()
@@ -495,4 +520,98 @@ func TestReliabilitySQLiteMultiProcess(t *testing.T) {
 	}
 	relLogf(t, "SQLite multi-process: %d processes x %d rounds on one file: %d appends (seq gap-free), %d queue completes, %d work acks, %d orchestrations; caller-visible errors 0 (database is locked 0), %.1fs",
 		procs, n, len(got.Messages), total.Completes, total.Acks, len(done), elapsed.Seconds())
+}
+
+// TestReliabilityKillMidWrite: a child process appends 3-message batches to
+// a session and acks worker items (each ack deletes the item and enqueues
+// its completion in one transaction) in a tight loop, and is SIGKILLed at a
+// random moment, five times over. Every write must be all-or-nothing:
+// messages come in whole batches with gap-free sequence numbers and
+// matching session counters, and every activity is either still in the
+// worker queue or completed in the orchestrator queue — never both, never
+// neither.
+func TestReliabilityKillMidWrite(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		const kills, work = 5, 400
+		ctx := context.Background()
+		st := h.New(t)
+		sess := repo.NewSession()
+		if err := st.Sessions().Save(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+		p := st.Provider()
+		if err := p.EnqueueForOrchestrator(ctx, startItem("churn", nil), 0); err != nil {
+			t.Fatal(err)
+		}
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []repo.Event{startedEv("churn", 1, 1, nil)}, Metadata: runningMeta(nil)}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range work {
+			if err := p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "churn", ExecutionID: 1, ID: uint64(i + 1), Name: "a", Input: "i"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k := range kills {
+			child := startHelper(t, "churn", helperArgs{DSN: h.DSN, Schema: h.Schema, Session: sess.ID})
+			if line := child.next(t, 2*time.Minute); line != "RUNNING" {
+				t.Fatalf("helper: %s\n%s", line, child.output())
+			}
+			time.Sleep(time.Duration(50+k*60) * time.Millisecond) // real work in flight is the point
+			if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = child.cmd.Wait()
+		}
+		got, err := st.Sessions().Load(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(got.Messages)
+		if n == 0 || n%3 != 0 {
+			t.Fatalf("%d messages stored: a 3-message append was split by the kill", n)
+		}
+		for i, m := range got.Messages {
+			if m.Seq != int64(i+1) {
+				t.Fatalf("message %d has seq %d", i, m.Seq)
+			}
+		}
+		if got.MessageCount != int64(n) || got.LastSeq != int64(n) || got.CurrentLeafID == nil || *got.CurrentLeafID != got.Messages[n-1].ID {
+			t.Fatalf("session row out of step with its messages: count %d, last seq %d, leaf %v; %d messages", got.MessageCount, got.LastSeq, got.CurrentLeafID, n)
+		}
+		var pending []int64
+		if err := st.DB(ctx).Table(st.Table(models.TableWorkerQueue)).Pluck("activity_id", &pending).Error; err != nil {
+			t.Fatal(err)
+		}
+		var completions []string
+		if err := st.DB(ctx).Table(st.Table(models.TableOrchestratorQueue)).Pluck("work_item", &completions).Error; err != nil {
+			t.Fatal(err)
+		}
+		where := map[uint64]string{}
+		for _, id := range pending {
+			where[uint64(id)] += "W"
+		}
+		for _, raw := range completions {
+			w, err := repo.UnmarshalWorkItem([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, ok := w.(*repo.ActivityCompleted)
+			if !ok {
+				t.Fatalf("unexpected orchestrator message %s", raw)
+			}
+			where[c.ID] += "C"
+		}
+		for i := uint64(1); i <= work; i++ {
+			if where[i] != "W" && where[i] != "C" {
+				t.Errorf("activity %d: %q (want exactly one of W = still queued, C = completed)", i, where[i])
+			}
+		}
+		relLogf(t, "kill mid-write: %d SIGKILLs during appends and work acks: %d messages in whole batches, seq gap-free, session counters consistent; activities %d completed + %d still queued = %d, torn 0",
+			kills, n, len(completions), len(pending), work)
+	})
 }
