@@ -532,7 +532,7 @@ func TestReliabilitySQLiteMultiProcess(t *testing.T) {
 // neither.
 func TestReliabilityKillMidWrite(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
-		const kills, work = 5, 400
+		const kills, work = 5, 1500
 		ctx := context.Background()
 		st := h.New(t)
 		sess := repo.NewSession()
