@@ -15,7 +15,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -65,7 +65,7 @@ func fullSizes() sizes {
 
 func quickSizes() sizes {
 	return sizes{appendSmall: 10, appendLarge: 10000, appendOps: 40, seedOps: 1, loadMessages: 10000, loadOps: 3,
-		queueItems: 1500, queueWorkers: 8, orchestrations: 150, parallelSessions: 8, parallelAppends: 40, wakeupSamples: 30}
+		queueItems: 1000, queueWorkers: 8, orchestrations: 100, parallelSessions: 8, parallelAppends: 40, wakeupSamples: 30}
 }
 
 // bench holds the configuration and the collected results of a run.
@@ -75,6 +75,7 @@ type bench struct {
 	dir      string // SQLite files
 	sz       sizes
 	quick    bool
+	rounds   int
 	only     map[string]bool
 	dialects []string
 	results  []Result
@@ -96,7 +97,21 @@ func run() error {
 	mysqlDSN := flag.String("mysql", "root@tcp(127.0.0.1:3306)/", "MariaDB/MySQL server for go-workflows' mysql backend (go-sql-driver DSN, no database)")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of append,load,queue,orchestration,append_parallel,wakeup (default: all)")
 	dialects := flag.String("dialects", "sqlite,postgres", "comma-separated subset of sqlite,postgres")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	queueItems := flag.Int("queue-items", 0, "override the queue scenario's item count")
+	rounds := flag.Int("rounds", 0, "repetitions of each queue/orchestration comparison, median reported (default 3, 1 with -quick)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	b := &bench{pgDSN: *pg, mysqlDSN: *mysqlDSN, sz: fullSizes(), quick: *quick, log: os.Stderr}
 	if b.pgDSN == "" {
@@ -107,6 +122,17 @@ func run() error {
 	}
 	if *quick {
 		b.sz = quickSizes()
+	}
+	if *queueItems > 0 {
+		b.sz.queueItems = *queueItems
+	}
+	switch {
+	case *rounds > 0:
+		b.rounds = *rounds
+	case *quick:
+		b.rounds = 1
+	default:
+		b.rounds = 3
 	}
 	if *scenarios != "" {
 		b.only = map[string]bool{}
@@ -333,16 +359,22 @@ func targetFor(subject string, v float64) (string, string) {
 	return t, "**no**"
 }
 
-// errString shortens an error for the report.
-func errString(err error) string {
-	if err == nil {
-		return ""
+// medianOf runs measure b.rounds times and returns the median of the
+// successful values (an error only if every round failed).
+func (b *bench) medianOf(measure func() (float64, error)) (float64, error) {
+	var vals []float64
+	var lastErr error
+	for range b.rounds {
+		v, err := measure()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		vals = append(vals, v)
 	}
-	var s strings.Builder
-	s.WriteString(err.Error())
-	for u := errors.Unwrap(err); u != nil && s.Len() < 400; u = errors.Unwrap(u) {
-		_ = u
-		break
+	if len(vals) == 0 {
+		return 0, lastErr
 	}
-	return s.String()
+	slices.Sort(vals)
+	return vals[len(vals)/2], nil
 }
