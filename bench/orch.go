@@ -38,7 +38,7 @@ import (
 func (b *bench) benchOrchestration(ctx context.Context, d string) {
 	const sc = "orchestration"
 	n := b.sz.orchestrations
-	as, err := b.agentstoreOrch(ctx, d)
+	as, err := b.medianOf(func() (float64, error) { return b.agentstoreOrch(ctx, d) })
 	if err != nil {
 		b.skipf(sc, d, "agentstore", "%v", err)
 	} else {
@@ -46,7 +46,7 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 	}
 	switch d {
 	case "sqlite":
-		gw, err := b.goWorkflows(ctx, "sqlite")
+		gw, err := b.medianOf(func() (float64, error) { return b.goWorkflows(ctx, "sqlite") })
 		if err != nil {
 			b.skipf(sc, "sqlite", "go-workflows v1.2.0 sqlite", "%v", err)
 		} else {
@@ -61,7 +61,7 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 			b.add(sc, "mysql", fmt.Sprintf("go-workflows v1.2.0 mysql+monoprocess (MariaDB), %d wf", n), gw, "wf/s")
 		}
 		b.ratio(sc, "postgres", "orchestration_vs_goworkflows_mysql", as, gw)
-		db, err := b.dbosQueue(ctx)
+		db, err := b.medianOf(func() (float64, error) { return b.dbosQueue(ctx) })
 		if err != nil {
 			b.skipf(sc, "postgres", "DBOS v1.8.0 queue", "%v", err)
 		} else {
