@@ -282,7 +282,7 @@ func (hp *helperProc) output() string {
 func TestReliabilityKillConsumerProcess(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const n = 3
-		const lease = 5 * time.Second
+		const lease = 30 * time.Second // long: the takeover uses a later clock, not real waiting
 		ctx := context.Background()
 		st := h.New(t)
 		sess := repo.NewSession()
