@@ -27,7 +27,7 @@ const relScaleEnv = "AGENTSTORE_RELIABILITY_SCALE"
 // relDefaultScale is the scale used when relScaleEnv is unset. It keeps the
 // whole CI run (-race, 2 shared cores) well under 20 minutes; see
 // RELIABILITY.md for the figures of the full-size run.
-const relDefaultScale = 0.25
+const relDefaultScale = 0.1
 
 // relScale returns the load scale factor.
 func relScale(t testing.TB) float64 {
