@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/orchloop"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )
@@ -127,6 +128,9 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 	workSent := map[uint64]bool{}     // worker enqueues that returned success
 	workAcked := map[uint64]bool{}    // worker acks that returned success
 	var produced atomic.Int64
+	// The queue load is tagged so it never mixes with the orchestrations' activities.
+	loadTag := "load"
+	loadOnly := repo.TagFilter{Mode: repo.TagTags, Tags: []string{loadTag}}
 	prodDone := make(chan struct{})
 	appended := map[string]bool{} // AppendMessages that returned success
 	appendTo := repo.NewSession()
@@ -134,6 +138,33 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Orchestrations run through the restart too (internal/orchloop, short
+	// locks so an ack lost with the server is redone quickly). A loop that
+	// stops on a permanent error is restarted and the error recorded.
+	norch := scaled(t, 400, 60)
+	fan := func(c *orchloop.Ctx, input string) (string, bool, error) {
+		done, out := true, ""
+		for i := range 3 {
+			r, ok, err := c.Activity("echo", fmt.Sprintf("%s/%d", input, i))
+			if err != nil {
+				return "", false, err
+			}
+			done, out = done && ok, out+r+";"
+		}
+		return out, done, nil
+	}
+	var engineErrs []string
+	var engines []*orchloop.Engine
+	for range 2 {
+		engines = append(engines, &orchloop.Engine{P: open().Provider(), LockTimeout: 3 * time.Second, PollTimeout: 50 * time.Millisecond,
+			Orchestrations: map[string]orchloop.Orchestration{"fan": fan},
+			Activities:     map[string]orchloop.Activity{"echo": func(_ context.Context, s string) (string, error) { return s, nil }}})
+	}
+	orchIDs := make([]string, norch)
+	for i := range orchIDs {
+		orchIDs[i] = fmt.Sprintf("r-%04d", i)
+	}
+	step := max(1, n/norch) // the producers start one orchestration every step items
 	g, gctx := errgroup.WithContext(ctx)
 	var prodWG sync.WaitGroup
 	for p := range producers {
@@ -142,6 +173,14 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		g.Go(func() error {
 			defer prodWG.Done()
 			for i := p; i < n && gctx.Err() == nil; i += producers {
+				if j := i / step; i%step == 0 && j < norch {
+					for call("start_orchestration", func(c context.Context) error {
+						return st.Provider().EnqueueForOrchestrator(c, &repo.StartOrchestration{Instance: orchIDs[j], Orchestration: "fan",
+							Input: orchIDs[j], Version: sp("1.0.0"), ExecutionID: 1}, 0)
+					}) != nil {
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
 				var it *repo.QueueItem
 				for call("enqueue", func(c context.Context) (e error) {
 					it, e = st.SessionQueue().Enqueue(c, sids[i%sessions], "job-"+strconv.Itoa(i), 0)
@@ -151,7 +190,7 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 				}
 				id := uint64(i)
 				for call("enqueue_for_worker", func(c context.Context) error {
-					return st.Provider().EnqueueForWorker(c, &repo.ActivityExecute{Instance: "r", ExecutionID: 1, ID: id, Name: "a", Input: "x"})
+					return st.Provider().EnqueueForWorker(c, &repo.ActivityExecute{Instance: "r", ExecutionID: 1, ID: id, Name: "a", Input: "x", Tag: &loadTag})
 				}) != nil {
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -164,6 +203,32 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		})
 	}
 	go func() { prodWG.Wait(); close(prodDone) }()
+
+	var stopEngines atomic.Bool
+	for _, eng := range engines {
+		for _, run := range []func(context.Context) error{eng.RunOrchestrator, eng.RunWorker} {
+			g.Go(func() error {
+				for !stopEngines.Load() && gctx.Err() == nil {
+					lctx, lcancel := context.WithCancel(gctx)
+					go func() {
+						for !stopEngines.Load() && lctx.Err() == nil {
+							time.Sleep(20 * time.Millisecond)
+						}
+						lcancel()
+					}()
+					err := run(lctx)
+					lcancel()
+					if err != nil {
+						mu.Lock()
+						engineErrs = append(engineErrs, err.Error())
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+				return nil
+			})
+		}
+	}
 	{
 		st := open()
 		g.Go(func() error {
@@ -209,7 +274,7 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 				}
 				var wl *repo.WorkItemLease
 				err = call("fetch_work_item", func(cx context.Context) (e error) {
-					wl, e = st.Provider().FetchWorkItem(cx, 2*time.Second, 0, nil, repo.TagFilter{})
+					wl, e = st.Provider().FetchWorkItem(cx, 2*time.Second, 0, nil, loadOnly)
 					return e
 				})
 				if err == nil && wl != nil {
@@ -274,7 +339,28 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
+	infos, werr := orchloop.Wait(wctx, check.ProviderAdmin(), orchIDs, 50*time.Millisecond)
+	wcancel()
 	stopConsumers.Store(true)
+	stopEngines.Store(true)
+	if werr != nil {
+		t.Fatalf("orchestrations did not finish after the restart: %v", werr)
+	}
+	orchDone, orchBad := 0, 0
+	for _, info := range infos {
+		if info.Status == repo.StatusCompleted {
+			orchDone++
+		}
+		hist, err := check.Provider().Read(ctx, info.InstanceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := checkHistory(hist); msg != "" || info.Status != repo.StatusCompleted {
+			orchBad++
+			t.Errorf("%s after the restart: %s %s", info.InstanceID, info.Status, msg)
+		}
+	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +432,15 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		t.Errorf("nothing acknowledged (%d completes, %d acks)", len(completed), len(workAcked))
 	}
 	extra := int64(len(rows)) - int64(n)
-	relLogf(t, "PostgreSQL restart (down %s at %d/%d produced): ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, pool recovered %.2fs after start; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0; duplicate enqueues (ambiguous commits) %d; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free",
+	relLogf(t, "PostgreSQL restart (down %s at %d/%d produced): ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, pool recovered %.2fs after start; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0; duplicate enqueues (ambiguous commits) %d; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free; orchestrations %d/%d completed with consistent histories (%d bad), orchestration-loop retries %d, stops %d %v",
 		downFor, n/3, n, stats.ok, stats.retryable, retryWhileDown, len(stats.permanent), stats.maxLatency.Round(time.Millisecond),
-		stats.firstOKAfterStart.Sub(stats.startedAt).Seconds(), len(enqueued), len(workSent), lostEnq+lostDone, len(completed), extra, len(workAcked), len(appended), lostMsgs)
+		stats.firstOKAfterStart.Sub(stats.startedAt).Seconds(), len(enqueued), len(workSent), lostEnq+lostDone, len(completed), extra, len(workAcked), len(appended), lostMsgs, orchDone, norch, orchBad, engineRetries(engines), len(engineErrs), engineErrs[:min(3, len(engineErrs))])
+}
+
+func engineRetries(es []*orchloop.Engine) int64 {
+	var n int64
+	for _, e := range es {
+		n += e.Stats().Retries
+	}
+	return n
 }
