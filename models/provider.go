@@ -68,7 +68,9 @@ func (HistoryEvent) TableName(n schema.Namer) string { return tableName(n, Table
 
 // OrchestratorQueueItem is one row of {prefix}orchestrator_queue.
 type OrchestratorQueueItem struct {
-	ID           int64   `gorm:"primaryKey;autoIncrement"`
+	// ID is the second column of the visible index: the fetch orders by
+	// (visible_at, id) and must stop at the first row, not sort the queue.
+	ID           int64   `gorm:"primaryKey;autoIncrement;index:,composite:visible,priority:2"`
 	InstanceID   string  `gorm:"type:text;not null;index"`
 	WorkItem     string  `gorm:"type:text;not null"`
 	VisibleAt    int64   `gorm:"not null;index:,composite:visible,priority:1"`
@@ -87,7 +89,11 @@ func (OrchestratorQueueItem) TableName(n schema.Namer) string {
 // (instance, execution, activity) are copied from the ActivityExecute work
 // item so cancellation and deletion can find the row.
 type WorkerQueueItem struct {
-	ID           int64   `gorm:"primaryKey;autoIncrement"`
+	// ID also has a partial index matching the plain claim (no session, no
+	// tag, ORDER BY id): without it PostgreSQL, lacking statistics on a
+	// freshly filled queue, bitmap-ANDs the session_id and tag indexes and
+	// sorts every queued row on each claim.
+	ID           int64   `gorm:"primaryKey;autoIncrement;index:,where:session_id IS NULL AND tag IS NULL"`
 	WorkItem     string  `gorm:"type:text;not null"`
 	VisibleAt    int64   `gorm:"not null;index"`
 	LockToken    *string `gorm:"type:text;index"`
