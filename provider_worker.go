@@ -85,16 +85,18 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 		WorkItem     string
 		AttemptCount int32
 	}
-	claim := func(db *gorm.DB) error {
-		return db.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-			` WHERE id = (`+sub+`) RETURNING id, work_item, attempt_count`, args...).Scan(&locked).Error
-	}
-	var err error
+	// One atomic statement, its own transaction. On PostgreSQL it also
+	// switches its own commit to asynchronous (set_config is_local = the
+	// statement's implicit transaction; see fetchTx for why a fetch may
+	// commit asynchronously), in the same round trip.
+	stmt := `UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
+		` WHERE id = (` + sub + `) RETURNING id, work_item, attempt_count`
 	if p.s.dialect == Postgres {
-		err = p.fetchTx(ctx, claim) // asynchronous commit, see fetchTx
-	} else {
-		err = claim(p.s.db.WithContext(ctx)) // one atomic statement
+		stmt = `WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v) ` +
+			`UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
+			` WHERE id = (` + sub + `) AND (SELECT v FROM async) IS NOT NULL RETURNING id, work_item, attempt_count`
 	}
+	err := p.s.db.WithContext(ctx).Raw(stmt, args...).Scan(&locked).Error
 	if err != nil {
 		return nil, fmt.Errorf("claim work item: %w", err)
 	}
@@ -222,7 +224,52 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		}
 		row = &models.OrchestratorQueueItem{InstanceID: completion.RoutingInstance(), WorkItem: string(data)}
 	}
-	err := p.tx(ctx, func(tx *gorm.DB) error {
+	var err error
+	if p.s.dialect == Postgres {
+		err = p.ackWorkPG(ctx, lockToken, row)
+	} else {
+		err = p.ackWorkTx(ctx, lockToken, row)
+	}
+	if err != nil {
+		return perr(op, err)
+	}
+	if row != nil {
+		p.orch.notify()
+	}
+	return nil
+}
+
+// ackWorkPG acks in one autocommit statement (one round trip): the item is
+// deleted, the completion inserted for the orchestrator and the activity
+// session touched by data-modifying CTEs that see the same snapshot, so
+// either all happen or none (the statement is its own transaction).
+func (p *gormProvider) ackWorkPG(ctx context.Context, lockToken string, row *models.OrchestratorQueueItem) error {
+	const op = "ack_work_item"
+	now := p.s.nowMS()
+	sql := `WITH d AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE lock_token = ? AND locked_until > ? RETURNING session_id),` +
+		` t AS (UPDATE ` + p.q(models.TableActivitySessions) + ` s SET last_activity_at = ? FROM d` +
+		` WHERE s.session_id = d.session_id AND s.locked_until > ?)`
+	args := []any{lockToken, now, now, now}
+	if row != nil {
+		sql += `, i AS (INSERT INTO ` + p.q(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
+			` SELECT ?, ?, ?, ?, 0 FROM d)`
+		args = append(args, row.InstanceID, row.WorkItem, now, now)
+	}
+	sql += ` SELECT COUNT(*) FROM d`
+	var n int64
+	if err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&n).Error; err != nil {
+		return fmt.Errorf("ack work item: %w", err)
+	}
+	if n == 0 {
+		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
+	}
+	return nil
+}
+
+// ackWorkTx acks in one transaction (SQLite: no data-modifying CTEs).
+func (p *gormProvider) ackWorkTx(ctx context.Context, lockToken string, row *models.OrchestratorQueueItem) error {
+	const op = "ack_work_item"
+	return p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var gone []struct{ SessionID *string }
 		if err := tx.Raw(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE lock_token = ? AND locked_until > ? RETURNING session_id`,
@@ -246,13 +293,6 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		}
 		return nil
 	})
-	if err != nil {
-		return perr(op, err)
-	}
-	if row != nil {
-		p.orch.notify()
-	}
-	return nil
 }
 
 // RenewWorkItemLock implements repo.Provider.
