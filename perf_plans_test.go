@@ -1,0 +1,150 @@
+package agentstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// TestPerfClaimPlansUseIndexes fills the three queues with 100,000 rows each
+// (no ANALYZE: a queue filled by a burst has no statistics yet) and checks
+// that the claim queries' plans read an index in claim order: no sequential
+// scan, no sort of the queue. The SQL mirrors the claims in
+// sessions_queue.go and provider*.go; see BENCHMARKS.md for the plans that
+// made the worker and orchestrator queues O(n) per claim before their
+// indexes were fixed.
+func TestPerfClaimPlansUseIndexes(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		const n = 100000
+		st := h.New(t)
+		ctx := context.Background()
+		db := st.DB(ctx)
+		pg := st.Dialect() == agentstore.Postgres
+		q := func(base string) string { return quote(st, base) }
+		sess := repo.NewSession()
+		if err := st.Sessions().Save(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+		sid := sess.ID.String()
+		now := "1700000000000"
+		var series string
+		if pg {
+			series = "generate_series(1, 100000) AS g(i)"
+		} else {
+			series = "(WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 100000) SELECT i FROM s) AS g"
+		}
+		uuidExpr := "gen_random_uuid()"
+		if !pg {
+			uuidExpr = "lower(hex(randomblob(16)))"
+		}
+		fill := []string{
+			"INSERT INTO " + q(models.TableQueue) + " (id, session_id, operation, content, priority, status, attempts, created_at)" +
+				" SELECT " + uuidExpr + ", '" + sid + "', 'enqueue', 'x', g.i % 4, 'pending', 0, CURRENT_TIMESTAMP FROM " + series,
+			"INSERT INTO " + q(models.TableWorkerQueue) + " (work_item, visible_at, created_at, attempt_count) SELECT '{}', g.i, g.i, 0 FROM " + series,
+			"INSERT INTO " + q(models.TableOrchestratorQueue) + " (instance_id, work_item, visible_at, created_at, attempt_count)" +
+				" SELECT 'i' || g.i, '{}', g.i, g.i, 0 FROM " + series,
+		}
+		for _, stmt := range fill {
+			if err := db.Exec(stmt).Error; err != nil {
+				t.Fatalf("fill: %v\n%s", err, stmt)
+			}
+		}
+		var count int64
+		if err := db.Raw("SELECT COUNT(*) FROM " + q(models.TableWorkerQueue)).Scan(&count).Error; err != nil || count != n {
+			t.Fatalf("worker queue holds %d rows (%v), want %d", count, err, n)
+		}
+		lock := ""
+		if pg {
+			lock = " FOR UPDATE SKIP LOCKED"
+		}
+		claims := map[string]string{
+			"session queue dequeue": "SELECT seq, priority FROM " + q(models.TableQueue) + " WHERE session_id = '" + sid +
+				"' AND status = 'pending' ORDER BY priority DESC, seq LIMIT 1" + lock,
+			"worker queue plain claim": "SELECT q.id FROM " + q(models.TableWorkerQueue) + " q WHERE +q.visible_at <= " + now +
+				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.id LIMIT 1" +
+				strings.Replace(lock, "UPDATE", "UPDATE OF q", 1),
+			"orchestrator queue candidate": "SELECT q.instance_id FROM " + q(models.TableOrchestratorQueue) + " q WHERE q.visible_at <= " + now +
+				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND NOT EXISTS (SELECT 1 FROM " + q(models.TableInstanceLocks) +
+				" il WHERE il.instance_id = q.instance_id AND il.locked_until > " + now + ") ORDER BY q.visible_at, q.id LIMIT 1",
+		}
+		tables := map[string]string{"session queue dequeue": models.TableQueue, "worker queue plain claim": models.TableWorkerQueue,
+			"orchestrator queue candidate": models.TableOrchestratorQueue}
+		// Both without statistics (a fresh burst) and after ANALYZE.
+		for _, phase := range []string{"no statistics", "analysed"} {
+			if phase == "analysed" {
+				if err := db.Exec("ANALYZE").Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, sql := range claims {
+				plan := explain(t, st, sql)
+				bad := []string{"Seq Scan on " + st.TablePrefix() + tables[name], "Sort"}
+				if !pg {
+					bad = []string{"USE TEMP B-TREE"}
+				}
+				for _, b := range bad {
+					if strings.Contains(plan, b) {
+						t.Errorf("%s (%s): plan has %q, want an index read in claim order:\n%s", name, phase, b, plan)
+					}
+				}
+				// PostgreSQL must read an index; SQLite may also walk the
+				// table in rowid (= id, the claim order) order.
+				if pg && !strings.Contains(plan, "Index") {
+					t.Errorf("%s (%s): plan uses no index:\n%s", name, phase, plan)
+				}
+			}
+		}
+	})
+}
+
+// quote returns the quoted, schema-qualified table name for raw SQL.
+func quote(st *agentstore.Store, base string) string {
+	parts := strings.Split(st.Table(base), ".")
+	for i, p := range parts {
+		parts[i] = `"` + p + `"`
+	}
+	return strings.Join(parts, ".")
+}
+
+// explain returns the plan of sql, one line per plan node.
+func explain(t *testing.T, st *agentstore.Store, sql string) string {
+	t.Helper()
+	prefix := "EXPLAIN "
+	if st.Dialect() == agentstore.SQLite {
+		prefix = "EXPLAIN QUERY PLAN "
+	}
+	rows, err := st.SQLDB().QueryContext(context.Background(), prefix+sql)
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, sql)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var b strings.Builder
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			switch v := v.(type) {
+			case string:
+				b.WriteString(v + " ")
+			case []byte:
+				b.WriteString(string(v) + " ")
+			}
+		}
+		b.WriteString("\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
