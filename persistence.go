@@ -89,12 +89,13 @@ func HighThroughputPool() PoolConfig {
 }
 
 type config struct {
-	prefix     string
-	schema     string
-	pool       PoolConfig
-	logger     logger.Interface
-	clock      func() time.Time
-	sqliteSync string
+	prefix       string
+	schema       string
+	pool         PoolConfig
+	logger       logger.Interface
+	clock        func() time.Time
+	sqliteSync   string
+	pollInterval time.Duration
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -198,6 +199,22 @@ func WithSQLiteSynchronous(mode string) Option {
 	})
 }
 
+// WithPollInterval sets how often a long-polling fetch re-checks the
+// database when no wake-up arrives (default 20 ms). Enqueues through the
+// same Store, and on PostgreSQL through any Store or process (LISTEN/NOTIFY),
+// wake waiting fetchers at once; the interval bounds how late a delayed
+// item (timer, abandon delay) or, on SQLite, another process's enqueue is
+// seen. An idle waiting fetcher runs one query per interval.
+func WithPollInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < time.Millisecond || d > time.Minute {
+			return configf("poll interval %v must be between 1ms and 1m", d)
+		}
+		c.pollInterval = d
+		return nil
+	})
+}
+
 func clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "..."
@@ -206,7 +223,8 @@ func clip(s string) string {
 }
 
 func buildConfig(opts []Option) (*config, error) {
-	c := &config{prefix: DefaultTablePrefix, pool: DefaultPool(), logger: logger.Discard, clock: time.Now, sqliteSync: "NORMAL"}
+	c := &config{prefix: DefaultTablePrefix, pool: DefaultPool(), logger: logger.Discard, clock: time.Now, sqliteSync: "NORMAL",
+		pollInterval: defaultPollInterval}
 	for _, o := range opts {
 		if o == nil {
 			return nil, configf("nil option")
@@ -227,6 +245,10 @@ type Store struct {
 	cfg     *config
 	namer   *models.Namer
 	owns    bool
+	// bg lives until Close; background goroutines (PostgreSQL wake-up
+	// listener and publisher) stop when it is cancelled.
+	bg       context.Context
+	bgCancel context.CancelFunc
 	// provider state (see provider.go), created on first use
 	provOnce sync.Once
 	prov     *gormProvider
@@ -475,12 +497,18 @@ func newStore(dial gorm.Dialector, sqlDB *sql.DB, dialect Dialect, cfg *config) 
 	if err != nil {
 		return nil, fmt.Errorf("initialise gorm: %w", err)
 	}
-	return &Store{db: gdb, sqlDB: sqlDB, dialect: dialect, cfg: cfg, namer: namer}, nil
+	bg, cancel := context.WithCancel(context.Background())
+	return &Store{db: gdb, sqlDB: sqlDB, dialect: dialect, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel}, nil
 }
 
-// Close closes the connection pool if the store opened it (Open); a store
-// made by New leaves the caller's pool open.
+// Close stops the store's background goroutines and closes the
+// connection pool if the store opened it (Open); a store made by New
+// leaves the caller's pool open.
 func (s *Store) Close() error {
+	s.bgCancel()
+	if s.prov != nil && s.prov.notifier != nil {
+		s.prov.notifier.wait()
+	}
 	if !s.owns {
 		return nil
 	}

@@ -39,9 +39,18 @@ var (
 	ErrDuplicateEvent = repo.ErrDuplicateEvent
 )
 
-// pollInterval is how often a long-polling fetch re-checks the database
-// when no in-process signal arrives (other processes, delayed messages).
-const pollInterval = 20 * time.Millisecond
+// defaultPollInterval is how often a long-polling fetch re-checks the
+// database when no wake-up arrives (delayed messages becoming visible,
+// and on SQLite other processes). See WithPollInterval.
+const defaultPollInterval = 20 * time.Millisecond
+
+// listenIfPossible starts the cross-process subscriber before a fetch
+// waits (PostgreSQL only).
+func (p *gormProvider) listenIfPossible(pollTimeout time.Duration) {
+	if p.notifier != nil && pollTimeout > 0 {
+		p.notifier.listen()
+	}
+}
 
 // Internal retries of retryable failures in fetch and ack (as duroxide-pg).
 const (
@@ -54,6 +63,9 @@ const (
 type signal struct {
 	mu sync.Mutex
 	ch chan struct{}
+	// publish, when set (PostgreSQL), also tells other Stores and
+	// processes; it is not called for wake-ups that came from them.
+	publish func()
 }
 
 func newSignal() *signal { return &signal{ch: make(chan struct{})} }
@@ -64,7 +76,16 @@ func (s *signal) wait() <-chan struct{} {
 	return s.ch
 }
 
+// notify wakes this Store's waiting fetchers and publishes the wake-up.
 func (s *signal) notify() {
+	s.wake()
+	if s.publish != nil {
+		s.publish()
+	}
+}
+
+// wake wakes this Store's waiting fetchers only.
+func (s *signal) wake() {
 	s.mu.Lock()
 	close(s.ch)
 	s.ch = make(chan struct{})
@@ -76,6 +97,9 @@ type gormProvider struct {
 	s    *Store
 	orch *signal // orchestrator queue got messages
 	work *signal // worker queue got items
+	// notifier carries wake-ups across Stores and processes (PostgreSQL
+	// LISTEN/NOTIFY); nil on SQLite.
+	notifier *pgNotifier
 }
 
 var (
@@ -84,7 +108,22 @@ var (
 )
 
 func (s *Store) provider() *gormProvider {
-	s.provOnce.Do(func() { s.prov = &gormProvider{s: s, orch: newSignal(), work: newSignal()} })
+	s.provOnce.Do(func() {
+		p := &gormProvider{s: s, orch: newSignal(), work: newSignal()}
+		if s.dialect == Postgres {
+			p.notifier = newPGNotifier(s, func(payload string) {
+				switch payload {
+				case notifyOrch:
+					p.orch.wake()
+				case notifyWork:
+					p.work.wake()
+				}
+			})
+			p.orch.publish = func() { p.notifier.publish(notifyOrch) }
+			p.work.publish = func() { p.notifier.publish(notifyWork) }
+		}
+		s.prov = p
+	})
 	return s.prov
 }
 
@@ -170,8 +209,8 @@ func withRetry(ctx context.Context, fn func() error) error {
 }
 
 // longPoll calls try until it yields something, fails, or pollTimeout
-// passes; between tries it waits for sig or pollInterval.
-func longPoll[T any](ctx context.Context, sig *signal, pollTimeout time.Duration, try func() (*T, error)) (*T, error) {
+// passes; between tries it waits for sig or the fallback interval.
+func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback time.Duration, try func() (*T, error)) (*T, error) {
 	deadline := time.Now().Add(pollTimeout)
 	for {
 		ch := sig.wait()
@@ -183,7 +222,7 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout time.Duration
 		if remaining <= 0 {
 			return nil, nil
 		}
-		t := time.NewTimer(min(remaining, pollInterval))
+		t := time.NewTimer(min(remaining, fallback))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -383,7 +422,8 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, nil // supports nothing
 	}
-	item, err := longPoll(ctx, p.orch, pollTimeout, func() (*repo.OrchestrationItem, error) {
+	p.listenIfPossible(pollTimeout)
+	item, err := longPoll(ctx, p.orch, pollTimeout, p.s.cfg.pollInterval, func() (*repo.OrchestrationItem, error) {
 		var it *repo.OrchestrationItem
 		err := withRetry(ctx, func() error {
 			var e error

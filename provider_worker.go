@@ -55,7 +55,8 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	if tags.Mode == repo.TagNone {
 		return nil, nil
 	}
-	lease, err := longPoll(ctx, p.work, pollTimeout, func() (*repo.WorkItemLease, error) {
+	p.listenIfPossible(pollTimeout)
+	lease, err := longPoll(ctx, p.work, pollTimeout, p.s.cfg.pollInterval, func() (*repo.WorkItemLease, error) {
 		var l *repo.WorkItemLease
 		err := withRetry(ctx, func() error {
 			var e error

@@ -1,0 +1,183 @@
+package agentstore
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Cross-process wake-up on PostgreSQL. A Store publishes "work arrived"
+// with NOTIFY on a channel derived from its schema and prefix, and a
+// long-polling fetch LISTENs on it, so a fetcher in another process (or on
+// another Store) returns within milliseconds of an enqueue instead of at
+// its next fallback re-check. Publishing is off the hot path: notify only
+// flags the kind and nudges one background goroutine, which sends a single
+// NOTIFY (asynchronous commit, no fsync wait) for everything flagged since
+// its last send, so a burst of enqueues costs one NOTIFY. Errors are
+// ignored: the fallback re-check still finds the work.
+
+// Payloads of the wake-up channel.
+const (
+	notifyOrch = "o"
+	notifyWork = "w"
+)
+
+// pgNotifier is a Store's NOTIFY publisher and LISTEN subscriber.
+type pgNotifier struct {
+	s       *Store
+	channel string
+
+	mu      sync.Mutex
+	pending map[string]bool
+	kick    chan struct{}
+
+	// started flags and closed are guarded by mu, so no goroutine is
+	// added to wg once wait has begun.
+	pubStarted    bool
+	listenStarted bool
+	closed        bool
+	wg            sync.WaitGroup
+	// onNotify is called with the payload of every notification received.
+	onNotify func(payload string)
+}
+
+// notifyChannel names the channel of a schema and prefix (an identifier
+// well under PostgreSQL's 63 bytes).
+func notifyChannel(schema, prefix string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(schema + "." + prefix))
+	return fmt.Sprintf("agentstore_wake_%016x", h.Sum64())
+}
+
+func newPGNotifier(s *Store, onNotify func(string)) *pgNotifier {
+	return &pgNotifier{s: s, channel: notifyChannel(s.cfg.schema, s.cfg.prefix),
+		pending: map[string]bool{}, kick: make(chan struct{}, 1), onNotify: onNotify}
+}
+
+// publish flags kind for the next NOTIFY and wakes the publisher.
+func (n *pgNotifier) publish(kind string) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	if !n.pubStarted {
+		n.pubStarted = true
+		n.wg.Add(1)
+		go n.publisher()
+	}
+	n.pending[kind] = true
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *pgNotifier) publisher() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.s.bg.Done():
+			return
+		case <-n.kick:
+		}
+		n.mu.Lock()
+		kinds := make([]string, 0, len(n.pending))
+		for k := range n.pending {
+			kinds = append(kinds, k)
+		}
+		clear(n.pending)
+		n.mu.Unlock()
+		for _, k := range kinds {
+			ctx, cancel := context.WithTimeout(n.s.bg, 5*time.Second)
+			_, _ = n.s.sqlDB.ExecContext(ctx,
+				`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, n.channel, k)
+			cancel()
+		}
+	}
+}
+
+// listen starts the subscriber once; it holds one pooled connection for
+// the Store's lifetime and reconnects after failures.
+func (n *pgNotifier) listen() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.listenStarted {
+		return
+	}
+	n.listenStarted = true
+	n.wg.Add(1)
+	go n.listener()
+}
+
+func (n *pgNotifier) listener() {
+	defer n.wg.Done()
+	for n.s.bg.Err() == nil {
+		err := n.listenOnceConn()
+		if n.s.bg.Err() != nil {
+			return
+		}
+		_ = err // the fallback re-check covers the gap; retry after a pause
+		select {
+		case <-n.s.bg.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+var errNotPgx = errors.New("agentstore: listener connection is not a pgx connection")
+
+func (n *pgNotifier) listenOnceConn() error {
+	conn, err := n.s.sqlDB.Conn(n.s.bg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errNotPgx
+		}
+		pc := sc.Conn()
+		if _, err := pc.Exec(n.s.bg, `LISTEN "`+n.channel+`"`); err != nil {
+			return err
+		}
+		// Work may have arrived while we were not listening.
+		n.onNotify(notifyOrch)
+		n.onNotify(notifyWork)
+		for {
+			note, err := pc.WaitForNotification(n.s.bg)
+			if err != nil {
+				if n.s.bg.Err() != nil {
+					// Leave the connection clean for the pool.
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					_, uerr := pc.Exec(ctx, `UNLISTEN *`)
+					cancel()
+					if uerr != nil {
+						return driver.ErrBadConn
+					}
+					return nil
+				}
+				return driver.ErrBadConn // discard the connection; reconnect
+			}
+			n.onNotify(note.Payload)
+		}
+	})
+}
+
+// wait blocks until the publisher and listener goroutines have stopped.
+// The Store's background context must already be cancelled.
+func (n *pgNotifier) wait() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.wg.Wait()
+}
