@@ -107,6 +107,12 @@ func (n *pgNotifier) publisher() {
 // listen starts the subscriber once; it holds one pooled connection for
 // the Store's lifetime and reconnects after failures.
 func (n *pgNotifier) listen() {
+	// The listener holds one pooled connection for good: with a pool of
+	// fewer than three connections it could starve the queries, so such a
+	// store relies on the fallback re-check alone.
+	if m := n.s.sqlDB.Stats().MaxOpenConnections; m > 0 && m < 3 {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed || n.listenStarted {

@@ -95,3 +95,42 @@ func TestOpen_RejectsBadPollInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderWakeSmallPoolNoListener: a PostgreSQL store with a pool of 1
+// connection does not pin it for the listener; fetches still work and a
+// waiting fetch is served by the fallback re-check.
+func TestProviderWakeSmallPoolNoListener(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		st := h.New(t, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 1, MinIdleConns: 1}),
+			agentstore.WithPollInterval(30*time.Millisecond))
+		other := h.Open(t)
+		done := make(chan error, 1)
+		go func() {
+			l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 10*time.Second, nil, repo.TagFilter{})
+			if err == nil && l == nil {
+				err = errors.New("no item before the poll timeout")
+			}
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // real waiting: the fetcher must be idle
+		if err := other.Provider().EnqueueForWorker(ctx, activity("small-pool", 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("fetch on a 1-connection pool did not return")
+		}
+		// The connection stays usable for other calls.
+		for i := 0; i < 5; i++ {
+			if _, err := st.ProviderAdmin().GetQueueDepths(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
