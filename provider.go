@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
@@ -987,15 +988,8 @@ func (p *gormProvider) AppendWithExecution(ctx context.Context, instance string,
 	if len(rows) == 0 {
 		return nil
 	}
-	err := p.tx(ctx, func(tx *gorm.DB) error {
-		for _, r := range rows {
-			if err := tx.Exec(`INSERT INTO `+p.q(models.TableHistory)+` (instance_id, execution_id, event_id, event_type, event_data, created_at)`+
-				` VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (instance_id, execution_id, event_id) DO NOTHING`,
-				r.InstanceID, r.ExecutionID, r.EventID, r.EventType, r.EventData, r.CreatedAt).Error; err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	// One batched INSERT ... ON CONFLICT DO NOTHING (duplicates ignored),
+	// not a statement per event.
+	err := p.s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
 	return perr(op, err)
 }
