@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -413,7 +414,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			sqlDB.SetConnMaxLifetime(0)
 			sqlDB.SetConnMaxIdleTime(0)
 		}
-		dial = sqlite.New(sqlite.Config{Conn: sqlDB})
+		dial = sqlite.New(sqlite.Config{Conn: liteConnPool{sqlDB}})
 	}
 	if dialect == Postgres || target != ":memory:" {
 		applyPool(sqlDB, cfg.pool)
@@ -431,9 +432,14 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	return st, nil
 }
 
+// sqliteStmtCache is the number of compiled statements each SQLite
+// connection keeps (see sqlite_pool.go).
+const sqliteStmtCache = 128
+
 // sqliteDSN builds the mattn/go-sqlite3 DSN for path with the pragmas agentstore needs.
 func sqliteDSN(path string, cfg *config) string {
-	params := "_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.sqliteSync
+	params := "_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.sqliteSync +
+		"&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
 	if path == ":memory:" {
 		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
 	}
@@ -476,7 +482,7 @@ func New(db *gorm.DB, opts ...Option) (*Store, error) {
 			return nil, configf("WithSchema is PostgreSQL only; SQLite has no schemas")
 		}
 		dialect = SQLite
-		dial = sqlite.New(sqlite.Config{Conn: sqlDB})
+		dial = sqlite.New(sqlite.Config{Conn: liteConnPool{sqlDB}})
 	default:
 		return nil, configf("unsupported gorm dialect %q (want postgres or sqlite)", db.Dialector.Name())
 	}
