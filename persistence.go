@@ -17,6 +17,7 @@ package agentstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -242,6 +243,7 @@ func buildConfig(opts []Option) (*config, error) {
 type Store struct {
 	db      *gorm.DB
 	sqlDB   *sql.DB
+	writeDB *sql.DB // SQLite files opened by Open: the one-connection write pool (see liteConnPool)
 	dialect Dialect
 	cfg     *config
 	namer   *models.Namer
@@ -386,7 +388,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	var sqlDB *sql.DB
+	var sqlDB, writeDB *sql.DB
 	var dial gorm.Dialector
 	switch dialect {
 	case Postgres:
@@ -408,26 +410,51 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w", target, err)
 		}
-		if memory {
-			sqlDB.SetMaxOpenConns(1)
-			sqlDB.SetMaxIdleConns(1)
-			sqlDB.SetConnMaxLifetime(0)
-			sqlDB.SetConnMaxIdleTime(0)
+		writeDB = sqlDB
+		if !memory {
+			// the write pool: one connection, kept open (see liteConnPool)
+			if writeDB, err = sql.Open("sqlite3", sqliteDSN(target, cfg)); err != nil {
+				_ = sqlDB.Close()
+				return nil, fmt.Errorf("open sqlite %s: %w", target, err)
+			}
 		}
-		dial = sqlite.New(sqlite.Config{Conn: liteConnPool{sqlDB}})
+		for _, d := range []*sql.DB{sqlDB, writeDB} {
+			if memory || d == writeDB {
+				d.SetMaxOpenConns(1)
+				d.SetMaxIdleConns(1)
+				d.SetConnMaxLifetime(0)
+				d.SetConnMaxIdleTime(0)
+			}
+		}
+		dial = sqlite.New(sqlite.Config{Conn: &liteConnPool{read: sqlDB, write: writeDB}})
 	}
 	if dialect == Postgres || target != ":memory:" {
 		applyPool(sqlDB, cfg.pool)
 	}
+	closeAll := func() {
+		_ = sqlDB.Close()
+		if writeDB != nil && writeDB != sqlDB {
+			_ = writeDB.Close()
+		}
+	}
 	st, err := newStore(dial, sqlDB, dialect, cfg)
 	if err != nil {
-		_ = sqlDB.Close()
+		closeAll()
 		return nil, scrub(err, dsn)
 	}
 	st.owns = true
+	if writeDB != sqlDB {
+		st.writeDB = writeDB
+	}
 	if err := sqlDB.PingContext(ctx); err != nil {
-		_ = sqlDB.Close()
+		closeAll()
 		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
+	}
+	if writeDB != nil && writeDB != sqlDB {
+		if err := writeDB.PingContext(ctx); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
+		}
 	}
 	return st, nil
 }
@@ -482,7 +509,7 @@ func New(db *gorm.DB, opts ...Option) (*Store, error) {
 			return nil, configf("WithSchema is PostgreSQL only; SQLite has no schemas")
 		}
 		dialect = SQLite
-		dial = sqlite.New(sqlite.Config{Conn: liteConnPool{sqlDB}})
+		dial = sqlite.New(sqlite.Config{Conn: &liteConnPool{read: sqlDB, write: sqlDB}})
 	default:
 		return nil, configf("unsupported gorm dialect %q (want postgres or sqlite)", db.Dialector.Name())
 	}
@@ -518,7 +545,11 @@ func (s *Store) Close() error {
 	if !s.owns {
 		return nil
 	}
-	return s.sqlDB.Close()
+	err := s.sqlDB.Close()
+	if s.writeDB != nil {
+		err = errors.Join(err, s.writeDB.Close())
+	}
+	return err
 }
 
 // DB returns the store's GORM handle bound to ctx, for queries the

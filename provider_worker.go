@@ -271,9 +271,23 @@ func (p *gormProvider) ackWorkPG(ctx context.Context, lockToken string, row *mod
 	return nil
 }
 
-// ackWorkTx acks in one transaction (SQLite: no data-modifying CTEs).
+// ackWorkTx acks on SQLite, which has no data-modifying CTEs. An ack with
+// no completion of an item outside any activity session is one autocommit
+// DELETE (the common case); everything else (a completion to enqueue, a
+// session to touch, or a token that matched nothing) runs in one
+// transaction.
 func (p *gormProvider) ackWorkTx(ctx context.Context, lockToken string, row *models.OrchestratorQueueItem) error {
 	const op = "ack_work_item"
+	if row == nil {
+		res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableWorkerQueue)+
+			` WHERE lock_token = ? AND locked_until > ? AND session_id IS NULL`, lockToken, p.s.nowMS())
+		if res.Error != nil {
+			return fmt.Errorf("delete work item: %w", res.Error)
+		}
+		if res.RowsAffected == 1 {
+			return nil
+		}
+	}
 	return p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var gone []struct{ SessionID *string }

@@ -87,8 +87,8 @@ func TestLiteSQLSemantics(t *testing.T) {
 func TestLiteStoreTransactionsRewritten(t *testing.T) {
 	ctx := context.Background()
 	st := openLite(t)
-	if _, ok := st.db.Statement.ConnPool.(liteConnPool); !ok {
-		t.Fatalf("SQLite store pool is %T, want liteConnPool", st.db.Statement.ConnPool)
+	if _, ok := st.db.Statement.ConnPool.(*liteConnPool); !ok {
+		t.Fatalf("SQLite store pool is %T, want *liteConnPool", st.db.Statement.ConnPool)
 	}
 	if d, err := st.DB(ctx).DB(); err != nil || d != st.SQLDB() {
 		t.Fatalf("DB() = %v, %v", d, err)

@@ -74,7 +74,7 @@ type OrchestratorQueueItem struct {
 	InstanceID   string  `gorm:"type:text;not null;index"`
 	WorkItem     string  `gorm:"type:text;not null"`
 	VisibleAt    int64   `gorm:"not null;index:,composite:visible,priority:1"`
-	LockToken    *string `gorm:"type:text;index"`
+	LockToken    *string `gorm:"type:text;index:,where:lock_token IS NOT NULL"`
 	LockedUntil  *int64
 	CreatedAt    int64 `gorm:"not null;autoCreateTime:false"`
 	AttemptCount int32 `gorm:"not null;default:0"`
@@ -93,18 +93,23 @@ type WorkerQueueItem struct {
 	// tag, ORDER BY id): without it PostgreSQL, lacking statistics on a
 	// freshly filled queue, bitmap-ANDs the session_id and tag indexes and
 	// sorts every queued row on each claim.
+	// The lock_token, session_id and tag indexes are partial (IS NOT NULL):
+	// most rows have no session or tag and an unclaimed row no token, so
+	// those rows cost no index entries on enqueue, claim or ack; every
+	// query on these columns compares them with a value (= or IN), which
+	// implies IS NOT NULL, so both planners use the partial indexes.
 	ID           int64   `gorm:"primaryKey;autoIncrement;index:,where:session_id IS NULL AND tag IS NULL"`
 	WorkItem     string  `gorm:"type:text;not null"`
 	VisibleAt    int64   `gorm:"not null;index"`
-	LockToken    *string `gorm:"type:text;index"`
+	LockToken    *string `gorm:"type:text;index:,where:lock_token IS NOT NULL"`
 	LockedUntil  *int64
 	CreatedAt    int64   `gorm:"not null;autoCreateTime:false"`
 	AttemptCount int32   `gorm:"not null;default:0"`
 	InstanceID   *string `gorm:"type:text;index:,composite:activity,priority:1"`
 	ExecutionID  *int64  `gorm:"index:,composite:activity,priority:2"`
 	ActivityID   *int64  `gorm:"index:,composite:activity,priority:3"`
-	SessionID    *string `gorm:"type:text;index"`
-	Tag          *string `gorm:"type:text;index"`
+	SessionID    *string `gorm:"type:text;index:,where:session_id IS NOT NULL"`
+	Tag          *string `gorm:"type:text;index:,where:tag IS NOT NULL"`
 }
 
 // TableName returns the prefixed table name.

@@ -30,14 +30,14 @@ CREATE TABLE "agentstore_executions" ("instance_id" text NOT NULL,"execution_id"
 CREATE TABLE "agentstore_history" ("instance_id" text NOT NULL,"execution_id" bigint NOT NULL,"event_id" bigint NOT NULL,"event_type" text NOT NULL,"event_data" text NOT NULL,"created_at" bigint NOT NULL,PRIMARY KEY ("instance_id","execution_id","event_id"));
 CREATE TABLE "agentstore_orchestrator_queue" ("id" bigserial,"instance_id" text NOT NULL,"work_item" text NOT NULL,"visible_at" bigint NOT NULL,"lock_token" text,"locked_until" bigint,"created_at" bigint NOT NULL,"attempt_count" integer NOT NULL DEFAULT 0,PRIMARY KEY ("id"));
 CREATE INDEX IF NOT EXISTS "idx_agentstore_orchestrator_queue_instance_id" ON "agentstore_orchestrator_queue" ("instance_id");
-CREATE INDEX IF NOT EXISTS "idx_agentstore_orchestrator_queue_lock_token" ON "agentstore_orchestrator_queue" ("lock_token");
+CREATE INDEX IF NOT EXISTS "idx_agentstore_orchestrator_queue_lock_token" ON "agentstore_orchestrator_queue" ("lock_token") WHERE lock_token IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "idx_agentstore_orchestrator_queue_visible" ON "agentstore_orchestrator_queue" ("visible_at","id");
 CREATE TABLE "agentstore_worker_queue" ("id" bigserial,"work_item" text NOT NULL,"visible_at" bigint NOT NULL,"lock_token" text,"locked_until" bigint,"created_at" bigint NOT NULL,"attempt_count" integer NOT NULL DEFAULT 0,"instance_id" text,"execution_id" bigint,"activity_id" bigint,"session_id" text,"tag" text,PRIMARY KEY ("id"));
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_activity" ON "agentstore_worker_queue" ("instance_id","execution_id","activity_id");
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_id" ON "agentstore_worker_queue" ("id") WHERE session_id IS NULL AND tag IS NULL;
-CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_lock_token" ON "agentstore_worker_queue" ("lock_token");
-CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_session_id" ON "agentstore_worker_queue" ("session_id");
-CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_tag" ON "agentstore_worker_queue" ("tag");
+CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_lock_token" ON "agentstore_worker_queue" ("lock_token") WHERE lock_token IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_session_id" ON "agentstore_worker_queue" ("session_id") WHERE session_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_tag" ON "agentstore_worker_queue" ("tag") WHERE tag IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_visible_at" ON "agentstore_worker_queue" ("visible_at");
 CREATE TABLE "agentstore_instance_locks" ("instance_id" text NOT NULL,"lock_token" text NOT NULL,"locked_until" bigint NOT NULL,"locked_at" bigint NOT NULL,PRIMARY KEY ("instance_id"));
 CREATE INDEX IF NOT EXISTS "idx_agentstore_instance_locks_locked_until" ON "agentstore_instance_locks" ("locked_until");

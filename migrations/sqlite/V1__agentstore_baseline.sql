@@ -30,14 +30,14 @@ CREATE TABLE `agentstore_executions` (`instance_id` text NOT NULL,`execution_id`
 CREATE TABLE `agentstore_history` (`instance_id` text NOT NULL,`execution_id` integer NOT NULL,`event_id` integer NOT NULL,`event_type` text NOT NULL,`event_data` text NOT NULL,`created_at` integer NOT NULL,PRIMARY KEY (`instance_id`,`execution_id`,`event_id`));
 CREATE TABLE `agentstore_orchestrator_queue` (`id` integer PRIMARY KEY AUTOINCREMENT,`instance_id` text NOT NULL,`work_item` text NOT NULL,`visible_at` integer NOT NULL,`lock_token` text,`locked_until` integer,`created_at` integer NOT NULL,`attempt_count` integer NOT NULL DEFAULT 0);
 CREATE INDEX `idx_agentstore_orchestrator_queue_instance_id` ON `agentstore_orchestrator_queue`(`instance_id`);
-CREATE INDEX `idx_agentstore_orchestrator_queue_lock_token` ON `agentstore_orchestrator_queue`(`lock_token`);
+CREATE INDEX `idx_agentstore_orchestrator_queue_lock_token` ON `agentstore_orchestrator_queue`(`lock_token`) WHERE lock_token IS NOT NULL;
 CREATE INDEX `idx_agentstore_orchestrator_queue_visible` ON `agentstore_orchestrator_queue`(`visible_at`,`id`);
 CREATE TABLE `agentstore_worker_queue` (`id` integer PRIMARY KEY AUTOINCREMENT,`work_item` text NOT NULL,`visible_at` integer NOT NULL,`lock_token` text,`locked_until` integer,`created_at` integer NOT NULL,`attempt_count` integer NOT NULL DEFAULT 0,`instance_id` text,`execution_id` integer,`activity_id` integer,`session_id` text,`tag` text);
 CREATE INDEX `idx_agentstore_worker_queue_activity` ON `agentstore_worker_queue`(`instance_id`,`execution_id`,`activity_id`);
 CREATE INDEX `idx_agentstore_worker_queue_id` ON `agentstore_worker_queue`(`id`) WHERE session_id IS NULL AND tag IS NULL;
-CREATE INDEX `idx_agentstore_worker_queue_lock_token` ON `agentstore_worker_queue`(`lock_token`);
-CREATE INDEX `idx_agentstore_worker_queue_session_id` ON `agentstore_worker_queue`(`session_id`);
-CREATE INDEX `idx_agentstore_worker_queue_tag` ON `agentstore_worker_queue`(`tag`);
+CREATE INDEX `idx_agentstore_worker_queue_lock_token` ON `agentstore_worker_queue`(`lock_token`) WHERE lock_token IS NOT NULL;
+CREATE INDEX `idx_agentstore_worker_queue_session_id` ON `agentstore_worker_queue`(`session_id`) WHERE session_id IS NOT NULL;
+CREATE INDEX `idx_agentstore_worker_queue_tag` ON `agentstore_worker_queue`(`tag`) WHERE tag IS NOT NULL;
 CREATE INDEX `idx_agentstore_worker_queue_visible_at` ON `agentstore_worker_queue`(`visible_at`);
 CREATE TABLE `agentstore_instance_locks` (`instance_id` text NOT NULL,`lock_token` text NOT NULL,`locked_until` integer NOT NULL,`locked_at` integer NOT NULL,PRIMARY KEY (`instance_id`));
 CREATE INDEX `idx_agentstore_instance_locks_locked_until` ON `agentstore_instance_locks`(`locked_until`);
