@@ -144,16 +144,28 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	args = append(args, targs...)
 	args = append(args, sessionID, nowMS)
 	args = append(args, targs...)
+	// On PostgreSQL the claim commits asynchronously (set_config with
+	// is_local = this statement's own transaction, same round trip): a
+	// claim only hands out a lease, so if a server crash loses its commit
+	// the item is simply pending again and its Complete reports
+	// ErrLockLost — the at-least-once delivery a lease expiry gives anyway.
+	// Complete, Fail, Release and Enqueue commit synchronously, and each
+	// synchronous commit also flushes every earlier asynchronous one.
+	with, async := "", ""
+	if sq.pg() {
+		with = "WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v) "
+		async = " AND (SELECT v FROM async) IS NOT NULL"
+	}
 	db := sq.db(ctx)
 	unlock := sq.writeLock()
-	rows, err := db.Raw("UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
+	rows, err := db.Raw(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
 		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM ("+
 		"SELECT seq, priority FROM (SELECT seq, priority FROM "+qt+" WHERE session_id = ? AND status = 'pending'"+tc+
 		" ORDER BY priority DESC, seq LIMIT 1"+lock+") AS p"+
 		" UNION ALL "+
 		"SELECT seq, priority FROM (SELECT seq, priority FROM "+qt+" WHERE session_id = ? AND status = 'processing'"+
 		" AND leased_until < ?"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+") AS e"+
-		") AS c ORDER BY priority DESC, seq LIMIT 1) RETURNING "+queueCols, args...).Rows()
+		") AS c ORDER BY priority DESC, seq LIMIT 1)"+async+" RETURNING "+queueCols, args...).Rows()
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, translateError(err))
