@@ -542,6 +542,9 @@ func (s *Store) Close() error {
 	if s.prov != nil && s.prov.notifier != nil {
 		s.prov.notifier.wait()
 	}
+	if s.prov != nil && s.prov.watcher != nil {
+		s.prov.watcher.wait()
+	}
 	if !s.owns {
 		return nil
 	}

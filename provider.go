@@ -51,6 +51,9 @@ func (p *gormProvider) listenIfPossible(pollTimeout time.Duration) {
 	if p.notifier != nil && pollTimeout > 0 {
 		p.notifier.listen()
 	}
+	if p.watcher != nil && pollTimeout > 0 {
+		p.watcher.start()
+	}
 }
 
 // Internal retries of retryable failures in fetch and ack (as duroxide-pg).
@@ -67,6 +70,9 @@ type signal struct {
 	// publish, when set (PostgreSQL), also tells other Stores and
 	// processes; it is not called for wake-ups that came from them.
 	publish func()
+	// waiting, when set (SQLite), is told when a fetcher starts (+1) and
+	// stops (-1) waiting on this signal.
+	waiting func(delta int32)
 }
 
 func newSignal() *signal { return &signal{ch: make(chan struct{})} }
@@ -101,6 +107,9 @@ type gormProvider struct {
 	// notifier carries wake-ups across Stores and processes (PostgreSQL
 	// LISTEN/NOTIFY); nil on SQLite.
 	notifier *pgNotifier
+	// watcher notices other Stores' and processes' commits on SQLite
+	// (PRAGMA data_version); nil on PostgreSQL.
+	watcher *liteWatcher
 }
 
 var (
@@ -122,6 +131,10 @@ func (s *Store) provider() *gormProvider {
 			})
 			p.orch.publish = func() { p.notifier.publish(notifyOrch) }
 			p.work.publish = func() { p.notifier.publish(notifyWork) }
+		} else {
+			p.watcher = newLiteWatcher(s, func() { p.orch.wake(); p.work.wake() })
+			p.orch.waiting = p.watcher.waiting
+			p.work.waiting = p.watcher.waiting
 		}
 		s.prov = p
 	})
@@ -224,13 +237,20 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 			return nil, nil
 		}
 		t := time.NewTimer(min(remaining, fallback))
+		if sig.waiting != nil {
+			sig.waiting(1)
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
 		case <-ch:
-			t.Stop()
 		case <-t.C:
+		}
+		t.Stop()
+		if sig.waiting != nil {
+			sig.waiting(-1)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
 }

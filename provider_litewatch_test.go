@@ -1,0 +1,69 @@
+package agentstore
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentstore/agentstore/repo"
+)
+
+// TestLiteWatcherIdleCost: the SQLite data_version watcher reads only while
+// a fetch waits, stops reading when none does, and stops with Close.
+func TestLiteWatcherIdleCost(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "w.db")
+	st, err := Open(ctx, "sqlite:"+path, WithPollInterval(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := st.provider()
+	if l, err := p.FetchWorkItem(ctx, time.Minute, 200*time.Millisecond, nil, repo.TagFilter{}); err != nil || l != nil {
+		t.Fatalf("fetch on an empty queue: %v %v", l, err)
+	}
+	during := p.watcher.checks.Load()
+	// 200 ms of waiting at one check per 2 ms; far fewer on a loaded machine, but some
+	if during < 5 || during > 200/int64(liteWatchInterval/time.Millisecond)+5 {
+		t.Fatalf("data_version checks while waiting 200 ms = %d", during)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if idle := p.watcher.checks.Load() - during; idle > 1 { // at most the tick in flight when the wait ended
+		t.Fatalf("%d data_version checks while no fetch waited", idle)
+	}
+	done := make(chan struct{})
+	go func() { _ = st.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not stop the watcher")
+	}
+}
+
+// TestLiteWatcherMemoryDatabase: an in-memory database has one connection,
+// which the watcher must not pin; a waiting fetch still returns.
+func TestLiteWatcherMemoryDatabase(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, "sqlite::memory:", WithPollInterval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := st.provider()
+	start := time.Now()
+	if l, err := p.FetchWorkItem(ctx, time.Minute, 100*time.Millisecond, nil, repo.TagFilter{}); err != nil || l != nil {
+		t.Fatalf("fetch: %v %v", l, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("fetch took %v", d)
+	}
+	if n := p.watcher.checks.Load(); n != 0 {
+		t.Fatalf("watcher ran %d checks on a one-connection pool", n)
+	}
+}
