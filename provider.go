@@ -478,119 +478,93 @@ func capabilitySQL(filter *repo.DispatcherCapabilityFilter) (string, []any) {
 	return b.String(), args
 }
 
+// orchCandidateSQL returns the query for the oldest visible message of an
+// unlocked, compatible instance not in tried (one instance_id column, at
+// most one row), taken without row locks so a failed candidate blocks
+// nobody.
+func (p *gormProvider) orchCandidateSQL(now int64, filter *repo.DispatcherCapabilityFilter, tried []string) (string, []any) {
+	sql := `SELECT q.instance_id FROM ` + p.q(models.TableOrchestratorQueue) + ` q`
+	args := []any{}
+	where := ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
+		` AND NOT EXISTS (SELECT 1 FROM ` + p.q(models.TableInstanceLocks) + ` il WHERE il.instance_id = q.instance_id AND il.locked_until > ?)`
+	if filter != nil {
+		sql += ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
+			` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+	}
+	args = append(args, now, now, now)
+	if filter != nil {
+		c, cargs := capabilitySQL(filter)
+		where += ` AND ` + c
+		args = append(args, cargs...)
+	}
+	if len(tried) > 0 {
+		where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
+		args = append(args, strArgs(tried)...)
+	}
+	return sql + where + ` ORDER BY q.visible_at, q.id LIMIT 1`, args
+}
+
 func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+	if p.s.dialect == Postgres {
+		return p.fetchOrchPG(ctx, lockTimeout, filter)
+	}
 	var item *repo.OrchestrationItem
 	var corrupt error
-	pg := p.s.dialect == Postgres
 	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
 		item, corrupt = nil, nil
 		now := p.s.nowMS()
 		var tried []string
 		for {
-			// 1. candidate: oldest visible message of an unlocked, compatible
-			// instance, taken without row locks so a failed candidate blocks nobody
-			sql := `SELECT q.instance_id FROM ` + p.q(models.TableOrchestratorQueue) + ` q`
-			args := []any{}
-			where := ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
-				` AND NOT EXISTS (SELECT 1 FROM ` + p.q(models.TableInstanceLocks) + ` il WHERE il.instance_id = q.instance_id AND il.locked_until > ?)`
-			if filter != nil {
-				sql += ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
-					` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
-			}
-			args = append(args, now, now, now)
-			if filter != nil {
-				c, cargs := capabilitySQL(filter)
-				where += ` AND ` + c
-				args = append(args, cargs...)
-			}
-			if len(tried) > 0 {
-				where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
-				args = append(args, strArgs(tried)...)
-			}
-			sql += where + ` ORDER BY q.visible_at, q.id LIMIT 1`
-			if pg {
-				// 2. per-instance serialisation in the same round trip: a 64-bit
-				// advisory lock keyed by a hash of schema, prefix and instance;
-				// the try variant never waits (busy -> next candidate)
-				sql = `SELECT c.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) || c.instance_id, 0)) AS got FROM (` + sql + `) c`
-				args = append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, args...)
-			} else {
-				sql = `SELECT c.instance_id, 1 AS got FROM (` + sql + `) c` // SQLite: BEGIN IMMEDIATE already serialises
-			}
-			var cands []struct {
-				InstanceID string
-				Got        bool
-			}
+			// 1. candidate (SQLite: BEGIN IMMEDIATE already serialises fetchers)
+			sql, args := p.orchCandidateSQL(now, filter, tried)
+			var cands []string
 			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
 				return fmt.Errorf("select candidate: %w", err)
 			}
 			if len(cands) == 0 {
 				return nil
 			}
-			instance := cands[0].InstanceID
+			instance := cands[0]
 			tried = append(tried, instance)
-			if !cands[0].Got {
-				continue // another fetcher is on it: next candidate
-			}
 
-			// 3. take the instance lock unless a live one exists, and 4. lock
+			// 2. take the instance lock unless a live one exists, and 3. lock
 			// every visible, unlocked message of the instance (the batch)
 			token := newLockToken()
 			until := now + durMS(lockTimeout)
-			upsert := `INSERT INTO ` + p.q(models.TableInstanceLocks) + ` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)` +
-				` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at` +
-				` WHERE il.locked_until <= ?`
-			upArgs := []any{instance, token, until, now, now}
-			var msgs []orchMsgRow
-			if pg {
-				// one statement; rows row-locked by a concurrent ack are skipped, not waited for
-				if err := tx.Raw(`WITH l AS (`+upsert+` RETURNING il.instance_id)`+
-					` UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-					` WHERE id IN (SELECT q.id FROM `+p.q(models.TableOrchestratorQueue)+` q WHERE q.instance_id IN (SELECT instance_id FROM l)`+
-					` AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED)`+
-					` RETURNING id, work_item, attempt_count`, append(upArgs, token, until, now, now)...).Scan(&msgs).Error; err != nil {
-					return fmt.Errorf("lock %s: %w", instance, err)
-				}
-			} else {
-				res := tx.Exec(upsert, upArgs...)
-				if res.Error != nil {
-					return fmt.Errorf("lock instance %s: %w", instance, res.Error)
-				}
-				if res.RowsAffected == 0 {
-					continue // lost the race: next candidate
-				}
-				if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-					` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
-					token, until, instance, now, now).Scan(&msgs).Error; err != nil {
-					return fmt.Errorf("lock messages of %s: %w", instance, err)
-				}
+			res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
+				` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
+				` WHERE il.locked_until <= ?`, instance, token, until, now, now)
+			if res.Error != nil {
+				return fmt.Errorf("lock instance %s: %w", instance, res.Error)
 			}
-			if len(msgs) == 0 { // lost the race, or the messages were consumed meanwhile: release and move on
+			if res.RowsAffected == 0 {
+				continue // lost the race: next candidate
+			}
+			var msgs []orchMsgRow
+			if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+				` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
+				token, until, instance, now, now).Scan(&msgs).Error; err != nil {
+				return fmt.Errorf("lock messages of %s: %w", instance, err)
+			}
+			if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
 				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
 					return fmt.Errorf("release lock of %s: %w", instance, err)
 				}
 				continue
 			}
-			sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
-			it := &repo.OrchestrationItem{Instance: instance, LockToken: token}
-			for _, m := range msgs {
-				it.AttemptCount = max(it.AttemptCount, uint32(m.AttemptCount))
-				w, err := repo.UnmarshalWorkItem([]byte(m.WorkItem))
-				if err != nil {
-					// keep the lock and the counted attempt; report the row
-					corrupt = &CorruptRowError{Table: models.TableOrchestratorQueue, RowID: fmt.Sprint(m.ID), Column: "work_item", Err: err}
-					return nil
-				}
-				it.Messages = append(it.Messages, w)
+			it, bad := orchItem(instance, token, msgs)
+			if bad != nil {
+				corrupt = bad // keep the lock and the counted attempt; report the row
+				return nil
 			}
 
-			// 5. instance metadata and history
+			// 4. instance metadata and history
 			if err := p.fillOrchMetadata(tx, it); err != nil {
 				return err
 			}
 
-			// 6. orphan queue messages (never-started instance): drop them and move on
-			if it.OrchestrationName == "Unknown" && len(it.History) == 0 && it.HistoryError == "" && allQueueMessages(it.Messages) {
+			// 5. orphan queue messages (never-started instance): drop them and move on
+			if isOrphanBatch(it) {
 				if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, token).Error; err != nil {
 					return fmt.Errorf("drop orphan messages of %s: %w", instance, err)
 				}
@@ -610,6 +584,169 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 		return nil, corrupt
 	}
 	return item, nil
+}
+
+// orchItem builds the fetched item from the locked messages in id order; a
+// message that does not decode is returned as a *CorruptRowError.
+func orchItem(instance, token string, msgs []orchMsgRow) (*repo.OrchestrationItem, error) {
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+	it := &repo.OrchestrationItem{Instance: instance, LockToken: token}
+	for _, m := range msgs {
+		it.AttemptCount = max(it.AttemptCount, uint32(m.AttemptCount))
+		w, err := repo.UnmarshalWorkItem([]byte(m.WorkItem))
+		if err != nil {
+			return nil, &CorruptRowError{Table: models.TableOrchestratorQueue, RowID: fmt.Sprint(m.ID), Column: "work_item", Err: err}
+		}
+		it.Messages = append(it.Messages, w)
+	}
+	return it, nil
+}
+
+// isOrphanBatch reports a batch of queue messages only, for an instance
+// that was never started (no instance row, no history).
+func isOrphanBatch(it *repo.OrchestrationItem) bool {
+	return it.OrchestrationName == "Unknown" && len(it.History) == 0 && it.HistoryError == "" && allQueueMessages(it.Messages)
+}
+
+// orchFetchRow is one row of the PostgreSQL fetch statement: kind 0 is the
+// candidate (with the instance row as the statement's snapshot saw it),
+// kind 1 a claimed message (id, data = work_item), kind 2 a history event
+// of the current execution (id = event_id, data = event_data).
+type orchFetchRow struct {
+	Kind                 int
+	InstanceID           *string
+	Got                  *bool
+	Locked               *bool
+	Fresh                *bool
+	OrchestrationName    *string
+	OrchestrationVersion *string
+	CurrentExecutionID   *int64
+	ID                   *int64
+	Data                 *string
+	AttemptCount         *int32
+}
+
+// fetchOrchPG fetches on PostgreSQL in one autocommit statement per
+// candidate (no BEGIN/COMMIT), which in data-modifying CTEs: makes its own
+// commit asynchronous (see fetchTx), picks the oldest candidate and tries
+// its advisory lock (busy -> next candidate, never waits), takes the
+// instance lock row unless a live one exists, claims every visible,
+// unlocked message of the instance (rows row-locked by a concurrent ack
+// are skipped), and reads the instance row and the current execution's
+// history.
+//
+// The reads see the statement's snapshot, taken before the lock: an ack
+// of the same instance that committed in between would be missing from
+// them. Every ack of an existing instance writes its instance row, so the
+// statement also re-reads that row with FOR SHARE after taking the lock (a
+// row lock that conflicts with updates returns the newest committed
+// version; FOR KEY SHARE would not, a non-key update does not conflict
+// with it) and reports the snapshot fresh only if it is the same row
+// version (ctid). Otherwise (and for an
+// instance not created yet, whose first ack could not be seen this way) a
+// second statement reads metadata and history after the lock.
+func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+	db := p.s.db.WithContext(ctx)
+	now := p.s.nowMS()
+	until := now + durMS(lockTimeout)
+	var tried []string
+	for {
+		cand, cargs := p.orchCandidateSQL(now, filter, tried)
+		token := newLockToken()
+		locks, queue, inst := p.q(models.TableInstanceLocks), p.q(models.TableOrchestratorQueue), p.q(models.TableInstances)
+		sql := `WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
+			// per-instance serialisation: a 64-bit advisory lock keyed by a
+			// hash of schema, prefix and instance, held to the statement's end
+			` c AS MATERIALIZED (SELECT x.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) || x.instance_id, 0)) AS got` +
+			` FROM (` + cand + `) x WHERE (SELECT v FROM async) IS NOT NULL),` +
+			` l AS (INSERT INTO ` + locks + ` AS il (instance_id, lock_token, locked_until, locked_at) SELECT c.instance_id, ?, ?, ? FROM c WHERE c.got` +
+			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at` +
+			` WHERE il.locked_until <= ? RETURNING il.instance_id),` +
+			` m AS (UPDATE ` + queue + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
+			` WHERE id IN (SELECT q.id FROM ` + queue + ` q WHERE q.instance_id = (SELECT instance_id FROM l)` +
+			` AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED)` +
+			` RETURNING id, work_item, attempt_count),` +
+			` i AS (SELECT orchestration_name, orchestration_version, current_execution_id, ctid AS t FROM ` + inst +
+			` WHERE instance_id = (SELECT instance_id FROM l)),` +
+			` f AS MATERIALIZED (SELECT COALESCE((SELECT t FROM i) = (SELECT ctid FROM ` + inst +
+			` WHERE instance_id = (SELECT instance_id FROM l) FOR SHARE), false) AS ok)` +
+			` SELECT 0 AS kind, c.instance_id, c.got, EXISTS (SELECT 1 FROM l) AS locked, (SELECT ok FROM f) AS fresh,` +
+			` i.orchestration_name, i.orchestration_version, i.current_execution_id, CAST(NULL AS bigint) AS id, CAST(NULL AS text) AS data,` +
+			` CAST(NULL AS integer) AS attempt_count FROM c LEFT JOIN i ON true` +
+			` UNION ALL SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, m.id, m.work_item, m.attempt_count FROM m` +
+			` UNION ALL SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.event_id, h.event_data, NULL FROM ` + p.q(models.TableHistory) + ` h, i` +
+			` WHERE h.instance_id = (SELECT instance_id FROM l) AND h.execution_id = i.current_execution_id AND (SELECT ok FROM f)` +
+			` ORDER BY kind, id`
+		args := append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, cargs...)
+		args = append(args, token, until, now, now, token, until, now, now)
+		var rows []orchFetchRow
+		if err := db.Raw(sql, args...).Scan(&rows).Error; err != nil {
+			return nil, fmt.Errorf("fetch orchestration item: %w", err)
+		}
+		if len(rows) == 0 || rows[0].Kind != 0 || rows[0].InstanceID == nil {
+			return nil, nil // no candidate
+		}
+		head := rows[0]
+		instance := *head.InstanceID
+		tried = append(tried, instance)
+		if head.Got == nil || !*head.Got || head.Locked == nil || !*head.Locked {
+			continue // another fetcher is on it, or holds its lock: next candidate
+		}
+		var msgs []orchMsgRow
+		var hist []historyRow
+		for _, r := range rows[1:] {
+			if r.ID == nil || r.Data == nil {
+				continue
+			}
+			switch r.Kind {
+			case 1:
+				m := orchMsgRow{ID: *r.ID, WorkItem: *r.Data}
+				if r.AttemptCount != nil {
+					m.AttemptCount = *r.AttemptCount
+				}
+				msgs = append(msgs, m)
+			case 2:
+				hist = append(hist, historyRow{EventID: *r.ID, EventData: *r.Data})
+			}
+		}
+		if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
+			if err := db.Exec(`DELETE FROM `+locks+` WHERE lock_token = ?`, token).Error; err != nil {
+				return nil, fmt.Errorf("release lock of %s: %w", instance, err)
+			}
+			continue
+		}
+		it, corrupt := orchItem(instance, token, msgs)
+		if corrupt != nil {
+			return nil, corrupt // keep the lock and the counted attempt; report the row
+		}
+		if head.Fresh != nil && *head.Fresh && head.OrchestrationName != nil && head.CurrentExecutionID != nil {
+			setOrchMetadata(it, true, *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID, hist)
+		} else if err := p.fillOrchMetadataPG(db, it); err != nil {
+			p.releaseOrchClaim(ctx, token)
+			return nil, err
+		}
+		if isOrphanBatch(it) {
+			if err := db.Exec(`WITH d AS (DELETE FROM `+queue+` WHERE lock_token = ?) DELETE FROM `+locks+` WHERE lock_token = ?`,
+				token, token).Error; err != nil {
+				p.releaseOrchClaim(ctx, token)
+				return nil, fmt.Errorf("drop orphan messages of %s: %w", instance, err)
+			}
+			continue
+		}
+		return it, nil
+	}
+}
+
+// releaseOrchClaim undoes a committed PostgreSQL claim whose fetch then
+// failed (what the rollback of the fetch transaction did): the lock row
+// goes, the messages are unlocked and their attempt uncounted. Best
+// effort: if it fails too, the lock expires.
+func (p *gormProvider) releaseOrchClaim(ctx context.Context, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = p.s.db.WithContext(ctx).Exec(`WITH d AS (DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?)`+
+		` UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = NULL, locked_until = NULL,`+
+		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`, token, token).Error
 }
 
 func allQueueMessages(ms []repo.WorkItem) bool {
@@ -636,23 +773,92 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem)
 		` WHERE i.instance_id = ? ORDER BY h.event_id`, it.Instance).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)
 	}
-	var exec int64
-	var hist []historyRow
 	if len(rows) > 0 {
-		it.OrchestrationName = rows[0].OrchestrationName
-		it.Version = "unknown"
-		if rows[0].OrchestrationVersion != nil {
-			it.Version = *rows[0].OrchestrationVersion
-		}
-		exec = rows[0].CurrentExecutionID
+		var hist []historyRow
 		for _, r := range rows {
 			if r.EventID != nil && r.EventData != nil {
 				hist = append(hist, historyRow{EventID: *r.EventID, EventData: *r.EventData})
 			}
 		}
+		setOrchMetadata(it, true, rows[0].OrchestrationName, rows[0].OrchestrationVersion, rows[0].CurrentExecutionID, hist)
+		return nil
+	}
+	// history written by acks without metadata (no instance row): the newest execution's
+	var hrows []struct {
+		ExecutionID int64
+		EventID     int64
+		EventData   string
+	}
+	if err := tx.Raw(`SELECT execution_id, event_id, event_data FROM `+p.q(models.TableHistory)+` WHERE instance_id = ? AND execution_id =`+
+		` (SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?) ORDER BY event_id`, it.Instance, it.Instance).Scan(&hrows).Error; err != nil {
+		return fmt.Errorf("load history of %s: %w", it.Instance, err)
+	}
+	var exec int64
+	var hist []historyRow
+	for _, r := range hrows {
+		exec = r.ExecutionID
+		hist = append(hist, historyRow{EventID: r.EventID, EventData: r.EventData})
+	}
+	setOrchMetadata(it, false, "", nil, exec, hist)
+	return nil
+}
+
+// fillOrchMetadataPG is fillOrchMetadata in one PostgreSQL statement for
+// both cases (instance row or not).
+func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *repo.OrchestrationItem) error {
+	var rows []struct {
+		Kind                 int
+		OrchestrationName    *string
+		OrchestrationVersion *string
+		ExecutionID          int64
+		EventID              *int64
+		EventData            *string
+	}
+	inst, hist := p.q(models.TableInstances), p.q(models.TableHistory)
+	if err := db.Raw(`WITH i AS (SELECT orchestration_name, orchestration_version, current_execution_id FROM `+inst+` WHERE instance_id = ?),`+
+		` x AS (SELECT COALESCE((SELECT current_execution_id FROM i), (SELECT MAX(execution_id) FROM `+hist+` WHERE instance_id = ?)) AS e)`+
+		` SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id AS execution_id,`+
+		` CAST(NULL AS bigint) AS event_id, CAST(NULL AS text) AS event_data FROM i`+
+		` UNION ALL SELECT 1, NULL, NULL, h.execution_id, h.event_id, h.event_data FROM `+hist+` h, x WHERE h.instance_id = ? AND h.execution_id = x.e`+
+		` ORDER BY kind, event_id`, it.Instance, it.Instance, it.Instance).Scan(&rows).Error; err != nil {
+		return fmt.Errorf("load instance %s: %w", it.Instance, err)
+	}
+	found := len(rows) > 0 && rows[0].Kind == 0
+	var name string
+	var version *string
+	var exec int64
+	var h []historyRow
+	for _, r := range rows {
+		switch {
+		case r.Kind == 0:
+			if r.OrchestrationName != nil {
+				name = *r.OrchestrationName
+			}
+			version, exec = r.OrchestrationVersion, r.ExecutionID
+		case r.EventID != nil && r.EventData != nil:
+			exec = r.ExecutionID
+			h = append(h, historyRow{EventID: *r.EventID, EventData: *r.EventData})
+		}
+	}
+	setOrchMetadata(it, found, name, version, exec, h)
+	return nil
+}
+
+// setOrchMetadata sets name, version, execution and decoded history of it.
+// found: the instance row exists (name, version and execution come from
+// it); otherwise they come from the batch (any Start or ContinueAsNew in
+// it) and exec is the execution of history written by acks without
+// metadata (0: none).
+func setOrchMetadata(it *repo.OrchestrationItem, found bool, name string, version *string, exec int64, hist []historyRow) {
+	if found {
+		it.OrchestrationName = name
+		it.Version = "unknown"
+		if version != nil {
+			it.Version = *version
+		}
 	} else {
-		// not created yet: metadata from the batch (any Start or ContinueAsNew in it)
-		it.OrchestrationName, it.Version, exec = "Unknown", "unknown", 1
+		it.OrchestrationName, it.Version = "Unknown", "unknown"
+		batchExec := int64(1)
 		for _, m := range it.Messages {
 			if so, ok := m.(*repo.StartOrchestration); ok {
 				it.OrchestrationName = so.Orchestration
@@ -660,7 +866,7 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem)
 					it.Version = *so.Version
 				}
 				if so.ExecutionID > 0 {
-					exec = int64(so.ExecutionID)
+					batchExec = int64(so.ExecutionID)
 				}
 				break
 			}
@@ -672,19 +878,8 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem)
 				break
 			}
 		}
-		// history written by acks without metadata (no instance row): the newest execution's
-		var hrows []struct {
-			ExecutionID int64
-			EventID     int64
-			EventData   string
-		}
-		if err := tx.Raw(`SELECT execution_id, event_id, event_data FROM `+p.q(models.TableHistory)+` WHERE instance_id = ? AND execution_id =`+
-			` (SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?) ORDER BY event_id`, it.Instance, it.Instance).Scan(&hrows).Error; err != nil {
-			return fmt.Errorf("load history of %s: %w", it.Instance, err)
-		}
-		for _, r := range hrows {
-			exec = r.ExecutionID
-			hist = append(hist, historyRow{EventID: r.EventID, EventData: r.EventData})
+		if len(hist) == 0 {
+			exec = batchExec
 		}
 	}
 	it.ExecutionID = uint64(exec)
@@ -692,10 +887,9 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem)
 	if err != nil {
 		it.History = []repo.Event{}
 		it.HistoryError = "Failed to deserialize history: " + err.Error()
-		return nil
+		return
 	}
 	it.History = h
-	return nil
 }
 
 // ---------------------------------------------------------------------------
@@ -753,6 +947,11 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		orows, err := orchRows(ack.OrchestratorItems, now)
 		if err != nil {
 			return err
+		}
+		if p.s.dialect == Postgres {
+			if ok, err := p.ackOrchPG(p.s.db.WithContext(ctx), now, lockToken, ack, hist, customStatus, wrows, orows); ok {
+				return err
+			}
 		}
 		return p.tx(ctx, func(tx *gorm.DB) error {
 			return p.ackOrch(tx, now, lockToken, ack, hist, customStatus, wrows, orows)
@@ -887,6 +1086,173 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack rep
 		return fmt.Errorf("delete batch: %w", err)
 	}
 	return nil
+}
+
+// maxAckParams bounds the parameters of the one-statement PostgreSQL ack
+// (the protocol allows 65,535); a larger ack runs as a transaction.
+const maxAckParams = 30000
+
+// ackOrchPG acks on PostgreSQL in one autocommit statement (one round
+// trip, no BEGIN/COMMIT): the lock row is deleted (strict single ack,
+// expiry checked) and every write is a data-modifying CTE fed by that
+// DELETE's RETURNING, so nothing is written for an invalid token, and the
+// statement is its own transaction. The CTEs see the same snapshot and
+// must not touch a row twice, so the custom status rides in the instance
+// upsert and activities scheduled and cancelled in the same turn are left
+// out of the insert instead of being deleted after it. ok=false: too many
+// parameters for one statement, nothing was done.
+func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack repo.OrchestrationAck, hist []models.HistoryEvent,
+	customStatus *repo.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error) {
+	const op = "ack_orchestration_item"
+	md := ack.Metadata
+	exec := int64(ack.ExecutionID)
+	// schedule+cancel in one turn is a no-op: drop those rows here
+	if len(ack.CancelledActivities) > 0 && len(wrows) > 0 {
+		kept := make([]models.WorkerQueueItem, 0, len(wrows))
+		for _, r := range wrows {
+			cancelled := false
+			if r.InstanceID != nil && r.ExecutionID != nil && r.ActivityID != nil {
+				for _, c := range ack.CancelledActivities {
+					if c.Instance == *r.InstanceID && int64(c.ExecutionID) == *r.ExecutionID && int64(c.ActivityID) == *r.ActivityID {
+						cancelled = true
+						break
+					}
+				}
+			}
+			if !cancelled {
+				kept = append(kept, r)
+			}
+		}
+		wrows = kept
+	}
+	if 32+4*len(hist)+9*len(wrows)+3*len(ack.CancelledActivities)+4*len(orows) > maxAckParams {
+		return false, nil
+	}
+	var b strings.Builder
+	var args []any
+	b.WriteString(`WITH d AS (DELETE FROM ` + p.q(models.TableInstanceLocks) + ` WHERE lock_token = ? AND locked_until > ? RETURNING instance_id)`)
+	args = append(args, lockToken, now)
+	// instance row only with name and version (upsert); current_execution_id only grows
+	var csSet string
+	var csArgs []any
+	if customStatus != nil {
+		csSet = `, custom_status = ?, custom_status_version = i.custom_status_version + 1`
+		csArgs = []any{customStatus.Status}
+	}
+	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
+		csCols, csVals := `, custom_status_version`, `, 0`
+		var csValArgs []any
+		if customStatus != nil {
+			csCols, csVals, csValArgs = `, custom_status, custom_status_version`, `, ?, 1`, []any{customStatus.Status}
+			csSet = `, custom_status = excluded.custom_status, custom_status_version = i.custom_status_version + 1`
+			csArgs = nil
+		}
+		b.WriteString(`, inst AS (INSERT INTO ` + p.q(models.TableInstances) + ` AS i` +
+			` (instance_id, orchestration_name, orchestration_version, current_execution_id, created_at, updated_at, parent_instance_id` + csCols + `)` +
+			` SELECT d.instance_id, ?, ?, ?, ?, ?, ?` + csVals + ` FROM d ON CONFLICT (instance_id) DO UPDATE SET orchestration_name = excluded.orchestration_name,` +
+			` orchestration_version = excluded.orchestration_version, parent_instance_id = COALESCE(i.parent_instance_id, excluded.parent_instance_id),` +
+			` updated_at = excluded.updated_at, current_execution_id = CASE WHEN i.current_execution_id < excluded.current_execution_id` +
+			` THEN excluded.current_execution_id ELSE i.current_execution_id END` + csSet + ` RETURNING i.instance_id)`)
+		args = append(args, *md.OrchestrationName, *md.OrchestrationVersion, exec, now, now, md.ParentInstanceID)
+		args = append(args, csValArgs...)
+		args = append(args, csArgs...)
+	} else {
+		b.WriteString(`, inst AS (UPDATE ` + p.q(models.TableInstances) + ` AS i SET current_execution_id = CASE WHEN i.current_execution_id < ?` +
+			` THEN ? ELSE i.current_execution_id END, updated_at = ?` + csSet + ` WHERE i.instance_id = (SELECT instance_id FROM d) RETURNING i.instance_id)`)
+		args = append(args, exec, exec, now)
+		args = append(args, csArgs...)
+	}
+	// execution row (only for existing instances: no stray rows for orphan
+	// batches) with status, output, completed_at and the pinned version
+	status := repo.StatusRunning
+	var output *string
+	var completed *int64
+	var set []string
+	if md.Status != nil {
+		status, output = *md.Status, md.Output
+		if repo.IsTerminalStatus(status) {
+			completed = &now
+		}
+		set = append(set, `status = excluded.status`, `output = excluded.output`, `completed_at = excluded.completed_at`)
+	}
+	var major, minor, patch *int64
+	if v := md.PinnedDuroxideVersion; v != nil {
+		major, minor, patch = ptr(int64(v.Major())), ptr(int64(v.Minor())), ptr(int64(v.Patch()))
+		set = append(set, `duroxide_version_major = excluded.duroxide_version_major`,
+			`duroxide_version_minor = excluded.duroxide_version_minor`, `duroxide_version_patch = excluded.duroxide_version_patch`)
+	}
+	conflict := ` DO NOTHING`
+	if len(set) > 0 {
+		conflict = ` DO UPDATE SET ` + strings.Join(set, ", ")
+	}
+	b.WriteString(`, ex AS (INSERT INTO ` + p.q(models.TableExecutions) + ` (instance_id, execution_id, status, output, started_at, completed_at,` +
+		` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) SELECT inst.instance_id, ?, ?, ?, ?, ?, ?, ?, ? FROM inst` +
+		` ON CONFLICT (instance_id, execution_id)` + conflict + `)`)
+	args = append(args, exec, status, output, now, completed, major, minor, patch)
+	// history (append-only: a duplicate event id fails the statement)
+	if len(hist) > 0 {
+		b.WriteString(`, h AS (INSERT INTO ` + p.q(models.TableHistory) + ` (instance_id, execution_id, event_id, event_type, event_data, created_at)` +
+			` SELECT d.instance_id, v.e, v.n, v.t, v.x, ? FROM d, (VALUES `)
+		args = append(args, now)
+		for i, h := range hist {
+			if i > 0 {
+				b.WriteString(`, `)
+			}
+			b.WriteString(`(CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+			args = append(args, h.ExecutionID, h.EventID, h.EventType, h.EventData)
+		}
+		b.WriteString(`) v(e, n, t, x))`)
+	}
+	if len(wrows) > 0 {
+		b.WriteString(`, w AS (INSERT INTO ` + p.q(models.TableWorkerQueue) + ` (work_item, visible_at, created_at, attempt_count, instance_id, execution_id,` +
+			` activity_id, session_id, tag) SELECT v.wi, v.va, v.ca, 0, v.ii, v.ei, v.ai, v.si, v.tg FROM d, (VALUES `)
+		for i, r := range wrows {
+			if i > 0 {
+				b.WriteString(`, `)
+			}
+			b.WriteString(`(CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+			args = append(args, r.WorkItem, r.VisibleAt, r.CreatedAt, r.InstanceID, r.ExecutionID, r.ActivityID, r.SessionID, r.Tag)
+		}
+		b.WriteString(`) v(wi, va, ca, ii, ei, ai, si, tg))`)
+	}
+	if n := len(ack.CancelledActivities); n > 0 {
+		conds := make([]string, 0, n)
+		for _, c := range ack.CancelledActivities {
+			conds = append(conds, `(instance_id = ? AND execution_id = ? AND activity_id = ?)`)
+			args = append(args, c.Instance, int64(c.ExecutionID), int64(c.ActivityID))
+		}
+		b.WriteString(`, x AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE (` + strings.Join(conds, " OR ") + `) AND EXISTS (SELECT 1 FROM d))`)
+	}
+	if len(orows) > 0 {
+		b.WriteString(`, o AS (INSERT INTO ` + p.q(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
+			` SELECT v.ii, v.wi, v.va, v.ca, 0 FROM d, (VALUES `)
+		for i, r := range orows {
+			if i > 0 {
+				b.WriteString(`, `)
+			}
+			b.WriteString(`(CAST(? AS text), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint))`)
+			args = append(args, r.InstanceID, r.WorkItem, r.VisibleAt, r.CreatedAt)
+		}
+		b.WriteString(`) v(ii, wi, va, ca))`)
+	}
+	// delete exactly the fetched batch
+	b.WriteString(`, q AS (DELETE FROM ` + p.q(models.TableOrchestratorQueue) + ` WHERE lock_token = ? AND EXISTS (SELECT 1 FROM d))` +
+		` SELECT instance_id FROM d`)
+	args = append(args, lockToken)
+	var ids []string
+	if err := db.Raw(b.String(), args...).Scan(&ids).Error; err != nil {
+		// history is the only table here without ON CONFLICT that can
+		// raise a unique violation (the queues have generated keys)
+		if len(hist) > 0 && errors.Is(translateError(err), ErrConflict) {
+			return true, &repo.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in execution %d", exec),
+				Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, translateError(err))}
+		}
+		return true, fmt.Errorf("ack orchestration item: %w", err)
+	}
+	if len(ids) == 0 {
+		return true, pfail(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	return true, nil
 }
 
 // AbandonOrchestrationItem implements repo.Provider.
