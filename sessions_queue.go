@@ -17,12 +17,14 @@ import (
 // Dequeue is one atomic statement on both dialects:
 //
 //	UPDATE queue SET status = 'processing', lease... , attempts = attempts + 1
-//	WHERE seq = (SELECT seq FROM (best pending item UNION ALL best expired lease)
-//	             ORDER BY priority DESC, seq LIMIT 1)
+//	WHERE seq = (SELECT seq FROM queue WHERE session_id = ? AND <live>
+//	             AND (status = 'pending' OR leased_until < now)
+//	             ORDER BY priority DESC, seq LIMIT 1 [FOR UPDATE SKIP LOCKED])
 //	RETURNING ...
 //
-// where each candidate is an index-ordered LIMIT 1 read [FOR UPDATE SKIP
-// LOCKED], so a dequeue costs O(log n) however long the queue is.
+// an ordered walk of the partial index of live (pending or processing)
+// items that stops at the first claimable one, so a dequeue costs
+// O(log n + workers) however long the queue and its history are.
 //
 // On PostgreSQL the subquery takes the row with FOR UPDATE SKIP LOCKED, so
 // concurrent workers never wait on or share an item. On SQLite (where GORM
@@ -31,6 +33,11 @@ import (
 type sessionQueue struct {
 	sessionStore
 }
+
+// liveQueueStatus is the predicate of the queue's partial index
+// (session_id, priority DESC, seq); queries that walk the index repeat it
+// word for word so SQLite's planner can match it.
+const liveQueueStatus = " AND (status = 'pending' OR status = 'processing')"
 
 const queueCols = "seq, id, session_id, operation, content, priority, status, attempts, lease_token, lease_owner, leased_until, last_error, created_at, processed_at"
 
@@ -137,12 +144,12 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	if sq.pg() {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	// Two index-ordered candidates (the best pending item and the best
-	// item whose lease expired), each read through the (session_id, status,
-	// priority DESC, seq) index with LIMIT 1, then the better of the two.
-	args := []any{token, nilIfEmpty(p.Owner), nowMS + p.Lease.Milliseconds(), sessionID}
-	args = append(args, targs...)
-	args = append(args, sessionID, nowMS)
+	// One ordered walk of the partial index (session_id, priority DESC,
+	// seq) WHERE status is pending or processing: the first row that is
+	// pending or whose lease expired. Rows leased to live workers (at most
+	// one per worker) are stepped over; finished rows are not in the index.
+	// The literal live-status condition lets SQLite prove the index usable.
+	args := []any{token, nilIfEmpty(p.Owner), nowMS + p.Lease.Milliseconds(), sessionID, nowMS}
 	args = append(args, targs...)
 	// On PostgreSQL the claim commits asynchronously (set_config with
 	// is_local = this statement's own transaction, same round trip): a
@@ -159,13 +166,8 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	db := sq.db(ctx)
 	unlock := sq.writeLock()
 	rows, err := db.Raw(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
-		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM ("+
-		"SELECT seq, priority FROM (SELECT seq, priority FROM "+qt+" WHERE session_id = ? AND status = 'pending'"+tc+
-		" ORDER BY priority DESC, seq LIMIT 1"+lock+") AS p"+
-		" UNION ALL "+
-		"SELECT seq, priority FROM (SELECT seq, priority FROM "+qt+" WHERE session_id = ? AND status = 'processing'"+
-		" AND leased_until < ?"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+") AS e"+
-		") AS c ORDER BY priority DESC, seq LIMIT 1)"+async+" RETURNING "+queueCols, args...).Rows()
+		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueueStatus+
+		" AND (status = 'pending' OR leased_until < ?)"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...).Rows()
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, translateError(err))
@@ -258,7 +260,7 @@ func (sq *sessionQueue) PendingQueue(ctx context.Context, sessionID uuid.UUID) (
 	tc, targs := sq.inTenantCond()
 	db := sq.db(ctx)
 	rows, err := db.Raw("SELECT "+queueCols+" FROM "+sq.s.quoted(models.TableQueue)+
-		" WHERE session_id = ? AND status = 'pending'"+tc+" ORDER BY priority DESC, seq",
+		" WHERE session_id = ?"+liveQueueStatus+" AND status = 'pending'"+tc+" ORDER BY priority DESC, seq",
 		append([]any{sessionID}, targs...)...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, translateError(err))
