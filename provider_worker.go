@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -112,7 +114,31 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	if err != nil {
 		return nil, &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(locked[0].ID), Column: "work_item", Err: err}
 	}
-	return &repo.WorkItemLease{Item: w, LockToken: token, AttemptCount: uint32(locked[0].AttemptCount)}, nil
+	return &repo.WorkItemLease{Item: w, LockToken: workToken(token, locked[0].ID), AttemptCount: uint32(locked[0].AttemptCount)}, nil
+}
+
+// Worker-queue lease tokens carry the row id: the token handed out is the
+// random token stored in lock_token, a dot and the row id. Ack, renew and
+// abandon then find the row by primary key and check the stored token, so
+// the worker queue needs no lock_token index — a claim writes no index
+// entry (on PostgreSQL it can be a HOT update) and an ack deletes from one
+// index fewer. A token that does not parse matches nothing
+// (ErrInvalidLockToken), like any unknown token.
+
+// workToken returns the lease token of worker-queue row id locked with stored.
+func workToken(stored string, id int64) string { return stored + "." + strconv.FormatInt(id, 10) }
+
+// parseWorkToken splits a worker lease token into the stored token and the row id.
+func parseWorkToken(tok string) (stored string, id int64, ok bool) {
+	i := strings.LastIndexByte(tok, '.')
+	if i <= 0 {
+		return "", 0, false
+	}
+	id, err := strconv.ParseInt(tok[i+1:], 10, 64)
+	if err != nil || id <= 0 {
+		return "", 0, false
+	}
+	return tok[:i], id, true
 }
 
 func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *repo.SessionFetchConfig, tags repo.TagFilter) (*repo.WorkItemLease, error) {
@@ -197,7 +223,7 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 				corrupt = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(c.ID), Column: "work_item", Err: err}
 				return nil
 			}
-			lease = &repo.WorkItemLease{Item: w, LockToken: token, AttemptCount: uint32(locked[0].AttemptCount)}
+			lease = &repo.WorkItemLease{Item: w, LockToken: workToken(token, c.ID), AttemptCount: uint32(locked[0].AttemptCount)}
 			return nil
 		}
 	})
@@ -250,11 +276,15 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 // either all happen or none (the statement is its own transaction).
 func (p *gormProvider) ackWorkPG(ctx context.Context, lockToken string, row *models.OrchestratorQueueItem) error {
 	const op = "ack_work_item"
+	stored, id, ok := parseWorkToken(lockToken)
+	if !ok {
+		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
+	}
 	now := p.s.nowMS()
-	sql := `WITH d AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE lock_token = ? AND locked_until > ? RETURNING session_id),` +
+	sql := `WITH d AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id),` +
 		` t AS (UPDATE ` + p.q(models.TableActivitySessions) + ` s SET last_activity_at = ? FROM d` +
 		` WHERE s.session_id = d.session_id AND s.locked_until > ?)`
-	args := []any{lockToken, now, now, now}
+	args := []any{id, stored, now, now, now}
 	if row != nil {
 		sql += `, i AS (INSERT INTO ` + p.q(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
 			` SELECT ?, ?, ?, ?, 0 FROM d)`
@@ -278,9 +308,13 @@ func (p *gormProvider) ackWorkPG(ctx context.Context, lockToken string, row *mod
 // transaction.
 func (p *gormProvider) ackWorkTx(ctx context.Context, lockToken string, row *models.OrchestratorQueueItem) error {
 	const op = "ack_work_item"
+	stored, id, ok := parseWorkToken(lockToken)
+	if !ok {
+		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
+	}
 	if row == nil {
 		res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableWorkerQueue)+
-			` WHERE lock_token = ? AND locked_until > ? AND session_id IS NULL`, lockToken, p.s.nowMS())
+			` WHERE id = ? AND lock_token = ? AND locked_until > ? AND session_id IS NULL`, id, stored, p.s.nowMS())
 		if res.Error != nil {
 			return fmt.Errorf("delete work item: %w", res.Error)
 		}
@@ -291,8 +325,8 @@ func (p *gormProvider) ackWorkTx(ctx context.Context, lockToken string, row *mod
 	return p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var gone []struct{ SessionID *string }
-		if err := tx.Raw(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE lock_token = ? AND locked_until > ? RETURNING session_id`,
-			lockToken, now).Scan(&gone).Error; err != nil {
+		if err := tx.Raw(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
+			id, stored, now).Scan(&gone).Error; err != nil {
 			return fmt.Errorf("delete work item: %w", err)
 		}
 		if len(gone) == 0 {
@@ -320,11 +354,15 @@ func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, 
 	if extendFor <= 0 {
 		return perr(op, invalidf("extension must be positive"))
 	}
+	stored, id, ok := parseWorkToken(lockToken)
+	if !ok {
+		return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+	}
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var rows []struct{ SessionID *string }
-		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE lock_token = ? AND locked_until > ? RETURNING session_id`,
-			now+durMS(extendFor), lockToken, now).Scan(&rows).Error; err != nil {
+		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
+			now+durMS(extendFor), id, stored, now).Scan(&rows).Error; err != nil {
 			return err
 		}
 		if len(rows) == 0 {
@@ -345,12 +383,16 @@ func (p *gormProvider) AbandonWorkItem(ctx context.Context, lockToken string, de
 	if delay < 0 {
 		return perr(op, invalidf("negative delay"))
 	}
+	stored, id, ok := parseWorkToken(lockToken)
+	if !ok {
+		return pfail(op, ErrInvalidLockToken, "Invalid lock token or already acked")
+	}
 	now := p.s.nowMS()
 	set := `lock_token = NULL, locked_until = NULL, visible_at = ?`
 	if ignoreAttempt {
 		set += `, attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END`
 	}
-	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET `+set+` WHERE lock_token = ?`, now+durMS(delay), lockToken)
+	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET `+set+` WHERE id = ? AND lock_token = ?`, now+durMS(delay), id, stored)
 	if res.Error != nil {
 		return perr(op, res.Error)
 	}

@@ -93,15 +93,14 @@ type WorkerQueueItem struct {
 	// tag, ORDER BY id): without it PostgreSQL, lacking statistics on a
 	// freshly filled queue, bitmap-ANDs the session_id and tag indexes and
 	// sorts every queued row on each claim.
-	// The lock_token, session_id and tag indexes are partial (IS NOT NULL):
-	// most rows have no session or tag and an unclaimed row no token, so
-	// those rows cost no index entries on enqueue, claim or ack; every
-	// query on these columns compares them with a value (= or IN), which
-	// implies IS NOT NULL, so both planners use the partial indexes.
+	// The session_id and tag indexes are partial (IS NOT NULL): most rows
+	// have neither, so those rows cost no index entries on enqueue or ack;
+	// every query on these columns compares them with a value (= or IN),
+	// which implies IS NOT NULL, so both planners use the partial indexes.
 	ID           int64   `gorm:"primaryKey;autoIncrement;index:,where:session_id IS NULL AND tag IS NULL"`
 	WorkItem     string  `gorm:"type:text;not null"`
 	VisibleAt    int64   `gorm:"not null;index"`
-	LockToken    *string `gorm:"type:text;index:,where:lock_token IS NOT NULL"`
+	LockToken    *string `gorm:"type:text"` // no index: lease tokens carry the row id (see provider_worker.go)
 	LockedUntil  *int64
 	CreatedAt    int64   `gorm:"not null;autoCreateTime:false"`
 	AttemptCount int32   `gorm:"not null;default:0"`

@@ -35,7 +35,6 @@ CREATE INDEX IF NOT EXISTS "idx_agentstore_orchestrator_queue_visible" ON "agent
 CREATE TABLE "agentstore_worker_queue" ("id" bigserial,"work_item" text NOT NULL,"visible_at" bigint NOT NULL,"lock_token" text,"locked_until" bigint,"created_at" bigint NOT NULL,"attempt_count" integer NOT NULL DEFAULT 0,"instance_id" text,"execution_id" bigint,"activity_id" bigint,"session_id" text,"tag" text,PRIMARY KEY ("id"));
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_activity" ON "agentstore_worker_queue" ("instance_id","execution_id","activity_id");
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_id" ON "agentstore_worker_queue" ("id") WHERE session_id IS NULL AND tag IS NULL;
-CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_lock_token" ON "agentstore_worker_queue" ("lock_token") WHERE lock_token IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_session_id" ON "agentstore_worker_queue" ("session_id") WHERE session_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_tag" ON "agentstore_worker_queue" ("tag") WHERE tag IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "idx_agentstore_worker_queue_visible_at" ON "agentstore_worker_queue" ("visible_at");

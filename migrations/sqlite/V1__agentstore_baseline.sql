@@ -35,7 +35,6 @@ CREATE INDEX `idx_agentstore_orchestrator_queue_visible` ON `agentstore_orchestr
 CREATE TABLE `agentstore_worker_queue` (`id` integer PRIMARY KEY AUTOINCREMENT,`work_item` text NOT NULL,`visible_at` integer NOT NULL,`lock_token` text,`locked_until` integer,`created_at` integer NOT NULL,`attempt_count` integer NOT NULL DEFAULT 0,`instance_id` text,`execution_id` integer,`activity_id` integer,`session_id` text,`tag` text);
 CREATE INDEX `idx_agentstore_worker_queue_activity` ON `agentstore_worker_queue`(`instance_id`,`execution_id`,`activity_id`);
 CREATE INDEX `idx_agentstore_worker_queue_id` ON `agentstore_worker_queue`(`id`) WHERE session_id IS NULL AND tag IS NULL;
-CREATE INDEX `idx_agentstore_worker_queue_lock_token` ON `agentstore_worker_queue`(`lock_token`) WHERE lock_token IS NOT NULL;
 CREATE INDEX `idx_agentstore_worker_queue_session_id` ON `agentstore_worker_queue`(`session_id`) WHERE session_id IS NOT NULL;
 CREATE INDEX `idx_agentstore_worker_queue_tag` ON `agentstore_worker_queue`(`tag`) WHERE tag IS NOT NULL;
 CREATE INDEX `idx_agentstore_worker_queue_visible_at` ON `agentstore_worker_queue`(`visible_at`);
