@@ -203,10 +203,13 @@ func WithSQLiteSynchronous(mode string) Option {
 
 // WithPollInterval sets how often a long-polling fetch re-checks the
 // database when no wake-up arrives (default 20 ms). Enqueues through the
-// same Store, and on PostgreSQL through any Store or process (LISTEN/NOTIFY),
-// wake waiting fetchers at once; the interval bounds how late a delayed
-// item (timer, abandon delay) or, on SQLite, another process's enqueue is
-// seen. An idle waiting fetcher runs one query per interval.
+// same Store wake waiting fetchers at once, and so do commits by other
+// Stores and processes: LISTEN/NOTIFY on PostgreSQL, a PRAGMA data_version
+// watcher on SQLite (one cheap check per 2 ms per Store while a fetch
+// waits). The interval bounds how late a delayed item (timer, abandon
+// delay) is seen, and is the fallback if those wake-ups are unavailable
+// (a pool of fewer than 3 connections). An idle waiting fetcher runs one
+// claim query per interval.
 func WithPollInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond || d > time.Minute {
