@@ -735,6 +735,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		}
 		if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
 			if err := db.Exec(`DELETE FROM `+locks+` WHERE lock_token = ?`, token).Error; err != nil {
+				p.releaseOrchClaim(ctx, token)
 				return nil, fmt.Errorf("release lock of %s: %w", instance, err)
 			}
 			continue
