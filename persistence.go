@@ -70,7 +70,7 @@ var (
 // DefaultPool value.
 type PoolConfig struct {
 	MaxOpenConns   int           // maximum open connections
-	MinIdleConns   int           // idle connections kept open
+	MinIdleConns   int           // validated (<= MaxOpenConns); database/sql keeps up to MaxOpenConns idle connections until IdleTimeout
 	ConnectTimeout time.Duration // time allowed to establish a connection (PostgreSQL)
 	IdleTimeout    time.Duration // close connections idle this long
 	MaxLifetime    time.Duration // recycle connections after this long
@@ -479,7 +479,11 @@ func sqliteDSN(path string, cfg *config) string {
 
 func applyPool(db *sql.DB, p PoolConfig) {
 	db.SetMaxOpenConns(p.MaxOpenConns)
-	db.SetMaxIdleConns(max(p.MinIdleConns, min(p.MaxOpenConns, 2)))
+	// Keep every connection the load needed until it has been idle for
+	// IdleTimeout: capping idle connections below MaxOpenConns made a
+	// concurrent load close and reopen connections around its calls
+	// (measured: an orchestration run at 68 instead of 155 wf/s).
+	db.SetMaxIdleConns(p.MaxOpenConns)
 	db.SetConnMaxIdleTime(p.IdleTimeout)
 	db.SetConnMaxLifetime(p.MaxLifetime)
 }
