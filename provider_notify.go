@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -22,7 +24,8 @@ import (
 // its last send, so a burst of enqueues costs one NOTIFY. Errors are
 // ignored: the fallback re-check still finds the work.
 
-// Payloads of the wake-up channel.
+// Payloads of the wake-up channel: the kind, a colon and the sending
+// Store's tag (see pgNotifier.self).
 const (
 	notifyOrch = "o"
 	notifyWork = "w"
@@ -32,6 +35,9 @@ const (
 type pgNotifier struct {
 	s       *Store
 	channel string
+	// self tags this Store's notifications ("o:<self>"), so its listener
+	// ignores them: its own fetchers were already woken in process.
+	self string
 
 	mu      sync.Mutex
 	pending map[string]bool
@@ -56,7 +62,7 @@ func notifyChannel(schema, prefix string) string {
 }
 
 func newPGNotifier(s *Store, onNotify func(string)) *pgNotifier {
-	return &pgNotifier{s: s, channel: notifyChannel(s.cfg.schema, s.cfg.prefix),
+	return &pgNotifier{s: s, channel: notifyChannel(s.cfg.schema, s.cfg.prefix), self: uuid.NewString()[:8],
 		pending: map[string]bool{}, kick: make(chan struct{}, 1), onNotify: onNotify}
 }
 
@@ -98,7 +104,7 @@ func (n *pgNotifier) publisher() {
 		for _, k := range kinds {
 			ctx, cancel := context.WithTimeout(n.s.bg, 5*time.Second)
 			_, _ = n.s.sqlDB.ExecContext(ctx,
-				`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, n.channel, k)
+				`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, n.channel, k+":"+n.self)
 			cancel()
 		}
 	}
@@ -174,7 +180,9 @@ func (n *pgNotifier) listenOnceConn() error {
 				}
 				return driver.ErrBadConn // discard the connection; reconnect
 			}
-			n.onNotify(note.Payload)
+			if kind, from, _ := strings.Cut(note.Payload, ":"); from != n.self {
+				n.onNotify(kind)
+			}
 		}
 	})
 }
