@@ -103,7 +103,7 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 			`UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
 			` WHERE id = (` + sub + `) AND (SELECT v FROM async) IS NOT NULL RETURNING id, work_item, attempt_count`
 	}
-	err := p.s.db.WithContext(ctx).Raw(stmt, args...).Scan(&locked).Error
+	err := scanAll(p.s.db.WithContext(ctx), &locked, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim work item: %w", err)
 	}
@@ -210,8 +210,8 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 				WorkItem     string
 				AttemptCount int32
 			}
-			if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-				` WHERE id = ? RETURNING work_item, attempt_count`, token, now+durMS(lockTimeout), c.ID).Scan(&locked).Error; err != nil {
+			if err := scanAll(tx, &locked, `UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+				` WHERE id = ? RETURNING work_item, attempt_count`, token, now+durMS(lockTimeout), c.ID); err != nil {
 				return fmt.Errorf("lock work item %d: %w", c.ID, err)
 			}
 			if len(locked) == 0 {
@@ -292,7 +292,7 @@ func (p *gormProvider) ackWorkPG(ctx context.Context, lockToken string, row *mod
 	}
 	sql += ` SELECT COUNT(*) FROM d`
 	var n int64
-	if err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&n).Error; err != nil {
+	if err := scanAll(p.s.db.WithContext(ctx), &n, sql, args...); err != nil {
 		return fmt.Errorf("ack work item: %w", err)
 	}
 	if n == 0 {
@@ -325,8 +325,8 @@ func (p *gormProvider) ackWorkTx(ctx context.Context, lockToken string, row *mod
 	return p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var gone []struct{ SessionID *string }
-		if err := tx.Raw(`DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
-			id, stored, now).Scan(&gone).Error; err != nil {
+		if err := scanAll(tx, &gone, `DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
+			id, stored, now); err != nil {
 			return fmt.Errorf("delete work item: %w", err)
 		}
 		if len(gone) == 0 {
