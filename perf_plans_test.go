@@ -42,9 +42,10 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 			uuidExpr = "lower(hex(randomblob(16)))"
 		}
 		fill := []string{
-			"INSERT INTO " + q(models.TableQueue) + " (id, session_id, operation, content, priority, status, attempts, created_at)" +
+			"INSERT INTO " + q(models.TableQueue) + " (id, session_id, operation, content, priority, status, attempts, created_at, processed_at)" +
 				" SELECT " + uuidExpr + ", '" + sid + "', 'enqueue', 'x', g.i % 4," +
-				" CASE WHEN g.i % 2 = 0 THEN 'completed' ELSE 'pending' END, 0, CURRENT_TIMESTAMP FROM " + series,
+				" CASE WHEN g.i % 2 = 0 THEN 'completed' ELSE 'pending' END, 0, CURRENT_TIMESTAMP," +
+				" CASE WHEN g.i % 2 = 0 THEN CURRENT_TIMESTAMP END FROM " + series,
 			"INSERT INTO " + q(models.TableWorkerQueue) + " (work_item, visible_at, created_at, attempt_count) SELECT '{}', g.i, g.i, 0 FROM " + series,
 			"INSERT INTO " + q(models.TableOrchestratorQueue) + " (instance_id, work_item, visible_at, created_at, attempt_count)" +
 				" SELECT 'i' || g.i, '{}', g.i, g.i, 0 FROM " + series,
@@ -64,7 +65,7 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 		}
 		claims := map[string]string{
 			"session queue dequeue": "SELECT seq, priority FROM " + q(models.TableQueue) + " WHERE session_id = '" + sid +
-				"' AND (status = 'pending' OR status = 'processing') AND (status = 'pending' OR leased_until < " + now + ")" +
+				"' AND processed_at IS NULL AND (status = 'pending' OR (status = 'processing' AND leased_until < " + now + "))" +
 				" ORDER BY priority DESC, seq LIMIT 1" + lock,
 			"worker queue plain claim": "SELECT q.id FROM " + q(models.TableWorkerQueue) + " q WHERE +q.visible_at <= " + now +
 				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.id LIMIT 1" +

@@ -17,8 +17,8 @@ import (
 // Dequeue is one atomic statement on both dialects:
 //
 //	UPDATE queue SET status = 'processing', lease... , attempts = attempts + 1
-//	WHERE seq = (SELECT seq FROM queue WHERE session_id = ? AND <live>
-//	             AND (status = 'pending' OR leased_until < now)
+//	WHERE seq = (SELECT seq FROM queue WHERE session_id = ? AND processed_at IS NULL
+//	             AND (status = 'pending' OR (status = 'processing' AND leased_until < now))
 //	             ORDER BY priority DESC, seq LIMIT 1 [FOR UPDATE SKIP LOCKED])
 //	RETURNING ...
 //
@@ -34,10 +34,11 @@ type sessionQueue struct {
 	sessionStore
 }
 
-// liveQueueStatus is the predicate of the queue's partial index
-// (session_id, priority DESC, seq); queries that walk the index repeat it
-// word for word so SQLite's planner can match it.
-const liveQueueStatus = " AND (status = 'pending' OR status = 'processing')"
+// liveQueue is the predicate of the queue's partial index (session_id,
+// priority DESC, seq): live items are those not finished yet (Complete,
+// Fail and CancelQueued set processed_at; a claim and Release do not).
+// Queries that walk the index repeat it so SQLite's planner can match it.
+const liveQueue = " AND processed_at IS NULL"
 
 const queueCols = "seq, id, session_id, operation, content, priority, status, attempts, lease_token, lease_owner, leased_until, last_error, created_at, processed_at"
 
@@ -145,10 +146,10 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
 	// One ordered walk of the partial index (session_id, priority DESC,
-	// seq) WHERE status is pending or processing: the first row that is
-	// pending or whose lease expired. Rows leased to live workers (at most
-	// one per worker) are stepped over; finished rows are not in the index.
-	// The literal live-status condition lets SQLite prove the index usable.
+	// seq) WHERE processed_at IS NULL: the first row that is pending or
+	// whose lease expired. Rows leased to live workers (at most one per
+	// worker) are stepped over; finished rows are not in the index. The
+	// literal predicate lets SQLite prove the index usable.
 	args := []any{token, nilIfEmpty(p.Owner), nowMS + p.Lease.Milliseconds(), sessionID, nowMS}
 	args = append(args, targs...)
 	// On PostgreSQL the claim commits asynchronously (set_config with
@@ -166,8 +167,8 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	db := sq.db(ctx)
 	unlock := sq.writeLock()
 	rows, err := db.Raw(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
-		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueueStatus+
-		" AND (status = 'pending' OR leased_until < ?)"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...).Rows()
+		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+
+		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...).Rows()
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, translateError(err))
@@ -260,7 +261,7 @@ func (sq *sessionQueue) PendingQueue(ctx context.Context, sessionID uuid.UUID) (
 	tc, targs := sq.inTenantCond()
 	db := sq.db(ctx)
 	rows, err := db.Raw("SELECT "+queueCols+" FROM "+sq.s.quoted(models.TableQueue)+
-		" WHERE session_id = ?"+liveQueueStatus+" AND status = 'pending'"+tc+" ORDER BY priority DESC, seq",
+		" WHERE session_id = ?"+liveQueue+" AND status = 'pending'"+tc+" ORDER BY priority DESC, seq",
 		append([]any{sessionID}, targs...)...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, translateError(err))

@@ -124,15 +124,16 @@ func (Summary) TableName(n schema.Namer) string { return tableName(n, TableSumma
 
 // QueueItem is one row of {prefix}queue: the per-session priority queue.
 // Seq is a database-assigned FIFO key; dequeue order is priority DESC, seq ASC,
-// served by the partial index (session_id, priority DESC, seq) WHERE status
-// is pending or processing: finished items (completed, failed, cancelled)
-// stay in the table but leave the index, and a claim (pending ->
-// processing) keeps its index key.
+// served by the partial index (session_id, priority DESC, seq) WHERE
+// processed_at IS NULL, i.e. the live (pending or processing) items: a
+// finished item (completed, failed, cancelled: processed_at set) stays in
+// the table but leaves the index, and a claim (pending -> processing)
+// changes no indexed column (on PostgreSQL it can be a HOT update).
 // A dequeued item is leased until LeasedUntil (epoch milliseconds).
 type QueueItem struct {
 	Seq         int64      `gorm:"primaryKey;autoIncrement;index:,composite:session_status,priority:3"`
 	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex"`
-	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session_status,priority:1,where:status = 'pending' OR status = 'processing'"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session_status,priority:1,where:processed_at IS NULL"`
 	Operation   string     `gorm:"type:varchar(32);not null;default:enqueue"`
 	Content     string     `gorm:"type:text;not null"`
 	Priority    int32      `gorm:"not null;default:0;index:,composite:session_status,priority:2,sort:desc"`
