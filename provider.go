@@ -920,6 +920,38 @@ func setOrchMetadata(it *repo.OrchestrationItem, found bool, name string, versio
 // ---------------------------------------------------------------------------
 // orchestrator queue: ack, abandon, renew
 
+// execUpsert holds the values and the ON CONFLICT action of an ack's
+// execution-row upsert (status, output, completed_at for every terminal
+// status, ContinuedAsNew included, and the pinned runtime version), shared
+// by the transaction path and the one-statement PostgreSQL path.
+type execUpsert struct {
+	status                         string
+	output                         *string
+	completed, major, minor, patch *int64
+	conflict                       string
+}
+
+func newExecUpsert(md repo.ExecutionMetadata, now int64) execUpsert {
+	eu := execUpsert{status: repo.StatusRunning, conflict: ` DO NOTHING`}
+	var set []string
+	if md.Status != nil {
+		eu.status, eu.output = *md.Status, md.Output
+		if repo.IsTerminalStatus(eu.status) {
+			eu.completed = &now
+		}
+		set = append(set, `status = excluded.status`, `output = excluded.output`, `completed_at = excluded.completed_at`)
+	}
+	if v := md.PinnedDuroxideVersion; v != nil {
+		eu.major, eu.minor, eu.patch = ptr(int64(v.Major())), ptr(int64(v.Minor())), ptr(int64(v.Patch()))
+		set = append(set, `duroxide_version_major = excluded.duroxide_version_major`,
+			`duroxide_version_minor = excluded.duroxide_version_minor`, `duroxide_version_patch = excluded.duroxide_version_patch`)
+	}
+	if len(set) > 0 {
+		eu.conflict = ` DO UPDATE SET ` + strings.Join(set, ", ")
+	}
+	return eu
+}
+
 // AckOrchestrationItem implements repo.Provider.
 func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken string, ack repo.OrchestrationAck) error {
 	const op = "ack_orchestration_item"
@@ -1034,31 +1066,11 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack rep
 	// batches) with status, output, completed_at (every terminal status,
 	// ContinuedAsNew included) and the pinned runtime version, in one upsert
 	if instanceExists {
-		status := repo.StatusRunning
-		var output *string
-		var completed *int64
-		var set []string
-		if md.Status != nil {
-			status, output = *md.Status, md.Output
-			if repo.IsTerminalStatus(status) {
-				completed = &now
-			}
-			set = append(set, `status = excluded.status`, `output = excluded.output`, `completed_at = excluded.completed_at`)
-		}
-		var major, minor, patch *int64
-		if v := md.PinnedDuroxideVersion; v != nil {
-			major, minor, patch = ptr(int64(v.Major())), ptr(int64(v.Minor())), ptr(int64(v.Patch()))
-			set = append(set, `duroxide_version_major = excluded.duroxide_version_major`,
-				`duroxide_version_minor = excluded.duroxide_version_minor`, `duroxide_version_patch = excluded.duroxide_version_patch`)
-		}
-		conflict := ` DO NOTHING`
-		if len(set) > 0 {
-			conflict = ` DO UPDATE SET ` + strings.Join(set, ", ")
-		}
+		eu := newExecUpsert(md, now)
 		if err := tx.Exec(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, output, started_at, completed_at,`+
 			` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`+
-			` ON CONFLICT (instance_id, execution_id)`+conflict,
-			instance, exec, status, output, now, completed, major, minor, patch).Error; err != nil {
+			` ON CONFLICT (instance_id, execution_id)`+eu.conflict,
+			instance, exec, eu.status, eu.output, now, eu.completed, eu.major, eu.minor, eu.patch).Error; err != nil {
 			return fmt.Errorf("upsert execution %s/%d: %w", instance, exec, err)
 		}
 	}
@@ -1189,31 +1201,11 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack r
 	}
 	// execution row (only for existing instances: no stray rows for orphan
 	// batches) with status, output, completed_at and the pinned version
-	status := repo.StatusRunning
-	var output *string
-	var completed *int64
-	var set []string
-	if md.Status != nil {
-		status, output = *md.Status, md.Output
-		if repo.IsTerminalStatus(status) {
-			completed = &now
-		}
-		set = append(set, `status = excluded.status`, `output = excluded.output`, `completed_at = excluded.completed_at`)
-	}
-	var major, minor, patch *int64
-	if v := md.PinnedDuroxideVersion; v != nil {
-		major, minor, patch = ptr(int64(v.Major())), ptr(int64(v.Minor())), ptr(int64(v.Patch()))
-		set = append(set, `duroxide_version_major = excluded.duroxide_version_major`,
-			`duroxide_version_minor = excluded.duroxide_version_minor`, `duroxide_version_patch = excluded.duroxide_version_patch`)
-	}
-	conflict := ` DO NOTHING`
-	if len(set) > 0 {
-		conflict = ` DO UPDATE SET ` + strings.Join(set, ", ")
-	}
+	eu := newExecUpsert(md, now)
 	b.WriteString(`, ex AS (INSERT INTO ` + p.q(models.TableExecutions) + ` (instance_id, execution_id, status, output, started_at, completed_at,` +
 		` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) SELECT inst.instance_id, ?, ?, ?, ?, ?, ?, ?, ? FROM inst` +
-		` ON CONFLICT (instance_id, execution_id)` + conflict + `)`)
-	args = append(args, exec, status, output, now, completed, major, minor, patch)
+		` ON CONFLICT (instance_id, execution_id)` + eu.conflict + `)`)
+	args = append(args, exec, eu.status, eu.output, now, eu.completed, eu.major, eu.minor, eu.patch)
 	// history (append-only: a duplicate event id fails the statement)
 	if len(hist) > 0 {
 		b.WriteString(`, h AS (INSERT INTO ` + p.q(models.TableHistory) + ` (instance_id, execution_id, event_id, event_type, event_data, created_at)` +
