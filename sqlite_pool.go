@@ -12,16 +12,18 @@ import (
 //
 // Open gives every SQLite connection a statement cache (mattn/go-sqlite3's
 // _stmt_cache_size), so a hot statement is compiled once per connection
-// instead of on every call. That alone does not help: SQLite (3.45+)
-// marks a statement "re-prepare when this parameter is rebound" as soon as
-// its planner looks at the value bound to a bare parameter compared with
-// = (to guess whether the term is a cheap 0/1 flag) or used as a LIMIT,
-// and the driver clears the bindings on every reuse, so such a statement
-// was parsed and planned again on every execution — in practice every
-// statement with "col = ?". Written as "col = +?" (unary plus is a no-op
-// on every SQLite value and keeps index use; the planner just does not
-// look through it), the same statement runs from the cache. Measured on a
-// dequeue+complete loop: 230 µs -> 115 µs per item.
+// instead of on every call. That is half of it: SQLite (the 3.54 that
+// mattn/go-sqlite3 bundles) marks a statement "re-prepare when this
+// parameter is rebound" as soon as its planner looks at the value bound to
+// a bare parameter compared with = (to guess whether the term is a cheap
+// 0/1 flag) or used as a LIMIT, and the driver clears the bindings on every
+// reuse, so such a statement was parsed and planned again on every
+// execution (twice per call without a cache) — in practice every statement
+// with "col = ?". Written as "col = +?" (unary plus is a no-op on every
+// SQLite value and keeps index use; the planner just does not look through
+// it), the statement runs from the cache. Measured on a single-threaded
+// dequeue+complete loop: 318 µs per item, 190 µs with the cache, 115 µs
+// with the cache and the rewrite.
 //
 // liteConnPool applies that rewrite to every statement the store sends
 // to SQLite, including those GORM builds and those inside transactions.

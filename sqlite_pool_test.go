@@ -139,3 +139,16 @@ func TestLiteStoreTransactionsRewritten(t *testing.T) {
 		t.Fatalf("rolled-back row count = %d, %v", n, err)
 	}
 }
+
+func TestLiteReadOnlyRouting(t *testing.T) {
+	for q, want := range map[string]bool{
+		"SELECT 1": true, "  select * from t": true, "(SELECT 1) UNION (SELECT 2)": true, "VALUES (1)": true,
+		"EXPLAIN QUERY PLAN SELECT 1": true, "explain select 1": true,
+		"UPDATE t SET a = 1": false, "INSERT INTO t VALUES (1)": false, "DELETE FROM t": false,
+		"WITH x AS (SELECT 1) UPDATE t SET a = 1": false, "PRAGMA foreign_keys": false, "BEGIN": false, "": false, "SEL": false,
+	} {
+		if got := readOnlySQL(q); got != want {
+			t.Errorf("readOnlySQL(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
