@@ -77,10 +77,11 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	now := p.s.nowMS()
 	token := newLockToken()
 	tp, targs := tagSQL(tags)
-	// +q.visible_at: keeps the planners off the visible_at index (every
-	// queued row is usually visible, so it would read and sort the whole
-	// queue); the claim walks id order (partial index / rowid) and stops
-	// at the first eligible row. TestPerfClaimPlansUseIndexes checks it.
+	// The claim walks id order (partial index / rowid) and stops at the
+	// first eligible row. The worker queue has no visible_at index; the
+	// unary plus (+q.visible_at) keeps the planners off one should it be
+	// added by hand (every queued row is usually visible, so it would read
+	// and sort the whole queue). TestPerfClaimPlansUseIndexes checks it.
 	sub := `SELECT q.id FROM ` + p.q(models.TableWorkerQueue) + ` q WHERE +q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
 		` AND q.session_id IS NULL AND ` + tp + ` ORDER BY q.id LIMIT 1`
 	if p.s.dialect == Postgres {

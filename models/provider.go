@@ -99,7 +99,7 @@ type WorkerQueueItem struct {
 	// which implies IS NOT NULL, so both planners use the partial indexes.
 	ID           int64   `gorm:"primaryKey;autoIncrement;index:,where:session_id IS NULL AND tag IS NULL"`
 	WorkItem     string  `gorm:"type:text;not null"`
-	VisibleAt    int64   `gorm:"not null;index"`
+	VisibleAt    int64   `gorm:"not null"`  // no index: claims walk id order (see ID), and an index on it only cost every enqueue and ack an entry
 	LockToken    *string `gorm:"type:text"` // no index: lease tokens carry the row id (see provider_worker.go)
 	LockedUntil  *int64
 	CreatedAt    int64   `gorm:"not null;autoCreateTime:false"`

@@ -37,7 +37,6 @@ CREATE INDEX `idx_agentstore_worker_queue_activity` ON `agentstore_worker_queue`
 CREATE INDEX `idx_agentstore_worker_queue_id` ON `agentstore_worker_queue`(`id`) WHERE session_id IS NULL AND tag IS NULL;
 CREATE INDEX `idx_agentstore_worker_queue_session_id` ON `agentstore_worker_queue`(`session_id`) WHERE session_id IS NOT NULL;
 CREATE INDEX `idx_agentstore_worker_queue_tag` ON `agentstore_worker_queue`(`tag`) WHERE tag IS NOT NULL;
-CREATE INDEX `idx_agentstore_worker_queue_visible_at` ON `agentstore_worker_queue`(`visible_at`);
 CREATE TABLE `agentstore_instance_locks` (`instance_id` text NOT NULL,`lock_token` text NOT NULL,`locked_until` integer NOT NULL,`locked_at` integer NOT NULL,PRIMARY KEY (`instance_id`));
 CREATE INDEX `idx_agentstore_instance_locks_locked_until` ON `agentstore_instance_locks`(`locked_until`);
 CREATE TABLE `agentstore_activity_sessions` (`session_id` text NOT NULL,`worker_id` text NOT NULL,`locked_until` integer NOT NULL,`last_activity_at` integer NOT NULL,PRIMARY KEY (`session_id`));
