@@ -259,8 +259,9 @@ type Store struct {
 	provOnce sync.Once
 	prov     *gormProvider
 	// sessWriteMu serialises this handle's session-store writes on SQLite
-	// (one writer at a time; a mutex is far cheaper than SQLite's sleeping
-	// busy handler). See sessionStore.writeLock.
+	// when it has no dedicated write connection (a store made by New; a
+	// mutex is far cheaper than SQLite's sleeping busy handler). See
+	// sessionStore.writeLock.
 	sessWriteMu sync.Mutex
 }
 

@@ -931,6 +931,16 @@ type execUpsert struct {
 	conflict                       string
 }
 
+// writeTuples writes n copies of tuple, comma-separated (a VALUES list).
+func writeTuples(b *strings.Builder, n int, tuple string) {
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(tuple)
+	}
+}
+
 func newExecUpsert(md repo.ExecutionMetadata, now int64) execUpsert {
 	eu := execUpsert{status: repo.StatusRunning, conflict: ` DO NOTHING`}
 	var set []string
@@ -1211,11 +1221,8 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack r
 		b.WriteString(`, h AS (INSERT INTO ` + p.q(models.TableHistory) + ` (instance_id, execution_id, event_id, event_type, event_data, created_at)` +
 			` SELECT d.instance_id, v.e, v.n, v.t, v.x, ? FROM d, (VALUES `)
 		args = append(args, now)
-		for i, h := range hist {
-			if i > 0 {
-				b.WriteString(`, `)
-			}
-			b.WriteString(`(CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+		writeTuples(&b, len(hist), `(CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+		for _, h := range hist {
 			args = append(args, h.ExecutionID, h.EventID, h.EventType, h.EventData)
 		}
 		b.WriteString(`) v(e, n, t, x))`)
@@ -1223,11 +1230,8 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack r
 	if len(wrows) > 0 {
 		b.WriteString(`, w AS (INSERT INTO ` + p.q(models.TableWorkerQueue) + ` (work_item, visible_at, created_at, attempt_count, instance_id, execution_id,` +
 			` activity_id, session_id, tag) SELECT v.wi, v.va, v.ca, 0, v.ii, v.ei, v.ai, v.si, v.tg FROM d, (VALUES `)
-		for i, r := range wrows {
-			if i > 0 {
-				b.WriteString(`, `)
-			}
-			b.WriteString(`(CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+		writeTuples(&b, len(wrows), `(CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+		for _, r := range wrows {
 			args = append(args, r.WorkItem, r.VisibleAt, r.CreatedAt, r.InstanceID, r.ExecutionID, r.ActivityID, r.SessionID, r.Tag)
 		}
 		b.WriteString(`) v(wi, va, ca, ii, ei, ai, si, tg))`)
@@ -1243,11 +1247,8 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack r
 	if len(orows) > 0 {
 		b.WriteString(`, o AS (INSERT INTO ` + p.q(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
 			` SELECT v.ii, v.wi, v.va, v.ca, 0 FROM d, (VALUES `)
-		for i, r := range orows {
-			if i > 0 {
-				b.WriteString(`, `)
-			}
-			b.WriteString(`(CAST(? AS text), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint))`)
+		writeTuples(&b, len(orows), `(CAST(? AS text), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint))`)
+		for _, r := range orows {
 			args = append(args, r.InstanceID, r.WorkItem, r.VisibleAt, r.CreatedAt)
 		}
 		b.WriteString(`) v(ii, wi, va, ca))`)

@@ -256,11 +256,15 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		}
 		row = &models.OrchestratorQueueItem{InstanceID: completion.RoutingInstance(), WorkItem: string(data)}
 	}
+	stored, id, ok := parseWorkToken(lockToken)
+	if !ok {
+		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
+	}
 	var err error
 	if p.s.dialect == Postgres {
-		err = p.ackWorkPG(ctx, lockToken, row)
+		err = p.ackWorkPG(ctx, stored, id, row)
 	} else {
-		err = p.ackWorkTx(ctx, lockToken, row)
+		err = p.ackWorkTx(ctx, stored, id, row)
 	}
 	if err != nil {
 		return perr(op, err)
@@ -271,16 +275,12 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 	return nil
 }
 
-// ackWorkPG acks in one autocommit statement (one round trip): the item is
+// ackWorkPG acks row id (stored token) in one autocommit statement (one round trip): the item is
 // deleted, the completion inserted for the orchestrator and the activity
 // session touched by data-modifying CTEs that see the same snapshot, so
 // either all happen or none (the statement is its own transaction).
-func (p *gormProvider) ackWorkPG(ctx context.Context, lockToken string, row *models.OrchestratorQueueItem) error {
+func (p *gormProvider) ackWorkPG(ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
 	const op = "ack_work_item"
-	stored, id, ok := parseWorkToken(lockToken)
-	if !ok {
-		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
-	}
 	now := p.s.nowMS()
 	sql := `WITH d AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id),` +
 		` t AS (UPDATE ` + p.q(models.TableActivitySessions) + ` s SET last_activity_at = ? FROM d` +
@@ -307,12 +307,8 @@ func (p *gormProvider) ackWorkPG(ctx context.Context, lockToken string, row *mod
 // DELETE (the common case); everything else (a completion to enqueue, a
 // session to touch, or a token that matched nothing) runs in one
 // transaction.
-func (p *gormProvider) ackWorkTx(ctx context.Context, lockToken string, row *models.OrchestratorQueueItem) error {
+func (p *gormProvider) ackWorkTx(ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
 	const op = "ack_work_item"
-	stored, id, ok := parseWorkToken(lockToken)
-	if !ok {
-		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
-	}
 	if row == nil {
 		res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableWorkerQueue)+
 			` WHERE id = ? AND lock_token = ? AND locked_until > ? AND session_id IS NULL`, id, stored, p.s.nowMS())

@@ -116,11 +116,14 @@ func (ss *sessionStore) notFound(op string, id uuid.UUID) error {
 
 // writeLock serialises the writes of this Store handle on SQLite, which
 // admits one writer at a time: contending connections would otherwise wait
-// in SQLite's busy handler, which sleeps up to 100 ms per retry. Other
-// handles and processes are still coordinated by SQLite's own lock and
-// busy_timeout. On PostgreSQL it does nothing. Use: defer ss.writeLock()().
+// in SQLite's busy handler, which sleeps up to 100 ms per retry. A store
+// made by Open already sends every write to its one write connection (see
+// liteConnPool), so only a store made by New over a shared pool needs the
+// mutex. Other handles and processes are still coordinated by SQLite's own
+// lock and busy_timeout. On PostgreSQL it does nothing. Use: defer
+// ss.writeLock()().
 func (ss *sessionStore) writeLock() func() {
-	if ss.pg() {
+	if ss.pg() || ss.s.writeDB != nil {
 		return func() {}
 	}
 	ss.s.sessWriteMu.Lock()
