@@ -14,8 +14,24 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/agentstoretest"
 	"github.com/agentstore/agentstore/models"
 )
+
+// TestConformance runs the exported conformance suite (package
+// agentstoretest) on every dialect: a SQLite file per test, and a fresh
+// PostgreSQL schema per test at AGENTSTORE_TEST_POSTGRES_DSN.
+func TestConformance(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		agentstoretest.Run(t, agentstoretest.SQLite())
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		requirePostgres(t)
+		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN()))
+	})
+}
 
 func TestOpen_RejectsUnknownScheme(t *testing.T) {
 	t.Parallel()
