@@ -9,8 +9,6 @@ import (
 	"net"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/repo"
@@ -68,29 +66,12 @@ func translateError(err error) error {
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "23505":
-			return fmt.Errorf("%w: %w", ErrConflict, err)
-		case "40P01", "40001", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300":
-			return fmt.Errorf("%w: %w", ErrRetryable, err)
-		case "22P05", "22021":
-			return fmt.Errorf("%w: %w", ErrInvalidInput, err)
-		}
-		return err
-	}
-	var sqErr sqlite3.Error
-	if errors.As(err, &sqErr) {
-		switch sqErr.Code {
-		case sqlite3.ErrBusy, sqlite3.ErrLocked:
-			return fmt.Errorf("%w: %w", ErrRetryable, err)
-		case sqlite3.ErrConstraint:
-			if sqErr.ExtendedCode == sqlite3.ErrConstraintUnique || sqErr.ExtendedCode == sqlite3.ErrConstraintPrimaryKey {
-				return fmt.Errorf("%w: %w", ErrConflict, err)
+	for _, d := range registered {
+		if t, ok := d.(driverErrorTranslator); ok {
+			if mapped, ok := t.translateDriverError(err); ok {
+				return mapped
 			}
 		}
-		return err
 	}
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, context.DeadlineExceeded) {
@@ -100,8 +81,7 @@ func translateError(err error) error {
 	if errors.As(err, &netErr) {
 		return fmt.Errorf("%w: %w", ErrRetryable, err)
 	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed") {
+	if strings.Contains(err.Error(), "conn closed") {
 		return fmt.Errorf("%w: %w", ErrRetryable, err)
 	}
 	return err

@@ -21,15 +21,10 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -98,6 +93,7 @@ type config struct {
 	clock        func() time.Time
 	sqliteSync   string
 	pollInterval time.Duration
+	capsOff      Capability // WithoutCapabilities
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -247,10 +243,13 @@ type Store struct {
 	db      *gorm.DB
 	sqlDB   *sql.DB
 	writeDB *sql.DB // SQLite files opened by Open: the one-connection write pool (see liteConnPool)
-	dialect Dialect
-	cfg     *config
-	namer   *models.Namer
-	owns    bool
+	// d is the dialect resolved by Open or New; caps its capabilities in
+	// force (less WithoutCapabilities). See dialect.go.
+	d     dialect
+	caps  Capability
+	cfg   *config
+	namer *models.Namer
+	owns  bool
 	// bg lives until Close; background goroutines (PostgreSQL wake-up
 	// listener and publisher) stop when it is cancelled.
 	bg       context.Context
@@ -269,28 +268,33 @@ type Store struct {
 // postgres:// and postgresql:// select PostgreSQL; sqlite:PATH and
 // sqlite::memory: select SQLite. Errors never contain the DSN's password.
 func ParseDSN(dsn string) (Dialect, string, error) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return Postgres, dsn, nil
-	case strings.HasPrefix(dsn, "sqlite:"):
-		path := strings.TrimPrefix(dsn, "sqlite:")
-		if path == "" {
-			return "", "", configf("sqlite DSN needs a path: sqlite:PATH or sqlite::memory:")
-		}
-		if strings.ContainsRune(path, 0) {
-			return "", "", configf("sqlite path contains a NUL byte")
-		}
-		return SQLite, path, nil
-	case dsn == "":
-		return "", "", configf("empty DSN: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
-	default:
-		// Name the scheme only when it looks like one: the rest of an
-		// unknown DSN may hold a password (host=... password=...).
-		if i := strings.Index(dsn, ":"); i > 0 && schemeRE.MatchString(dsn[:i]) {
-			return "", "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:", clip(dsn[:i]))
-		}
-		return "", "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
+	d, target, err := resolveDSN(dsn)
+	if err != nil {
+		return "", "", err
 	}
+	return d.name(), target, nil
+}
+
+// resolveDSN finds the registered dialect of dsn.
+func resolveDSN(dsn string) (dialect, string, error) {
+	if dsn == "" {
+		return nil, "", configf("empty DSN: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
+	}
+	for _, d := range registered {
+		target, ok, err := d.matchDSN(dsn)
+		if err != nil {
+			return nil, "", err
+		}
+		if ok {
+			return d, target, nil
+		}
+	}
+	// Name the scheme only when it looks like one: the rest of an
+	// unknown DSN may hold a password (host=... password=...).
+	if i := strings.Index(dsn, ":"); i > 0 && schemeRE.MatchString(dsn[:i]) {
+		return nil, "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:", clip(dsn[:i]))
+	}
+	return nil, "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
 }
 
 // RedactDSN returns dsn with any password replaced by "xxxxx", for logs.
@@ -382,9 +386,10 @@ func dsnPassword(dsn string) string {
 // foreign keys ON (cascades need it), write transactions that take the write
 // lock at BEGIN (BEGIN IMMEDIATE), synchronous=NORMAL unless
 // WithSQLiteSynchronous says otherwise. An in-memory database uses a single
-// connection so every call sees the same database.
+// connection so every call sees the same database. SQLite needs cgo: in a
+// CGO_ENABLED=0 build a sqlite: DSN returns ErrDialectUnavailable.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	dialect, target, err := ParseDSN(dsn)
+	d, target, err := resolveDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -392,90 +397,35 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	var sqlDB, writeDB *sql.DB
-	var dial gorm.Dialector
-	switch dialect {
-	case Postgres:
-		pc, perr := pgx.ParseConfig(target)
-		if perr != nil {
-			return nil, configf("parse postgres DSN %s: %v", RedactDSN(dsn), scrub(perr, dsn))
-		}
-		if cfg.pool.ConnectTimeout > 0 {
-			pc.ConnectTimeout = cfg.pool.ConnectTimeout
-		}
-		sqlDB = stdlib.OpenDB(*pc)
-		dial = postgres.New(postgres.Config{Conn: sqlDB})
-	case SQLite:
-		if cfg.schema != "" {
-			return nil, configf("WithSchema is PostgreSQL only; SQLite has no schemas")
-		}
-		memory := target == ":memory:"
-		sqlDB, err = sql.Open("sqlite3", sqliteDSN(target, cfg))
-		if err != nil {
-			return nil, fmt.Errorf("open sqlite %s: %w", target, err)
-		}
-		writeDB = sqlDB
-		if !memory {
-			// the write pool: one connection, kept open (see liteConnPool)
-			if writeDB, err = sql.Open("sqlite3", sqliteDSN(target, cfg)); err != nil {
-				_ = sqlDB.Close()
-				return nil, fmt.Errorf("open sqlite %s: %w", target, err)
-			}
-		}
-		for _, d := range []*sql.DB{sqlDB, writeDB} {
-			if memory || d == writeDB {
-				d.SetMaxOpenConns(1)
-				d.SetMaxIdleConns(1)
-				d.SetConnMaxLifetime(0)
-				d.SetConnMaxIdleTime(0)
-			}
-		}
-		dial = sqlite.New(sqlite.Config{Conn: &liteConnPool{read: sqlDB, write: writeDB}})
+	if err := d.checkConfig(cfg); err != nil {
+		return nil, err
 	}
-	if dialect == Postgres || target != ":memory:" {
-		applyPool(sqlDB, cfg.pool)
+	conn, err := d.open(ctx, target, cfg)
+	if err != nil {
+		return nil, scrub(err, dsn)
 	}
 	closeAll := func() {
-		_ = sqlDB.Close()
-		if writeDB != nil && writeDB != sqlDB {
-			_ = writeDB.Close()
+		_ = conn.sqlDB.Close()
+		if conn.writeDB != nil && conn.writeDB != conn.sqlDB {
+			_ = conn.writeDB.Close()
 		}
 	}
-	st, err := newStore(dial, sqlDB, dialect, cfg)
+	st, err := newStore(d, conn, cfg)
 	if err != nil {
 		closeAll()
 		return nil, scrub(err, dsn)
 	}
 	st.owns = true
-	if writeDB != sqlDB {
-		st.writeDB = writeDB
-	}
-	if err := sqlDB.PingContext(ctx); err != nil {
-		closeAll()
-		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
-	}
-	if writeDB != nil && writeDB != sqlDB {
-		if err := writeDB.PingContext(ctx); err != nil {
+	for _, db := range []*sql.DB{conn.sqlDB, st.writeDB} {
+		if db == nil {
+			continue
+		}
+		if err := db.PingContext(ctx); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
 		}
 	}
 	return st, nil
-}
-
-// sqliteStmtCache is the number of compiled statements each SQLite
-// connection keeps (see sqlite_pool.go).
-const sqliteStmtCache = 128
-
-// sqliteDSN builds the mattn/go-sqlite3 DSN for path with the pragmas agentstore needs.
-func sqliteDSN(path string, cfg *config) string {
-	params := "_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.sqliteSync +
-		"&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
-	if path == ":memory:" {
-		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
-	}
-	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
-	return "file:" + r.Replace(path) + "?" + params
 }
 
 func applyPool(db *sql.DB, p PoolConfig) {
@@ -502,32 +452,30 @@ func New(db *gorm.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, configf("gorm handle has no *sql.DB: %v", err)
-	}
-	var dial gorm.Dialector
-	var dialect Dialect
-	switch db.Dialector.Name() {
-	case "postgres":
-		dialect = Postgres
-		dial = postgres.New(postgres.Config{Conn: sqlDB})
-	case "sqlite", "sqlite3":
-		if cfg.schema != "" {
-			return nil, configf("WithSchema is PostgreSQL only; SQLite has no schemas")
+	var d dialect
+	for _, r := range registered {
+		if r.ownsGorm(db.Dialector.Name()) {
+			d = r
+			break
 		}
-		dialect = SQLite
-		dial = sqlite.New(sqlite.Config{Conn: &liteConnPool{read: sqlDB, write: sqlDB}})
-	default:
-		return nil, configf("unsupported gorm dialect %q (want postgres or sqlite)", db.Dialector.Name())
 	}
-	return newStore(dial, sqlDB, dialect, cfg)
+	if d == nil {
+		return nil, configf("unsupported gorm dialect %q (want %s)", clip(db.Dialector.Name()), dialectList())
+	}
+	if err := d.checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	conn, err := d.wrap(db, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(d, conn, cfg)
 }
 
-func newStore(dial gorm.Dialector, sqlDB *sql.DB, dialect Dialect, cfg *config) (*Store, error) {
+func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 	namer := models.NewNamer(cfg.prefix, cfg.schema)
 	clock := cfg.clock
-	gdb, err := gorm.Open(dial, &gorm.Config{
+	gdb, err := gorm.Open(conn.gorm, &gorm.Config{
 		NamingStrategy:         namer,
 		Logger:                 cfg.logger,
 		NowFunc:                func() time.Time { return clock().UTC().Truncate(time.Microsecond) },
@@ -539,7 +487,11 @@ func newStore(dial gorm.Dialector, sqlDB *sql.DB, dialect Dialect, cfg *config) 
 		return nil, fmt.Errorf("initialise gorm: %w", err)
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	return &Store{db: gdb, sqlDB: sqlDB, dialect: dialect, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel}, nil
+	st := &Store{db: gdb, sqlDB: conn.sqlDB, d: d, caps: d.capabilities() &^ cfg.capsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel}
+	if conn.writeDB != nil && conn.writeDB != conn.sqlDB {
+		st.writeDB = conn.writeDB
+	}
+	return st, nil
 }
 
 // Close stops the store's background goroutines and closes the
@@ -547,11 +499,8 @@ func newStore(dial gorm.Dialector, sqlDB *sql.DB, dialect Dialect, cfg *config) 
 // leaves the caller's pool open.
 func (s *Store) Close() error {
 	s.bgCancel()
-	if s.prov != nil && s.prov.notifier != nil {
-		s.prov.notifier.wait()
-	}
-	if s.prov != nil && s.prov.watcher != nil {
-		s.prov.watcher.wait()
+	if s.prov != nil && s.prov.waker != nil {
+		s.prov.waker.wait()
 	}
 	if !s.owns {
 		return nil
@@ -571,7 +520,7 @@ func (s *Store) DB(ctx context.Context) *gorm.DB { return s.db.WithContext(ctx) 
 func (s *Store) SQLDB() *sql.DB { return s.sqlDB }
 
 // Dialect returns the store's dialect.
-func (s *Store) Dialect() Dialect { return s.dialect }
+func (s *Store) Dialect() Dialect { return s.d.name() }
 
 // TablePrefix returns the table prefix in use.
 func (s *Store) TablePrefix() string { return s.cfg.prefix }

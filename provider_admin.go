@@ -238,10 +238,7 @@ func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (repo
 	var out repo.DeleteInstanceResult
 	in := ` IN (` + placeholders(len(ids)) + `)`
 	args := strArgs(ids)
-	lock := ""
-	if p.s.dialect == Postgres {
-		lock = ` FOR UPDATE`
-	}
+	lock := p.s.forUpdate()
 	// Instance locks first, in the same order as an ack (lock row, then
 	// instance row), so a concurrent ack and delete cannot deadlock; removing
 	// them makes in-flight acks fail with ErrInvalidLockToken (no zombie
@@ -392,10 +389,7 @@ func (p *gormProvider) PruneExecutions(ctx context.Context, instance string, opt
 	var out repo.PruneResult
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		var cur []int64
-		lock := ""
-		if p.s.dialect == Postgres {
-			lock = ` FOR UPDATE`
-		}
+		lock := p.s.forUpdate()
 		if err := tx.Raw(`SELECT current_execution_id FROM `+p.q(models.TableInstances)+` WHERE instance_id = ?`+lock, instance).Scan(&cur).Error; err != nil {
 			return err
 		}

@@ -84,9 +84,7 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	// and sort the whole queue). TestPerfClaimPlansUseIndexes checks it.
 	sub := `SELECT q.id FROM ` + p.q(models.TableWorkerQueue) + ` q WHERE +q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
 		` AND q.session_id IS NULL AND ` + tp + ` ORDER BY q.id LIMIT 1`
-	if p.s.dialect == Postgres {
-		sub += ` FOR UPDATE OF q SKIP LOCKED`
-	}
+	sub += p.s.forUpdateSkip("q")
 	args := append([]any{token, now + durMS(lockTimeout), now, now}, targs...)
 	var locked []struct {
 		ID           int64
@@ -97,13 +95,9 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	// switches its own commit to asynchronous (set_config is_local = the
 	// statement's implicit transaction; see fetchTx for why a fetch may
 	// commit asynchronously), in the same round trip.
-	stmt := `UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-		` WHERE id = (` + sub + `) RETURNING id, work_item, attempt_count`
-	if p.s.dialect == Postgres {
-		stmt = `WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v) ` +
-			`UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-			` WHERE id = (` + sub + `) AND (SELECT v FROM async) IS NOT NULL RETURNING id, work_item, attempt_count`
-	}
+	with, async := p.s.asyncCommitCTE()
+	stmt := with + `UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
+		` WHERE id = (` + sub + `)` + async + ` RETURNING id, work_item, attempt_count`
 	err := scanAll(p.s.db.WithContext(ctx), &locked, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim work item: %w", err)
@@ -175,9 +169,7 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 				args = append(args, skipped...)
 			}
 			sql += ` ORDER BY q.id LIMIT 1`
-			if p.s.dialect == Postgres {
-				sql += ` FOR UPDATE OF q SKIP LOCKED`
-			}
+			sql += p.s.forUpdateSkip("q")
 			var cands []struct {
 				ID        int64
 				SessionID *string
@@ -261,8 +253,8 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
 	}
 	var err error
-	if p.s.dialect == Postgres {
-		err = p.ackWorkPG(ctx, stored, id, row)
+	if p.fast != nil {
+		err = p.fast.ackWork(p, ctx, stored, id, row)
 	} else {
 		err = p.ackWorkTx(ctx, stored, id, row)
 	}
@@ -271,33 +263,6 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 	}
 	if row != nil {
 		p.orch.notify()
-	}
-	return nil
-}
-
-// ackWorkPG acks row id (stored token) in one autocommit statement (one round trip): the item is
-// deleted, the completion inserted for the orchestrator and the activity
-// session touched by data-modifying CTEs that see the same snapshot, so
-// either all happen or none (the statement is its own transaction).
-func (p *gormProvider) ackWorkPG(ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
-	const op = "ack_work_item"
-	now := p.s.nowMS()
-	sql := `WITH d AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id),` +
-		` t AS (UPDATE ` + p.q(models.TableActivitySessions) + ` s SET last_activity_at = ? FROM d` +
-		` WHERE s.session_id = d.session_id AND s.locked_until > ?)`
-	args := []any{id, stored, now, now, now}
-	if row != nil {
-		sql += `, i AS (INSERT INTO ` + p.q(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
-			` SELECT ?, ?, ?, ?, 0 FROM d)`
-		args = append(args, row.InstanceID, row.WorkItem, now, now)
-	}
-	sql += ` SELECT COUNT(*) FROM d`
-	var n int64
-	if err := scanAll(p.s.db.WithContext(ctx), &n, sql, args...); err != nil {
-		return fmt.Errorf("ack work item: %w", err)
-	}
-	if n == 0 {
-		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
 	}
 	return nil
 }

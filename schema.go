@@ -2,7 +2,7 @@ package agentstore
 
 import (
 	"context"
-	"database/sql"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -12,10 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -30,23 +26,34 @@ const SchemaVersion = models.SchemaVersion
 // and safe when several processes call it at once: on PostgreSQL it runs in
 // one transaction holding an advisory lock keyed by schema and prefix (and
 // creates the schema if missing); on SQLite it runs in one BEGIN IMMEDIATE
-// transaction. Use it for development and tests; production databases can
+// transaction. On a database without advisory locks
+// (WithoutCapabilities(CapAdvisoryLocks)) a run that collides with a
+// concurrent one is retried, up to 5 times. Use it for development and tests; production databases can
 // be built from the exported DDL (see DDL) by Flyway and checked with Verify.
 func (s *Store) Migrate(ctx context.Context) error {
+	err := s.migrateOnce(ctx)
+	if s.has(CapAdvisoryLocks) || s.has(CapSingleWriter) {
+		return err
+	}
+	for i := 1; i <= 5 && (errors.Is(err, ErrConflict) || errors.Is(err, ErrRetryable)) && ctx.Err() == nil; i++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(i*20) * time.Millisecond):
+		}
+		err = s.migrateOnce(ctx)
+	}
+	return err
+}
+
+// migrateOnce is one Migrate transaction.
+func (s *Store) migrateOnce(ctx context.Context) error {
 	mdb, err := s.migrationDB()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	err = mdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if s.dialect == Postgres {
-			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", s.migrateLockKey()).Error; err != nil {
-				return fmt.Errorf("take migration lock: %w", err)
-			}
-			if s.cfg.schema != "" {
-				if err := tx.Exec(`CREATE SCHEMA IF NOT EXISTS "` + s.cfg.schema + `"`).Error; err != nil {
-					return fmt.Errorf("create schema %s: %w", s.cfg.schema, err)
-				}
-			}
+		if err := s.d.migrateLock(tx, s); err != nil {
+			return err
 		}
 		if err := tx.AutoMigrate(models.All()...); err != nil {
 			return fmt.Errorf("automigrate: %w", err)
@@ -149,29 +156,16 @@ func DDL(d Dialect, opts ...Option) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var dial gorm.Dialector
-	var closer func() error
-	switch d {
-	case Postgres:
-		pc, perr := pgx.ParseConfig("postgres://ddl-export.invalid/none")
-		if perr != nil {
-			return "", perr
-		}
-		db := stdlib.OpenDB(*pc) // never connected: DryRun executes nothing
-		closer = db.Close
-		dial = postgres.New(postgres.Config{Conn: db})
-	case SQLite:
-		if cfg.schema != "" {
-			return "", configf("WithSchema is PostgreSQL only; SQLite has no schemas")
-		}
-		db, oerr := sql.Open("sqlite3", "file::memory:")
-		if oerr != nil {
-			return "", oerr
-		}
-		closer = db.Close
-		dial = sqlite.New(sqlite.Config{Conn: db})
-	default:
-		return "", configf("unknown dialect %q (want postgres or sqlite)", clip(string(d)))
+	dl, err := dialectNamed(d)
+	if err != nil {
+		return "", err
+	}
+	if err := dl.checkConfig(cfg); err != nil {
+		return "", err
+	}
+	dial, closer, err := dl.offline()
+	if err != nil {
+		return "", err
 	}
 	defer func() { _ = closer() }()
 	rec := &ddlLogger{Interface: logger.Discard}
@@ -202,7 +196,7 @@ func DDL(d Dialect, opts ...Option) (string, error) {
 	if cfg.schema != "" {
 		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS \"%s\";\n\n", cfg.schema)
 	}
-	for _, st := range orderDDL(rec.stmts, d) {
+	for _, st := range orderDDL(rec.stmts) {
 		b.WriteString(st)
 		b.WriteString(";\n")
 	}
@@ -246,7 +240,7 @@ func WriteFlyway(dir string, d Dialect, opts ...Option) error {
 // string defaults stay double-quoted (DEFAULT "main"), because GORM's
 // SQLite migrator compares defaults in that spelling and would rebuild
 // every table of a database created with 'main' on each Migrate.
-func orderDDL(stmts []string, _ Dialect) []string {
+func orderDDL(stmts []string) []string {
 	var out, run []string
 	flush := func() {
 		sort.Strings(run)

@@ -84,8 +84,6 @@ var (
 
 func (ss *sessionStore) db(ctx context.Context) *gorm.DB { return ss.s.db.WithContext(ctx) }
 
-func (ss *sessionStore) pg() bool { return ss.s.dialect == Postgres }
-
 // tenantCond returns " AND <col> = ?" and its argument when scoped.
 func (ss *sessionStore) tenantCond(col string) (string, []any) {
 	if ss.tenant == nil {
@@ -123,7 +121,7 @@ func (ss *sessionStore) notFound(op string, id uuid.UUID) error {
 // lock and busy_timeout. On PostgreSQL it does nothing. Use: defer
 // ss.writeLock()().
 func (ss *sessionStore) writeLock() func() {
-	if ss.pg() || ss.s.writeDB != nil {
+	if !ss.s.has(CapSingleWriter) || ss.s.writeDB != nil {
 		return func() {}
 	}
 	ss.s.sessWriteMu.Lock()
@@ -505,14 +503,10 @@ func (ss *sessionStore) Load(ctx context.Context, id uuid.UUID, opts ...repo.Loa
 		out = sess
 		return nil
 	}
-	var err error
-	if ss.pg() {
-		err = ss.db(ctx).Transaction(run, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	} else {
-		// SQLite: no transaction (it would take the write lock); messages
-		// are bounded by the session row's last_seq, so they match it.
-		err = run(ss.db(ctx))
-	}
+	// One snapshot where the database has snapshot reads; without
+	// (SQLite: a transaction would take the write lock) the messages are
+	// still bounded by the session row's last_seq, so they match it.
+	err := ss.s.readTx(ss.db(ctx), run)
 	if err != nil {
 		return nil, fmt.Errorf("load session %s: %w", id, translateError(err))
 	}
@@ -573,7 +567,7 @@ func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.Lo
 		return nil, translateError(err)
 	}
 	defer rows.Close()
-	msgs, err := scanMessages(rows, row.ID, capHint, ss.pg())
+	msgs, err := scanMessages(rows, row.ID, capHint, ss.s.has(CapValidatedJSON))
 	if err != nil {
 		return nil, err
 	}

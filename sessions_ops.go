@@ -14,24 +14,12 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-// lockSuffix is appended to a SELECT that must lock the row: FOR UPDATE on
-// PostgreSQL; nothing on SQLite, where the enclosing BEGIN IMMEDIATE
-// transaction already holds the database's write lock.
-func (ss *sessionStore) lockSuffix() string {
-	if ss.pg() {
-		return " FOR UPDATE"
-	}
-	return ""
-}
+// lockSuffix is appended to a SELECT that must lock the row (see
+// Store.forUpdate).
+func (ss *sessionStore) lockSuffix() string { return ss.s.forUpdate() }
 
-// param returns a placeholder cast to typ on PostgreSQL, where a parameter
-// in a SELECT list would otherwise be typed text.
-func (ss *sessionStore) param(typ string) string {
-	if ss.pg() {
-		return "CAST(? AS " + typ + ")"
-	}
-	return "?"
-}
+// param returns a placeholder typed as typ (see Store.castParam).
+func (ss *sessionStore) param(typ string) string { return ss.s.castParam(typ) }
 
 // sessionHead is the part of the session row appends need.
 type sessionHead struct {
@@ -98,8 +86,9 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 		usage.CacheCreationInputTokens, now}
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		var h sessionHead
-		if ss.pg() {
-			// One round trip: lock the row, read the old head and advance it.
+		if ss.s.has(CapFastPaths | CapRowLocks) {
+			// Fast path, one round trip: lock the row, read the old head
+			// and advance it.
 			tc, targs := ss.tenantCond("tenant_id")
 			args := append([]any{k}, setArgs...)
 			args = append(append(args, sessionID), targs...)
@@ -113,8 +102,9 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 				return ErrNotFound
 			}
 		} else {
-			// SQLite: the BEGIN IMMEDIATE transaction holds the write lock,
-			// so reading the head and updating it later cannot interleave.
+			// General path: lockHead locks the row (FOR UPDATE, or the
+			// single writer's write transaction), so reading the head and
+			// updating it later cannot interleave.
 			var err error
 			if h, err = ss.lockHead(tx, sessionID); err != nil {
 				return err
@@ -485,10 +475,7 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 	}
 	st := ss.s.quoted(models.TableSessions)
 	tc, targs := ss.tenantCond("tenant_id")
-	lock := ""
-	if ss.pg() {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
+	lock := ss.s.forUpdateSkip("")
 	now := ss.s.now()
 	total := 0
 	for {

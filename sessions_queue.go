@@ -141,10 +141,7 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	nowMS := sq.s.nowMS()
 	qt := sq.s.quoted(models.TableQueue)
 	tc, targs := sq.inTenantCond()
-	lock := ""
-	if sq.pg() {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
+	lock := sq.s.forUpdateSkip("")
 	// One ordered walk of the partial index (session_id, priority DESC,
 	// seq) WHERE processed_at IS NULL: the first row that is pending or
 	// whose lease expired. Rows leased to live workers (at most one per
@@ -159,11 +156,7 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	// ErrLockLost — the at-least-once delivery a lease expiry gives anyway.
 	// Complete, Fail, Release and Enqueue commit synchronously, and each
 	// synchronous commit also flushes every earlier asynchronous one.
-	with, async := "", ""
-	if sq.pg() {
-		with = "WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v) "
-		async = " AND (SELECT v FROM async) IS NOT NULL"
-	}
+	with, async := sq.s.asyncCommitCTE()
 	db := sq.db(ctx)
 	unlock := sq.writeLock()
 	rows, err := db.Raw(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+

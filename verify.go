@@ -2,7 +2,6 @@ package agentstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"regexp"
 	"slices"
@@ -129,19 +128,16 @@ func (r *VerifyReport) String() string {
 // report.
 func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 	db := s.db.WithContext(ctx)
-	if s.dialect != Postgres {
-		return s.inspect(db)
-	}
-	// On PostgreSQL read the whole catalog from one snapshot. (Not on
-	// SQLite: its transactions take the write lock at BEGIN.)
+	// Read the whole catalog from one snapshot where the database has
+	// snapshot reads (not SQLite: its transactions take the write lock).
 	var (
 		rep  *VerifyReport
 		ierr error
 	)
-	err := db.Transaction(func(tx *gorm.DB) error {
+	err := s.readTx(db, func(tx *gorm.DB) error {
 		rep, ierr = s.inspect(tx)
 		return ierr
-	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	})
 	switch {
 	case ierr != nil:
 		return nil, ierr // already wrapped by inspect
@@ -153,31 +149,18 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 
 // inspect reads the catalog through db and compares it with the models.
 func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
-	rep := &VerifyReport{Dialect: s.dialect, Prefix: s.cfg.prefix, ExpectedVersion: SchemaVersion, Issues: []SchemaIssue{}}
+	rep := &VerifyReport{Dialect: s.Dialect(), Prefix: s.cfg.prefix, ExpectedVersion: SchemaVersion, Issues: []SchemaIssue{}}
 	var (
 		live map[string]*liveTable
 		err  error
 	)
-	switch s.dialect {
-	case Postgres:
-		nsp := s.cfg.schema
-		if nsp == "" {
-			var cur *string
-			if err := db.Raw("SELECT current_schema()").Scan(&cur).Error; err != nil {
-				return nil, fmt.Errorf("verify: read current schema: %w", translateError(err))
-			}
-			if cur == nil || *cur == "" {
-				return nil, fmt.Errorf("verify: the connection has no current schema (empty search_path); use WithSchema")
-			}
-			nsp = *cur
-		}
-		rep.Schema = nsp
-		live, err = loadPostgresCatalog(db, nsp)
-	case SQLite:
-		live, err = loadSQLiteCatalog(db)
-	default:
-		return nil, configf("verify: unsupported dialect %q", s.dialect)
+	cat := s.d.catalog()
+	nsp, err := cat.schemaName(db, s.cfg.schema)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
 	}
+	rep.Schema = nsp
+	live, err = cat.load(db, nsp)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", translateError(err))
 	}
@@ -189,17 +172,11 @@ func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
 		rep.Tables++
 		rep.Issues = append(rep.Issues, s.compareTable(db, exp, live[exp.name])...)
 	}
-	if s.dialect == SQLite {
-		var on int
-		if err := db.Raw("PRAGMA foreign_keys").Scan(&on).Error; err != nil {
-			return nil, fmt.Errorf("verify: read foreign_keys pragma: %w", translateError(err))
-		}
-		if on == 0 {
-			rep.Issues = append(rep.Issues, SchemaIssue{Kind: ForeignKeysDisabled, Object: "foreign_keys",
-				Expected: "ON", Actual: "OFF",
-				Fix: "PRAGMA foreign_keys = ON on every connection (agentstore.Open's sqlite DSN does this; add _foreign_keys=on to your driver DSN)"})
-		}
+	conn, err := cat.connectionIssues(db)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", translateError(err))
 	}
+	rep.Issues = append(rep.Issues, conn...)
 	if vt := live[s.cfg.prefix+models.TableSchemaVersion]; vt != nil && vt.cols["version"].typ != "" {
 		var v *int64
 		if err := db.Raw("SELECT MAX(version) FROM " + s.quoted(models.TableSchemaVersion)).Scan(&v).Error; err != nil {
@@ -269,7 +246,7 @@ func (s *Store) expectedTable(m any) (*expectedTable, error) {
 	sch := stmt.Schema
 	mig, ok := s.db.Migrator().(interface{ DataTypeOf(*schema.Field) string })
 	if !ok {
-		return nil, fmt.Errorf("the %s migrator cannot report column types", s.dialect)
+		return nil, fmt.Errorf("the %s migrator cannot report column types", s.Dialect())
 	}
 	t := &expectedTable{model: m, name: s.unqualify(sch.Table)}
 	for _, dbName := range sch.DBNames {
@@ -278,9 +255,10 @@ func (s *Store) expectedTable(m any) (*expectedTable, error) {
 			continue
 		}
 		raw := mig.DataTypeOf(f)
-		// A primary-key column is NOT NULL on PostgreSQL whatever it
-		// declares; SQLite reports only the declared constraint.
-		notNull := f.NotNull || (f.PrimaryKey && s.dialect == Postgres)
+		// A primary-key column is NOT NULL in some catalogs (PostgreSQL)
+		// whatever it declares; others (SQLite) report only the declared
+		// constraint.
+		notNull := f.NotNull || (f.PrimaryKey && s.d.catalog().pkNotNull())
 		t.cols = append(t.cols, expectedColumn{name: dbName, typ: s.normType(raw), rawType: raw, notNull: notNull, field: f})
 	}
 	for _, f := range sch.PrimaryFields {
@@ -341,9 +319,9 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 		lc, ok := lt.cols[c.name]
 		if !ok {
 			var fix string
-			if s.dialect == SQLite && c.field.NotNull && !c.field.HasDefaultValue {
-				// SQLite cannot add a NOT NULL column without a default.
-				fix = sqliteRebuild(exp.name, "add "+c.name+" "+c.rawType+" NOT NULL")
+			if !s.has(CapAlterColumns) && c.field.NotNull && !c.field.HasDefaultValue {
+				// Such a database (SQLite) cannot add a NOT NULL column without a default.
+				fix = s.rebuildAdvice(exp.name, "add "+c.name+" "+c.rawType+" NOT NULL")
 			} else {
 				fix = s.fixSQL(db, func(m gorm.Migrator) error { return m.AddColumn(exp.model, c.field.Name) })
 			}
@@ -360,8 +338,8 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 		}
 		if s.normType(lc.typ) != c.typ {
 			fix := fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" TYPE %s USING "%s"::%s`, qt, c.name, c.typ, c.name, c.typ)
-			if s.dialect == SQLite {
-				fix = sqliteRebuild(exp.name, fmt.Sprintf("declare %s as %s", c.name, c.rawType))
+			if !s.has(CapAlterColumns) {
+				fix = s.rebuildAdvice(exp.name, fmt.Sprintf("declare %s as %s", c.name, c.rawType))
 			}
 			out = append(out, SchemaIssue{Kind: ColumnTypeMismatch, Table: exp.name, Object: c.name, Expected: c.rawType, Actual: lc.typ, Fix: fix})
 		}
@@ -371,8 +349,8 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 				e, a, op = "NULL", "NOT NULL", "DROP NOT NULL"
 			}
 			fix := fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" %s`, qt, c.name, op)
-			if s.dialect == SQLite {
-				fix = sqliteRebuild(exp.name, fmt.Sprintf("declare %s %s", c.name, e))
+			if !s.has(CapAlterColumns) {
+				fix = s.rebuildAdvice(exp.name, fmt.Sprintf("declare %s %s", c.name, e))
 			}
 			out = append(out, SchemaIssue{Kind: NullabilityMismatch, Table: exp.name, Object: c.name, Expected: e, Actual: a, Fix: fix})
 		}
@@ -402,15 +380,15 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 		var found *liveFK
 		for i := range lt.fks {
 			l := &lt.fks[i]
-			byName := s.dialect == Postgres && l.name == fk.name
+			byName := s.d.catalog().namedForeignKeys() && l.name == fk.name
 			byShape := slices.Equal(l.cols, fk.cols) && l.refTable == fk.refTable
 			if byName || (found == nil && byShape) {
 				found = l
 			}
 		}
 		addFix := func() string {
-			if s.dialect == SQLite {
-				return sqliteRebuild(exp.name, "add the foreign key "+want)
+			if !s.has(CapAlterColumns) {
+				return s.rebuildAdvice(exp.name, "add the foreign key "+want)
 			}
 			return s.fixSQL(db, func(m gorm.Migrator) error { return m.CreateConstraint(exp.model, fk.name) })
 		}
@@ -421,7 +399,7 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 		if !slices.Equal(found.cols, fk.cols) || found.refTable != fk.refTable || !slices.Equal(found.refCols, fk.refCols) ||
 			normAction(found.onDelete) != normAction(fk.onDelete) {
 			fix := addFix()
-			if s.dialect == Postgres {
+			if s.has(CapAlterColumns) {
 				fix = fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT \"%s\";\n%s", qt, found.name, fix)
 			}
 			out = append(out, SchemaIssue{Kind: ForeignKeyMismatch, Table: exp.name, Object: fk.name, Expected: want,
@@ -454,14 +432,17 @@ func normAction(a string) string {
 	return a
 }
 
-func sqliteRebuild(table, what string) string {
-	return fmt.Sprintf("SQLite cannot alter this in place: rebuild %s to %s (create it from `agentstore ddl --dialect sqlite` under a new name, copy the rows, drop the old table, rename)", table, what)
+// rebuildAdvice is the fix on a database that cannot alter a table in
+// place (without CapAlterColumns): rebuild it.
+func (s *Store) rebuildAdvice(table, what string) string {
+	return fmt.Sprintf("%s cannot alter this in place: rebuild %s to %s (create it from `agentstore ddl --dialect %s` under a new name, copy the rows, drop the old table, rename)",
+		s.d.title(), table, what, s.d.name())
 }
 
-// rebuildOr returns fix on PostgreSQL and the SQLite table-rebuild advice on SQLite.
+// rebuildOr returns fix where tables alter in place, the rebuild advice elsewhere.
 func (s *Store) rebuildOr(table, fix string) string {
-	if s.dialect == SQLite {
-		return sqliteRebuild(table, "the model's definition")
+	if !s.has(CapAlterColumns) {
+		return s.rebuildAdvice(table, "the model's definition")
 	}
 	return fix
 }
@@ -493,7 +474,7 @@ func (s *Store) fixSQL(db *gorm.DB, fn func(m gorm.Migrator) error) (fix string)
 		return fallback
 	}
 	var out []string
-	for _, st := range orderDDL(rec.stmts, s.dialect) {
+	for _, st := range orderDDL(rec.stmts) {
 		out = append(out, st+";")
 	}
 	if len(out) == 0 {
@@ -517,39 +498,7 @@ var (
 // "PRIMARY KEY AUTOINCREMENT" GORM puts in the type.
 func (s *Store) normType(t string) string {
 	t = strings.ToLower(strings.TrimSpace(reSpaces.ReplaceAllString(t, " ")))
-	if s.dialect == SQLite {
-		return strings.TrimSpace(strings.TrimSuffix(reParenSpace.ReplaceAllString(t, "$1"), "primary key autoincrement"))
-	}
-	if m := reTZ.FindStringSubmatch(t); m != nil {
-		t = m[1] + "tz" + m[2]
-	} else if m := reNoTZ.FindStringSubmatch(t); m != nil {
-		t = m[1] + m[2]
-	}
-	t = reParenSpace.ReplaceAllString(t, "$1")
-	t = strings.Replace(t, "character varying", "varchar", 1)
-	t = strings.Replace(t, "character(", "char(", 1)
-	switch t {
-	case "bigserial", "serial8", "int8":
-		return "bigint"
-	case "serial", "serial4", "int4", "int":
-		return "integer"
-	case "smallserial", "serial2", "int2":
-		return "smallint"
-	case "bool":
-		return "boolean"
-	case "float8":
-		return "double precision"
-	case "float4":
-		return "real"
-	case "timestamptz", "timestamp", "timetz", "time":
-		return t + "(6)"
-	case "character":
-		return "char(1)"
-	}
-	if strings.HasPrefix(t, "decimal") {
-		t = "numeric" + strings.TrimPrefix(t, "decimal")
-	}
-	return t
+	return s.d.catalog().normType(t)
 }
 
 // normPredicate normalises a partial-index predicate for comparison:
@@ -600,182 +549,9 @@ func newLiveTable() *liveTable {
 	return &liveTable{cols: map[string]liveColumn{}, indexes: map[string]liveIndex{}}
 }
 
-// loadPostgresCatalog reads tables, columns, indexes and foreign keys of
-// schema nsp from pg_catalog.
-func loadPostgresCatalog(db *gorm.DB, nsp string) (map[string]*liveTable, error) {
-	tables := map[string]*liveTable{}
-	var cols []struct {
-		Tbl, Col, Typ    string
-		NotNull, AutoInc bool
-	}
-	if err := db.Raw(`SELECT c.relname AS tbl, a.attname AS col, format_type(a.atttypid, a.atttypmod) AS typ, a.attnotnull AS not_null,
-			(a.attidentity <> '' OR COALESCE(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%') AS auto_inc
-		FROM pg_catalog.pg_attribute a
-		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		WHERE n.nspname = ? AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
-		ORDER BY c.relname, a.attnum`, nsp).Scan(&cols).Error; err != nil {
-		return nil, fmt.Errorf("read columns of schema %s: %w", nsp, err)
-	}
-	for _, c := range cols {
-		t := tables[c.Tbl]
-		if t == nil {
-			t = newLiveTable()
-			tables[c.Tbl] = t
-		}
-		t.cols[c.Col] = liveColumn{typ: c.Typ, notNull: c.NotNull, autoInc: c.AutoInc}
-	}
-	var idx []struct {
-		Tbl, Idx          string
-		IsUnique, Primary bool
-		Pred, Cols        string
-	}
-	if err := db.Raw(`SELECT t.relname AS tbl, i.relname AS idx, x.indisunique AS is_unique, x.indisprimary AS "primary",
-			COALESCE(pg_get_expr(x.indpred, x.indrelid), '') AS pred,
-			COALESCE((SELECT string_agg(COALESCE(a.attname, '-') ||
-					CASE WHEN ((x.indoption::int2[])[k.ord - 1] & 1) = 1 THEN ' DESC' ELSE '' END, ',' ORDER BY k.ord)
-				FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
-				LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum), '') AS cols
-		FROM pg_catalog.pg_index x
-		JOIN pg_catalog.pg_class t ON t.oid = x.indrelid
-		JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
-		WHERE n.nspname = ?`, nsp).Scan(&idx).Error; err != nil {
-		return nil, fmt.Errorf("read indexes of schema %s: %w", nsp, err)
-	}
-	for _, r := range idx {
-		t := tables[r.Tbl]
-		if t == nil {
-			continue
-		}
-		cs := splitList(r.Cols)
-		if r.Primary {
-			t.pk = cs
-		}
-		t.indexes[r.Idx] = liveIndex{unique: r.IsUnique, where: r.Pred, cols: cs}
-	}
-	var fks []struct {
-		Tbl, Name, RefTbl, OnDel, Cols, RefCols string
-	}
-	if err := db.Raw(`SELECT t.relname AS tbl, con.conname AS name, rt.relname AS ref_tbl,
-			CASE con.confdeltype WHEN 'c' THEN 'CASCADE' WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT'
-				WHEN 'r' THEN 'RESTRICT' ELSE 'NO ACTION' END AS on_del,
-			(SELECT string_agg(a.attname, ',' ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
-				JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum) AS cols,
-			(SELECT string_agg(a.attname, ',' ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
-				JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.attnum) AS ref_cols
-		FROM pg_catalog.pg_constraint con
-		JOIN pg_catalog.pg_class t ON t.oid = con.conrelid
-		JOIN pg_catalog.pg_class rt ON rt.oid = con.confrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
-		JOIN pg_catalog.pg_namespace rn ON rn.oid = rt.relnamespace
-		WHERE con.contype = 'f' AND n.nspname = ? AND rn.nspname = ?`, nsp, nsp).Scan(&fks).Error; err != nil {
-		return nil, fmt.Errorf("read foreign keys of schema %s: %w", nsp, err)
-	}
-	for _, r := range fks {
-		if t := tables[r.Tbl]; t != nil {
-			t.fks = append(t.fks, liveFK{name: r.Name, cols: splitList(r.Cols), refTable: r.RefTbl, refCols: splitList(r.RefCols), onDelete: r.OnDel})
-		}
-	}
-	return tables, nil
-}
-
 func splitList(s string) []string {
 	if s == "" {
 		return nil
 	}
 	return strings.Split(s, ",")
-}
-
-var reWhere = regexp.MustCompile(`(?is)\bWHERE\b(.*)$`)
-
-// loadSQLiteCatalog reads tables, columns, indexes and foreign keys of the
-// main database through the pragma table-valued functions.
-func loadSQLiteCatalog(db *gorm.DB) (map[string]*liveTable, error) {
-	var names []string
-	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name`).
-		Scan(&names).Error; err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
-	}
-	tables := map[string]*liveTable{}
-	for _, name := range names {
-		t := newLiveTable()
-		tables[name] = t
-		var cols []struct {
-			Name, Type string
-			NotNull    int
-			PK         int
-		}
-		if err := db.Raw(`SELECT name, type, "notnull" AS not_null, pk FROM pragma_table_info(?) ORDER BY cid`, name).Scan(&cols).Error; err != nil {
-			return nil, fmt.Errorf("read columns of %s: %w", name, err)
-		}
-		pk := map[int]string{}
-		for _, c := range cols {
-			t.cols[c.Name] = liveColumn{typ: c.Type, notNull: c.NotNull != 0, autoInc: true}
-			if c.PK > 0 {
-				pk[c.PK] = c.Name
-			}
-		}
-		for i := 1; i <= len(pk); i++ {
-			t.pk = append(t.pk, pk[i])
-		}
-		var idx []struct {
-			Name   string
-			Unique int
-			SQL    *string
-		}
-		if err := db.Raw(`SELECT l.name AS name, l."unique" AS "unique", m.sql AS sql FROM pragma_index_list(?) AS l
-			LEFT JOIN sqlite_master AS m ON m.type = 'index' AND m.name = l.name`, name).Scan(&idx).Error; err != nil {
-			return nil, fmt.Errorf("read indexes of %s: %w", name, err)
-		}
-		for _, ix := range idx {
-			var ic []struct {
-				Name *string
-				Desc int
-			}
-			if err := db.Raw(`SELECT name, "desc" AS "desc" FROM pragma_index_xinfo(?) WHERE "key" = 1 ORDER BY seqno`, ix.Name).
-				Scan(&ic).Error; err != nil {
-				return nil, fmt.Errorf("read index %s: %w", ix.Name, err)
-			}
-			li := liveIndex{unique: ix.Unique != 0}
-			for _, c := range ic {
-				col := "-"
-				if c.Name != nil {
-					col = *c.Name
-				}
-				if c.Desc != 0 {
-					col += " DESC"
-				}
-				li.cols = append(li.cols, col)
-			}
-			if ix.SQL != nil {
-				if m := reWhere.FindStringSubmatch(*ix.SQL); m != nil {
-					li.where = strings.TrimSpace(m[1])
-				}
-			}
-			t.indexes[ix.Name] = li
-		}
-		var fks []struct {
-			ID, Seq         int
-			Table, From, To string
-			OnDelete        string
-		}
-		if err := db.Raw(`SELECT id, seq, "table", "from", "to", on_delete FROM pragma_foreign_key_list(?) ORDER BY id, seq`, name).
-			Scan(&fks).Error; err != nil {
-			return nil, fmt.Errorf("read foreign keys of %s: %w", name, err)
-		}
-		byID := map[int]int{}
-		for _, f := range fks {
-			i, ok := byID[f.ID]
-			if !ok {
-				i = len(t.fks)
-				byID[f.ID] = i
-				t.fks = append(t.fks, liveFK{refTable: f.Table, onDelete: f.OnDelete})
-			}
-			t.fks[i].cols = append(t.fks[i].cols, f.From)
-			t.fks[i].refCols = append(t.fks[i].refCols, f.To)
-		}
-	}
-	return tables, nil
 }

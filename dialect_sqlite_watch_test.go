@@ -1,3 +1,5 @@
+//go:build cgo
+
 package agentstore
 
 import (
@@ -25,13 +27,13 @@ func TestLiteWatcherIdleCost(t *testing.T) {
 	if l, err := p.FetchWorkItem(ctx, time.Minute, 200*time.Millisecond, nil, repo.TagFilter{}); err != nil || l != nil {
 		t.Fatalf("fetch on an empty queue: %v %v", l, err)
 	}
-	during := p.watcher.checks.Load()
+	during := p.waker.(*liteWatcher).checks.Load()
 	// 200 ms of waiting at one check per 2 ms; far fewer on a loaded machine, but some
 	if during < 5 || during > 200/int64(liteWatchInterval/time.Millisecond)+5 {
 		t.Fatalf("data_version checks while waiting 200 ms = %d", during)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if idle := p.watcher.checks.Load() - during; idle > 1 { // at most the tick in flight when the wait ended
+	if idle := p.waker.(*liteWatcher).checks.Load() - during; idle > 1 { // at most the tick in flight when the wait ended
 		t.Fatalf("%d data_version checks while no fetch waited", idle)
 	}
 	done := make(chan struct{})
@@ -63,7 +65,7 @@ func TestLiteWatcherMemoryDatabase(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("fetch took %v", d)
 	}
-	if n := p.watcher.checks.Load(); n != 0 {
+	if n := p.waker.(*liteWatcher).checks.Load(); n != 0 {
 		t.Fatalf("watcher ran %d checks on a one-connection pool", n)
 	}
 }

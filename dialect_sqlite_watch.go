@@ -1,3 +1,5 @@
+//go:build cgo
+
 package agentstore
 
 import (
@@ -39,6 +41,10 @@ type liteWatcher struct {
 func newLiteWatcher(s *Store, onChange func()) *liteWatcher {
 	return &liteWatcher{s: s, onChange: onChange, kick: make(chan struct{}, 1)}
 }
+
+// publish implements waker: other Stores notice this Store's commits
+// through data_version, so there is nothing to send.
+func (w *liteWatcher) publish(string) {}
 
 // waiting records that a fetcher starts (+1) or stops (-1) waiting.
 func (w *liteWatcher) waiting(delta int32) {

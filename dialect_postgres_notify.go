@@ -110,6 +110,12 @@ func (n *pgNotifier) publisher() {
 	}
 }
 
+// waiting implements waker: LISTEN needs no per-fetch bookkeeping.
+func (n *pgNotifier) waiting(int32) {}
+
+// start implements waker: it starts the LISTEN subscriber.
+func (n *pgNotifier) start() { n.listen() }
+
 // listen starts the subscriber once; it holds one pooled connection for
 // the Store's lifetime and reconnects after failures.
 func (n *pgNotifier) listen() {

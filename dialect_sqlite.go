@@ -1,0 +1,133 @@
+//go:build cgo
+
+package agentstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mattn/go-sqlite3"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+)
+
+// The SQLite dialect: mattn/go-sqlite3 (cgo) through GORM's sqlite driver.
+// Built only with cgo; dialect_sqlite_nocgo.go stands in without it. Its
+// statement rewriting and read/write pool routing are in
+// dialect_sqlite_pool.go, its wake-up mechanism (PRAGMA data_version) in
+// dialect_sqlite_watch.go, its catalog reader in dialect_sqlite_catalog.go.
+
+func init() { registerDialect(liteDialect{}) }
+
+// liteDialect implements dialect for SQLite.
+type liteDialect struct{}
+
+func (liteDialect) title() string { return "SQLite" }
+
+func (liteDialect) name() Dialect { return SQLite }
+
+// SQLite admits one writer at a time; the write transaction (BEGIN
+// IMMEDIATE) is the lock. No row locks, no SKIP LOCKED, no asynchronous
+// commit, no advisory locks, no in-place ALTER COLUMN; read transactions
+// would take the write lock, so there are no snapshot reads either.
+func (liteDialect) capabilities() Capability {
+	return CapSingleWriter | CapPartialIndexes | CapWakeup
+}
+
+func (liteDialect) matchDSN(dsn string) (string, bool, error) { return matchSQLiteDSN(dsn) }
+
+func (liteDialect) ownsGorm(name string) bool { return name == "sqlite" || name == "sqlite3" }
+
+func (liteDialect) checkConfig(cfg *config) error { return checkSQLiteConfig(cfg) }
+
+// sqliteStmtCache is the number of compiled statements each SQLite
+// connection keeps (see dialect_sqlite_pool.go).
+const sqliteStmtCache = 128
+
+// sqliteDSN builds the mattn/go-sqlite3 DSN for path with the pragmas agentstore needs.
+func sqliteDSN(path string, cfg *config) string {
+	params := "_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.sqliteSync +
+		"&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
+	if path == ":memory:" {
+		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
+	}
+	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
+	return "file:" + r.Replace(path) + "?" + params
+}
+
+// open opens a read pool and, for a file, a one-connection write pool
+// (see liteConnPool); an in-memory database is one connection for both.
+func (liteDialect) open(_ context.Context, target string, cfg *config) (*dialectConn, error) {
+	memory := target == ":memory:"
+	readDB, err := sql.Open("sqlite3", sqliteDSN(target, cfg))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", target, err)
+	}
+	writeDB := readDB
+	if !memory {
+		if writeDB, err = sql.Open("sqlite3", sqliteDSN(target, cfg)); err != nil {
+			_ = readDB.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", target, err)
+		}
+		applyPool(readDB, cfg.pool)
+	}
+	for _, d := range []*sql.DB{readDB, writeDB} {
+		if memory || d == writeDB {
+			d.SetMaxOpenConns(1)
+			d.SetMaxIdleConns(1)
+			d.SetConnMaxLifetime(0)
+			d.SetConnMaxIdleTime(0)
+		}
+	}
+	return &dialectConn{gorm: sqlite.New(sqlite.Config{Conn: &liteConnPool{read: readDB, write: writeDB}}), sqlDB: readDB, writeDB: writeDB}, nil
+}
+
+func (liteDialect) wrap(db *gorm.DB, _ *config) (*dialectConn, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, configf("gorm handle has no *sql.DB: %v", err)
+	}
+	return &dialectConn{gorm: sqlite.New(sqlite.Config{Conn: &liteConnPool{read: sqlDB, write: sqlDB}}), sqlDB: sqlDB}, nil
+}
+
+func (liteDialect) offline() (gorm.Dialector, func() error, error) {
+	db, err := sql.Open("sqlite3", "file::memory:")
+	if err != nil {
+		return nil, nil, err
+	}
+	return sqlite.New(sqlite.Config{Conn: db}), db.Close, nil
+}
+
+// castParam: SQLite infers nothing and needs nothing.
+func (liteDialect) castParam(string) string { return "?" }
+
+// migrateLock: Migrate's BEGIN IMMEDIATE transaction already holds the
+// database's write lock.
+func (liteDialect) migrateLock(*gorm.DB, *Store) error { return nil }
+
+func (liteDialect) newWaker(s *Store, onWake func(kind string)) waker {
+	return newLiteWatcher(s, func() { onWake(notifyOrch); onWake(notifyWork) })
+}
+
+func (liteDialect) catalog() catalogReader { return liteCatalog{} }
+
+// translateDriverError maps SQLite result codes.
+func (liteDialect) translateDriverError(err error) (error, bool) {
+	var sqErr sqlite3.Error
+	if !errors.As(err, &sqErr) {
+		return nil, false
+	}
+	switch sqErr.Code {
+	case sqlite3.ErrBusy, sqlite3.ErrLocked:
+		return fmt.Errorf("%w: %w", ErrRetryable, err), true
+	case sqlite3.ErrConstraint:
+		if sqErr.ExtendedCode == sqlite3.ErrConstraintUnique || sqErr.ExtendedCode == sqlite3.ErrConstraintPrimaryKey {
+			return fmt.Errorf("%w: %w", ErrConflict, err), true
+		}
+	}
+	return err, true
+}

@@ -1,0 +1,141 @@
+package agentstore
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"gorm.io/gorm"
+)
+
+// SQLite catalog reading for Verify (sqlite_master and the pragma
+// table-valued functions). Pure SQL: no driver import, so it builds
+// without cgo too.
+
+// liteCatalog implements catalogReader for SQLite.
+type liteCatalog struct{}
+
+var reWhere = regexp.MustCompile(`(?is)\bWHERE\b(.*)$`)
+
+// loadSQLiteCatalog reads tables, columns, indexes and foreign keys of the
+// main database through the pragma table-valued functions.
+func loadSQLiteCatalog(db *gorm.DB) (map[string]*liveTable, error) {
+	var names []string
+	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name`).
+		Scan(&names).Error; err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	tables := map[string]*liveTable{}
+	for _, name := range names {
+		t := newLiveTable()
+		tables[name] = t
+		var cols []struct {
+			Name, Type string
+			NotNull    int
+			PK         int
+		}
+		if err := db.Raw(`SELECT name, type, "notnull" AS not_null, pk FROM pragma_table_info(?) ORDER BY cid`, name).Scan(&cols).Error; err != nil {
+			return nil, fmt.Errorf("read columns of %s: %w", name, err)
+		}
+		pk := map[int]string{}
+		for _, c := range cols {
+			t.cols[c.Name] = liveColumn{typ: c.Type, notNull: c.NotNull != 0, autoInc: true}
+			if c.PK > 0 {
+				pk[c.PK] = c.Name
+			}
+		}
+		for i := 1; i <= len(pk); i++ {
+			t.pk = append(t.pk, pk[i])
+		}
+		var idx []struct {
+			Name   string
+			Unique int
+			SQL    *string
+		}
+		if err := db.Raw(`SELECT l.name AS name, l."unique" AS "unique", m.sql AS sql FROM pragma_index_list(?) AS l
+			LEFT JOIN sqlite_master AS m ON m.type = 'index' AND m.name = l.name`, name).Scan(&idx).Error; err != nil {
+			return nil, fmt.Errorf("read indexes of %s: %w", name, err)
+		}
+		for _, ix := range idx {
+			var ic []struct {
+				Name *string
+				Desc int
+			}
+			if err := db.Raw(`SELECT name, "desc" AS "desc" FROM pragma_index_xinfo(?) WHERE "key" = 1 ORDER BY seqno`, ix.Name).
+				Scan(&ic).Error; err != nil {
+				return nil, fmt.Errorf("read index %s: %w", ix.Name, err)
+			}
+			li := liveIndex{unique: ix.Unique != 0}
+			for _, c := range ic {
+				col := "-"
+				if c.Name != nil {
+					col = *c.Name
+				}
+				if c.Desc != 0 {
+					col += " DESC"
+				}
+				li.cols = append(li.cols, col)
+			}
+			if ix.SQL != nil {
+				if m := reWhere.FindStringSubmatch(*ix.SQL); m != nil {
+					li.where = strings.TrimSpace(m[1])
+				}
+			}
+			t.indexes[ix.Name] = li
+		}
+		var fks []struct {
+			ID, Seq         int
+			Table, From, To string
+			OnDelete        string
+		}
+		if err := db.Raw(`SELECT id, seq, "table", "from", "to", on_delete FROM pragma_foreign_key_list(?) ORDER BY id, seq`, name).
+			Scan(&fks).Error; err != nil {
+			return nil, fmt.Errorf("read foreign keys of %s: %w", name, err)
+		}
+		byID := map[int]int{}
+		for _, f := range fks {
+			i, ok := byID[f.ID]
+			if !ok {
+				i = len(t.fks)
+				byID[f.ID] = i
+				t.fks = append(t.fks, liveFK{refTable: f.Table, onDelete: f.OnDelete})
+			}
+			t.fks[i].cols = append(t.fks[i].cols, f.From)
+			t.fks[i].refCols = append(t.fks[i].refCols, f.To)
+		}
+	}
+	return tables, nil
+}
+
+// schemaName: SQLite has no schemas.
+func (liteCatalog) schemaName(*gorm.DB, string) (string, error) { return "", nil }
+
+func (liteCatalog) load(db *gorm.DB, _ string) (map[string]*liveTable, error) {
+	return loadSQLiteCatalog(db)
+}
+
+// connectionIssues reports foreign_keys=OFF on the connection: foreign
+// keys and ON DELETE CASCADE would silently do nothing.
+func (liteCatalog) connectionIssues(db *gorm.DB) ([]SchemaIssue, error) {
+	var on int
+	if err := db.Raw("PRAGMA foreign_keys").Scan(&on).Error; err != nil {
+		return nil, fmt.Errorf("read foreign_keys pragma: %w", err)
+	}
+	if on != 0 {
+		return nil, nil
+	}
+	return []SchemaIssue{{Kind: ForeignKeysDisabled, Object: "foreign_keys", Expected: "ON", Actual: "OFF",
+		Fix: "PRAGMA foreign_keys = ON on every connection (agentstore.Open's sqlite DSN does this; add _foreign_keys=on to your driver DSN)"}}, nil
+}
+
+// pkNotNull: SQLite reports only the declared constraint.
+func (liteCatalog) pkNotNull() bool { return false }
+
+// namedForeignKeys: SQLite does not keep constraint names; keys match by shape.
+func (liteCatalog) namedForeignKeys() bool { return false }
+
+// normType compares the declared type without the "PRIMARY KEY
+// AUTOINCREMENT" GORM puts in it. t is lower case, single-spaced.
+func (liteCatalog) normType(t string) string {
+	return strings.TrimSpace(strings.TrimSuffix(reParenSpace.ReplaceAllString(t, "$1"), "primary key autoincrement"))
+}

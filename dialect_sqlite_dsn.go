@@ -1,0 +1,30 @@
+package agentstore
+
+import "strings"
+
+// The parts of the SQLite dialect that need no driver, shared by the cgo
+// build (dialect_sqlite.go) and its stand-in (dialect_sqlite_nocgo.go), so
+// both accept and refuse the same DSNs and options.
+
+// matchSQLiteDSN accepts sqlite:PATH and sqlite::memory:.
+func matchSQLiteDSN(dsn string) (string, bool, error) {
+	if !strings.HasPrefix(dsn, "sqlite:") {
+		return "", false, nil
+	}
+	path := strings.TrimPrefix(dsn, "sqlite:")
+	if path == "" {
+		return "", true, configf("sqlite DSN needs a path: sqlite:PATH or sqlite::memory:")
+	}
+	if strings.ContainsRune(path, 0) {
+		return "", true, configf("sqlite path contains a NUL byte")
+	}
+	return path, true, nil
+}
+
+// checkSQLiteConfig refuses WithSchema: SQLite has no schemas.
+func checkSQLiteConfig(cfg *config) error {
+	if cfg.schema != "" {
+		return configf("WithSchema is PostgreSQL only; SQLite has no schemas")
+	}
+	return nil
+}
