@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentstore/agentstore/models"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -19,7 +20,13 @@ import (
 // dialect_postgres_notify.go, its catalog reader in
 // dialect_postgres_catalog.go.
 
-func init() { registerDialect(pgDialect{}) }
+func init() {
+	registerDialect(pgDialect{})
+	// jsonb for documents that may be normalised, json for message content
+	// (validated, kept byte for byte), numeric(20,9) for money.
+	models.RegisterColumnTypes("postgres", map[models.LogicalType]string{
+		models.TypeJSON: "jsonb", models.TypeVerbatimJSON: "json", models.TypeDecimal: "numeric(20,9)"})
+}
 
 // pgDialect implements dialect for PostgreSQL.
 type pgDialect struct{}

@@ -20,7 +20,9 @@ import (
 
 // TestConformance runs the exported conformance suite (package
 // agentstoretest) on every dialect: a SQLite file per test, and a fresh
-// PostgreSQL schema per test at AGENTSTORE_TEST_POSTGRES_DSN.
+// PostgreSQL schema per test at AGENTSTORE_TEST_POSTGRES_DSN, there twice:
+// with the dialect's one-statement fast paths and with the general
+// transaction paths (WithoutCapabilities(CapFastPaths)), so neither rots.
 func TestConformance(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
@@ -30,6 +32,11 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		requirePostgres(t)
 		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN()))
+	})
+	t.Run("postgres-general", func(t *testing.T) {
+		t.Parallel()
+		requirePostgres(t)
+		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(agentstore.CapFastPaths)))
 	})
 }
 

@@ -198,12 +198,10 @@ func (Plan) TableName(n schema.Namer) string { return tableName(n, TablePlans) }
 // block types this version does not know) round-trip byte for byte.
 type VerbatimJSON []byte
 
-// GormDBDataType picks json on PostgreSQL and text elsewhere.
+// GormDBDataType returns the type the dialect registered for TypeVerbatimJSON
+// (see RegisterColumnTypes), text by default.
 func (VerbatimJSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
-	if db.Dialector.Name() == "postgres" {
-		return "json"
-	}
-	return "text"
+	return columnType(db, TypeVerbatimJSON)
 }
 
 // Value implements driver.Valuer: the bytes as text, SQL NULL when empty.

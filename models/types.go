@@ -18,13 +18,9 @@ import (
 // NULL.
 type JSON []byte
 
-// GormDBDataType picks jsonb on PostgreSQL and text elsewhere.
-func (JSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
-	if db.Dialector.Name() == "postgres" {
-		return "jsonb"
-	}
-	return "text"
-}
+// GormDBDataType returns the type the dialect registered for TypeJSON
+// (see RegisterColumnTypes), text by default.
+func (JSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string { return columnType(db, TypeJSON) }
 
 // Value implements driver.Valuer. It stores the bytes unchanged as text.
 func (j JSON) Value() (driver.Value, error) {
@@ -79,12 +75,10 @@ type Decimal struct{ decimal.Decimal }
 // NewDecimal wraps d.
 func NewDecimal(d decimal.Decimal) Decimal { return Decimal{d} }
 
-// GormDBDataType picks numeric(20,9) on PostgreSQL and text elsewhere.
+// GormDBDataType returns the type the dialect registered for TypeDecimal
+// (see RegisterColumnTypes), text by default.
 func (Decimal) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
-	if db.Dialector.Name() == "postgres" {
-		return "numeric(20,9)"
-	}
-	return "text"
+	return columnType(db, TypeDecimal)
 }
 
 // Value implements driver.Valuer as the exact decimal string.
