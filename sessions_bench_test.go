@@ -3,6 +3,7 @@ package agentstore_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -31,6 +32,13 @@ import (
 // pool; "interleaved" alternates the two and reports their ratio. Queue
 // drains 10,000 items with 8 goroutines (dequeue + complete) and reports
 // items/s.
+
+// textMsg returns a user or assistant message with one text block (a copy
+// of the conformance suite's helper; the session tests moved there).
+func textMsg(id string, role repo.Role, text string) repo.Message {
+	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	return repo.Message{ID: id, Role: role, Content: b}
+}
 
 // benchSession creates a store and a session holding n messages.
 func benchSession(b *testing.B, d agentstore.Dialect, n int) (*agentstore.Store, *repo.Session) {
