@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentstore/agentstore/internal/orchloop"
+	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo"
 )
 

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/internal/orchloop"
+	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )

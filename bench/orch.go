@@ -24,7 +24,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql" (creating go-workflows' database)
 	"golang.org/x/sync/errgroup"
 
-	"github.com/agentstore/agentstore/internal/orchloop"
+	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo"
 )
 

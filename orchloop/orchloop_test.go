@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/internal/orchloop"
+	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo"
 )
 
