@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // PostgreSQL's optional one-statement provider steps (CapFastPaths). Each
@@ -23,23 +23,23 @@ import (
 // provider steps. Each method gets the provider whose state it uses.
 type providerFastPaths interface {
 	// fetchOrchestration is one fetch attempt (needs CapAdvisoryLocks).
-	fetchOrchestration(p *gormProvider, ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error)
+	fetchOrchestration(p *gormProvider, ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error)
 	// ackOrchestration acks in one statement; ok is false when the ack
 	// does not fit one statement and the general path must run.
-	ackOrchestration(p *gormProvider, db *gorm.DB, now int64, lockToken string, ack repo.OrchestrationAck, hist []models.HistoryEvent,
-		customStatus *repo.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error)
+	ackOrchestration(p *gormProvider, db *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
+		customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error)
 	// ackWork acks worker item id (stored token), enqueueing row when set.
 	ackWork(p *gormProvider, ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error
 }
 
 var _ providerFastPaths = pgDialect{}
 
-func (pgDialect) fetchOrchestration(p *gormProvider, ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+func (pgDialect) fetchOrchestration(p *gormProvider, ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	return p.fetchOrchPG(ctx, lockTimeout, filter)
 }
 
-func (pgDialect) ackOrchestration(p *gormProvider, db *gorm.DB, now int64, lockToken string, ack repo.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *repo.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (bool, error) {
+func (pgDialect) ackOrchestration(p *gormProvider, db *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
+	customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (bool, error) {
 	return p.ackOrchPG(db, now, lockToken, ack, hist, customStatus, wrows, orows)
 }
 
@@ -84,7 +84,7 @@ type orchFetchRow struct {
 // version (ctid). Otherwise (and for an
 // instance not created yet, whose first ack could not be seen this way) a
 // second statement reads metadata and history after the lock.
-func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	db := p.s.db.WithContext(ctx)
 	now := p.s.nowMS()
 	until := now + durMS(lockTimeout)
@@ -191,7 +191,7 @@ func (p *gormProvider) releaseOrchClaim(ctx context.Context, token string) {
 
 // fillOrchMetadataPG is fillOrchMetadata in one PostgreSQL statement for
 // both cases (instance row or not).
-func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *repo.OrchestrationItem) error {
+func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *duroxide.OrchestrationItem) error {
 	var rows []struct {
 		Kind                 int
 		OrchestrationName    *string
@@ -239,8 +239,8 @@ func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *repo.OrchestrationIte
 // upsert and activities scheduled and cancelled in the same turn are left
 // out of the insert instead of being deleted after it. ok=false: too many
 // parameters for one statement, nothing was done.
-func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack repo.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *repo.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error) {
+func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
+	customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error) {
 	const op = "ack_orchestration_item"
 	md := ack.Metadata
 	exec := int64(ack.ExecutionID)
@@ -353,7 +353,7 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack r
 		// history is the only table here without ON CONFLICT that can
 		// raise a unique violation (the queues have generated keys)
 		if len(hist) > 0 && errors.Is(translateError(err), ErrConflict) {
-			return true, &repo.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in execution %d", exec),
+			return true, &duroxide.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in execution %d", exec),
 				Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, translateError(err))}
 		}
 		return true, fmt.Errorf("ack orchestration item: %w", err)

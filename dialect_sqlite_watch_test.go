@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // TestLiteWatcherIdleCost: the SQLite data_version watcher reads only while
@@ -24,7 +24,7 @@ func TestLiteWatcherIdleCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := st.provider()
-	if l, err := p.FetchWorkItem(ctx, time.Minute, 200*time.Millisecond, nil, repo.TagFilter{}); err != nil || l != nil {
+	if l, err := p.FetchWorkItem(ctx, time.Minute, 200*time.Millisecond, nil, duroxide.TagFilter{}); err != nil || l != nil {
 		t.Fatalf("fetch on an empty queue: %v %v", l, err)
 	}
 	during := p.waker.(*liteWatcher).checks.Load()
@@ -59,7 +59,7 @@ func TestLiteWatcherMemoryDatabase(t *testing.T) {
 	}
 	p := st.provider()
 	start := time.Now()
-	if l, err := p.FetchWorkItem(ctx, time.Minute, 100*time.Millisecond, nil, repo.TagFilter{}); err != nil || l != nil {
+	if l, err := p.FetchWorkItem(ctx, time.Minute, 100*time.Millisecond, nil, duroxide.TagFilter{}); err != nil || l != nil {
 		t.Fatalf("fetch: %v %v", l, err)
 	}
 	if d := time.Since(start); d > 2*time.Second {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // The fuzz targets below run their seed corpus in every `go test`; run one
@@ -31,7 +32,7 @@ func FuzzEventDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var e repo.Event
+		var e duroxide.Event
 		if json.Unmarshal(data, &e) != nil {
 			return
 		}
@@ -39,7 +40,7 @@ func FuzzEventDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded event does not encode: %v (input %q)", err, data)
 		}
-		var e2 repo.Event
+		var e2 duroxide.Event
 		if err := json.Unmarshal(b1, &e2); err != nil {
 			t.Fatalf("re-encoded event does not decode: %v\n%s", err, b1)
 		}
@@ -60,7 +61,7 @@ func FuzzWorkItemDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		w, err := repo.UnmarshalWorkItem(data)
+		w, err := duroxide.UnmarshalWorkItem(data)
 		if err != nil {
 			return
 		}
@@ -71,7 +72,7 @@ func FuzzWorkItemDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded %s does not encode: %v", w.WorkItemType(), err)
 		}
-		w2, err := repo.UnmarshalWorkItem(b1)
+		w2, err := duroxide.UnmarshalWorkItem(b1)
 		if err != nil {
 			t.Fatalf("re-encoded %s does not decode: %v\n%s", w.WorkItemType(), err, b1)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // wantCorrupt fails t unless err is a CorruptRowError (errors.Is
@@ -117,7 +118,7 @@ func TestHostileCorruptRows(t *testing.T) {
 			twice(bad.name+" (admin ReadHistory)", readAdmin, models.TableHistory, "c1/1/1", "event_data")
 		}
 		// A fetch of the instance reports the history error instead of dropping the history.
-		e.enqueue(t, &repo.ExternalRaised{Instance: "c1", Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "c1", Name: "x"})
 		it := e.fetch(t)
 		if it.HistoryError == "" || len(it.History) != 0 {
 			t.Fatalf("fetch over corrupt history: HistoryError %q, %d events; want the error reported", it.HistoryError, len(it.History))
@@ -131,7 +132,7 @@ func TestHostileCorruptRows(t *testing.T) {
 		}
 		// drain the external event so the queue tests below see only their row
 		it = e.fetch(t)
-		e.ack(t, it, repo.OrchestrationAck{Metadata: runningMeta(nil)})
+		e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
 
 		// Worker item: truncated JSON and an unknown variant.
 		wq := quotedTable(h, st, models.TableWorkerQueue)
@@ -144,7 +145,7 @@ func TestHostileCorruptRows(t *testing.T) {
 		}
 		fetchWork := func() error {
 			e.clock.Advance(testLock + time.Second) // the failed fetch keeps the lock: wait it out
-			_, err := e.p.FetchWorkItem(ctx, testLock, 0, nil, repo.TagFilter{})
+			_, err := e.p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{})
 			return err
 		}
 		for _, bad := range []string{`{"ActivityExecute":{"instance":"c1","execution_id":1,"id":2,"na`, `{"NotAWorkItem":{}}`, `"just a string"`} {
@@ -153,13 +154,13 @@ func TestHostileCorruptRows(t *testing.T) {
 		}
 		must(`UPDATE `+wq+` SET work_item = ? WHERE id = ?`, `{"ActivityExecute":{"instance":"c1","execution_id":1,"id":2,"name":"act","input":"in"}}`, wid)
 		e.clock.Advance(testLock + time.Second)
-		if l, err := e.p.FetchWorkItem(ctx, testLock, 0, nil, repo.TagFilter{}); err != nil || l == nil || l.AttemptCount != 7 {
+		if l, err := e.p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{}); err != nil || l == nil || l.AttemptCount != 7 {
 			t.Fatalf("after repair: %+v %v, want the item with attempt 7 (6 failed fetches counted)", l, err)
 		}
 
 		// Orchestrator message of an unknown variant.
 		oq := quotedTable(h, st, models.TableOrchestratorQueue)
-		e.enqueue(t, &repo.ExternalRaised{Instance: "c1", Name: "y"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "c1", Name: "y"})
 		var oid int64
 		if err := st.DB(ctx).Raw(`SELECT id FROM ` + oq).Scan(&oid).Error; err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // hostileValue is one hostile string with a short name for messages.
@@ -295,7 +296,7 @@ func providerPlaces() []hostilePlace {
 			if it.Instance != v {
 				return it.Instance, fmt.Errorf("fetched instance %.40q", it.Instance)
 			}
-			if s := it.Messages[0].(*repo.StartOrchestration).Instance; s != v {
+			if s := it.Messages[0].(*duroxide.StartOrchestration).Instance; s != v {
 				return s, fmt.Errorf("message names instance %.40q", s)
 			}
 			mark()
@@ -326,15 +327,15 @@ func providerPlaces() []hostilePlace {
 			p := st.Provider()
 			inst := fmt.Sprintf("named-%d", time.Now().UnixNano())
 			mark()
-			if err := p.EnqueueForOrchestrator(ctx, &repo.StartOrchestration{Instance: inst, Orchestration: v, Version: &v, Input: v, ExecutionID: 1}, 0); err != nil {
+			if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: inst, Orchestration: v, Version: &v, Input: v, ExecutionID: 1}, 0); err != nil {
 				return "", err
 			}
 			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 			if err != nil || it == nil {
 				return "", fmt.Errorf("fetch: %v %w", it, err)
 			}
-			ack := repo.OrchestrationAck{ExecutionID: 1, HistoryDelta: []repo.Event{ev(inst, 1, 1, &repo.OrchestrationStartedEvent{Name: v, Version: v, Input: v})},
-				Metadata: repo.ExecutionMetadata{Status: sp(repo.StatusRunning), OrchestrationName: &v, OrchestrationVersion: &v}}
+			ack := duroxide.OrchestrationAck{ExecutionID: 1, HistoryDelta: []duroxide.Event{ev(inst, 1, 1, &duroxide.OrchestrationStartedEvent{Name: v, Version: v, Input: v})},
+				Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusRunning), OrchestrationName: &v, OrchestrationVersion: &v}}
 			mark()
 			if err := p.AckOrchestrationItem(ctx, it.LockToken, ack); err != nil {
 				return "", err
@@ -350,7 +351,7 @@ func providerPlaces() []hostilePlace {
 			if err != nil {
 				return "", err
 			}
-			if k := hist[0].Kind.(*repo.OrchestrationStartedEvent); k.Input != v || k.Name != v {
+			if k := hist[0].Kind.(*duroxide.OrchestrationStartedEvent); k.Input != v || k.Name != v {
 				return "", errors.New("started event differs")
 			}
 			return info.OrchestrationName, nil
@@ -358,10 +359,10 @@ func providerPlaces() []hostilePlace {
 		{"activity name and input (worker queue)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			mark()
-			if err := p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "w", ExecutionID: 1, ID: 1, Name: v, Input: v}); err != nil {
+			if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "w", ExecutionID: 1, ID: 1, Name: v, Input: v}); err != nil {
 				return "", err
 			}
-			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 			if err != nil || l == nil {
 				return "", fmt.Errorf("fetch: %v %w", l, err)
 			}
@@ -369,7 +370,7 @@ func providerPlaces() []hostilePlace {
 			if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
 				return "", err
 			}
-			ae := l.Item.(*repo.ActivityExecute)
+			ae := l.Item.(*duroxide.ActivityExecute)
 			if ae.Input != v {
 				return "", errors.New("input differs")
 			}
@@ -378,12 +379,12 @@ func providerPlaces() []hostilePlace {
 		{"activity tag, session id and worker owner id", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			mark()
-			if err := p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "w", ExecutionID: 1, ID: 1, Name: "a", Input: "i", Tag: &v, SessionID: &v}); err != nil {
+			if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "w", ExecutionID: 1, ID: 1, Name: "a", Input: "i", Tag: &v, SessionID: &v}); err != nil {
 				return "", err
 			}
 			mark()
-			l, err := p.FetchWorkItem(ctx, time.Minute, 0, &repo.SessionFetchConfig{OwnerID: v, LockTimeout: time.Minute},
-				repo.TagFilter{Mode: repo.TagTags, Tags: []string{v}})
+			l, err := p.FetchWorkItem(ctx, time.Minute, 0, &duroxide.SessionFetchConfig{OwnerID: v, LockTimeout: time.Minute},
+				duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{v}})
 			if err != nil {
 				return "", err
 			}
@@ -394,7 +395,7 @@ func providerPlaces() []hostilePlace {
 			if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
 				return "", err
 			}
-			ae := l.Item.(*repo.ActivityExecute)
+			ae := l.Item.(*duroxide.ActivityExecute)
 			if ae.SessionID == nil || *ae.SessionID != v {
 				return "", errors.New("session id differs")
 			}
@@ -408,7 +409,7 @@ func providerPlaces() []hostilePlace {
 				return "", err
 			}
 			mark()
-			if err := p.EnqueueForOrchestrator(ctx, &repo.ExternalRaised{Instance: inst, Name: v, Data: v}, 0); err != nil {
+			if err := p.EnqueueForOrchestrator(ctx, &duroxide.ExternalRaised{Instance: inst, Name: v, Data: v}, 0); err != nil {
 				return "", err
 			}
 			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -419,7 +420,7 @@ func providerPlaces() []hostilePlace {
 			if err := p.AckOrchestrationItem(ctx, it.LockToken, completeTurn(it)); err != nil {
 				return "", err
 			}
-			x := it.Messages[1].(*repo.ExternalRaised)
+			x := it.Messages[1].(*duroxide.ExternalRaised)
 			if x.Data != v {
 				return "", errors.New("data differs")
 			}
@@ -436,8 +437,8 @@ func providerPlaces() []hostilePlace {
 			if err != nil || it == nil {
 				return "", fmt.Errorf("fetch: %v %w", it, err)
 			}
-			ack := repo.OrchestrationAck{ExecutionID: 1, HistoryDelta: []repo.Event{startedEv(inst, 1, 1, nil),
-				ev(inst, 1, 2, &repo.CustomStatusUpdatedEvent{Status: &v})}, Metadata: runningMeta(nil)}
+			ack := duroxide.OrchestrationAck{ExecutionID: 1, HistoryDelta: []duroxide.Event{startedEv(inst, 1, 1, nil),
+				ev(inst, 1, 2, &duroxide.CustomStatusUpdatedEvent{Status: &v})}, Metadata: runningMeta(nil)}
 			mark()
 			if err := p.AckOrchestrationItem(ctx, it.LockToken, ack); err != nil {
 				return "", err

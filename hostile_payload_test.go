@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // bigText returns n bytes of varied printable ASCII and multi-byte UTF-8
@@ -64,14 +65,14 @@ func TestHostilePayload5MB(t *testing.T) {
 		}
 
 		p := st.Provider()
-		if err := p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "big", ExecutionID: 1, ID: 1, Name: "act", Input: text}); err != nil {
+		if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "big", ExecutionID: 1, ID: 1, Name: "act", Input: text}); err != nil {
 			t.Fatalf("enqueue 5 MB activity: %v", err)
 		}
-		l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+		l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 		if err != nil || l == nil {
 			t.Fatalf("fetch 5 MB activity: %v %v", l, err)
 		}
-		if in := l.Item.(*repo.ActivityExecute).Input; in != text {
+		if in := l.Item.(*duroxide.ActivityExecute).Input; in != text {
 			t.Fatalf("activity input: %d bytes read back, want %d", len(in), len(text))
 		}
 		if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
@@ -86,9 +87,9 @@ func TestHostilePayload5MB(t *testing.T) {
 		if err != nil || it == nil {
 			t.Fatalf("fetch: %v %v", it, err)
 		}
-		ack := repo.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []repo.Event{startedEv("big", 1, 1, nil), ev("big", 1, 2, &repo.ActivityScheduledEvent{Name: "act", Input: text})},
-			WorkerItems:  []repo.WorkItem{&repo.ActivityExecute{Instance: "big", ExecutionID: 1, ID: 2, Name: "act", Input: text}},
+		ack := duroxide.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []duroxide.Event{startedEv("big", 1, 1, nil), ev("big", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: text})},
+			WorkerItems:  []duroxide.WorkItem{&duroxide.ActivityExecute{Instance: "big", ExecutionID: 1, ID: 2, Name: "act", Input: text}},
 			Metadata:     runningMeta(nil)}
 		if err := p.AckOrchestrationItem(ctx, it.LockToken, ack); err != nil {
 			t.Fatalf("ack with 5 MB input: %v", err)
@@ -97,14 +98,14 @@ func TestHostilePayload5MB(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if in := hist[1].Kind.(*repo.ActivityScheduledEvent).Input; in != text {
+		if in := hist[1].Kind.(*duroxide.ActivityScheduledEvent).Input; in != text {
 			t.Fatalf("scheduled event input: %d bytes, want %d", len(in), len(text))
 		}
-		l, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+		l, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 		if err != nil || l == nil {
 			t.Fatalf("fetch: %v %v", l, err)
 		}
-		if in := l.Item.(*repo.ActivityExecute).Input; in != text {
+		if in := l.Item.(*duroxide.ActivityExecute).Input; in != text {
 			t.Fatalf("scheduled activity input: %d bytes, want %d", len(in), len(text))
 		}
 		relLogf(t, "payloads: 5 MB message (Save + AppendMessages, %d bytes JSON) and 5 MB activity input (worker queue, history event, ack worker item) round-tripped byte for byte", len(content))

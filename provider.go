@@ -17,7 +17,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // ProviderName and ProviderVersion are what Provider.Name and Provider.Version return.
@@ -29,15 +29,15 @@ const (
 // Provider-domain sentinels, re-exported from package repo.
 var (
 	// ErrInvalidLockToken: unknown, expired, used or removed lock token; also matches ErrLockLost.
-	ErrInvalidLockToken = repo.ErrInvalidLockToken
+	ErrInvalidLockToken = duroxide.ErrInvalidLockToken
 	// ErrInstanceRunning: a non-forced delete hit a Running instance.
-	ErrInstanceRunning = repo.ErrInstanceRunning
+	ErrInstanceRunning = duroxide.ErrInstanceRunning
 	// ErrSubOrchestration: DeleteInstance on a sub-orchestration.
-	ErrSubOrchestration = repo.ErrSubOrchestration
+	ErrSubOrchestration = duroxide.ErrSubOrchestration
 	// ErrOrphan: a delete would orphan a child instance.
-	ErrOrphan = repo.ErrOrphan
+	ErrOrphan = duroxide.ErrOrphan
 	// ErrDuplicateEvent: an ack carried an existing history event id.
-	ErrDuplicateEvent = repo.ErrDuplicateEvent
+	ErrDuplicateEvent = duroxide.ErrDuplicateEvent
 )
 
 // defaultPollInterval is how often a long-polling fetch re-checks the
@@ -96,7 +96,7 @@ func (s *signal) wake() {
 	s.mu.Unlock()
 }
 
-// gormProvider implements repo.Provider and repo.ProviderAdmin on a Store.
+// gormProvider implements duroxide.Provider and duroxide.ProviderAdmin on a Store.
 type gormProvider struct {
 	s    *Store
 	orch *signal // orchestrator queue got messages
@@ -111,8 +111,8 @@ type gormProvider struct {
 }
 
 var (
-	_ repo.Provider      = (*gormProvider)(nil)
-	_ repo.ProviderAdmin = (*gormProvider)(nil)
+	_ duroxide.Provider      = (*gormProvider)(nil)
+	_ duroxide.ProviderAdmin = (*gormProvider)(nil)
 )
 
 func (s *Store) provider() *gormProvider {
@@ -144,40 +144,40 @@ func (s *Store) provider() *gormProvider {
 
 // Provider returns the durable-orchestration provider of the store. Fetches
 // long-poll and are woken at once by enqueues through the same Store.
-func (s *Store) Provider() repo.Provider { return s.provider() }
+func (s *Store) Provider() duroxide.Provider { return s.provider() }
 
 // ProviderAdmin returns the provider's management interface.
-func (s *Store) ProviderAdmin() repo.ProviderAdmin { return s.provider() }
+func (s *Store) ProviderAdmin() duroxide.ProviderAdmin { return s.provider() }
 
-// Name implements repo.Provider.
+// Name implements duroxide.Provider.
 func (p *gormProvider) Name() string { return ProviderName }
 
-// Version implements repo.Provider.
+// Version implements duroxide.Provider.
 func (p *gormProvider) Version() string { return ProviderVersion }
 
-// Admin implements repo.Provider.
-func (p *gormProvider) Admin() repo.ProviderAdmin { return p }
+// Admin implements duroxide.Provider.
+func (p *gormProvider) Admin() duroxide.ProviderAdmin { return p }
 
 // ---------------------------------------------------------------------------
 // helpers
 
-// perr wraps err as a *repo.ProviderError for op (classifying it through
+// perr wraps err as a *duroxide.ProviderError for op (classifying it through
 // translateError), unless it already is one.
 func perr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *repo.ProviderError
+	var pe *duroxide.ProviderError
 	if errors.As(err, &pe) {
 		return err
 	}
 	t := translateError(err)
-	return &repo.ProviderError{Op: op, Message: t.Error(), Retryable: errors.Is(t, ErrRetryable), Err: t}
+	return &duroxide.ProviderError{Op: op, Message: t.Error(), Retryable: errors.Is(t, ErrRetryable), Err: t}
 }
 
-// pfail returns a permanent *repo.ProviderError matching sentinel.
+// pfail returns a permanent *duroxide.ProviderError matching sentinel.
 func pfail(op string, sentinel error, format string, args ...any) error {
-	return &repo.ProviderError{Op: op, Message: fmt.Sprintf(format, args...), Err: sentinel}
+	return &duroxide.ProviderError{Op: op, Message: fmt.Sprintf(format, args...), Err: sentinel}
 }
 
 func (p *gormProvider) q(base string) string { return p.s.quoted(base) }
@@ -301,10 +301,10 @@ func ptr[T any](v T) *T { return &v }
 
 // decodeHistory decodes stored events in order; the first failure is returned
 // as a *CorruptRowError.
-func decodeHistory(instance string, execution int64, rows []historyRow) ([]repo.Event, error) {
-	out := make([]repo.Event, 0, len(rows))
+func decodeHistory(instance string, execution int64, rows []historyRow) ([]duroxide.Event, error) {
+	out := make([]duroxide.Event, 0, len(rows))
 	for _, r := range rows {
-		var e repo.Event
+		var e duroxide.Event
 		if err := json.Unmarshal([]byte(r.EventData), &e); err != nil {
 			return nil, &CorruptRowError{Table: models.TableHistory,
 				RowID: fmt.Sprintf("%s/%d/%d", instance, execution, r.EventID), Column: "event_data", Err: err}
@@ -326,7 +326,7 @@ func (p *gormProvider) loadHistory(tx *gorm.DB, instance string, execution int64
 	return rows, err
 }
 
-func validateWorkItem(item repo.WorkItem) error {
+func validateWorkItem(item duroxide.WorkItem) error {
 	if item == nil {
 		return invalidf("nil work item")
 	}
@@ -376,13 +376,13 @@ func checkUTF8(what string, v any) error {
 // ---------------------------------------------------------------------------
 // orchestrator queue: enqueue
 
-// EnqueueForOrchestrator implements repo.Provider.
-func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item repo.WorkItem, delay time.Duration) error {
+// EnqueueForOrchestrator implements duroxide.Provider.
+func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item duroxide.WorkItem, delay time.Duration) error {
 	const op = "enqueue_for_orchestrator"
 	if err := validateWorkItem(item); err != nil {
 		return perr(op, err)
 	}
-	if _, ok := item.(*repo.ActivityExecute); ok {
+	if _, ok := item.(*duroxide.ActivityExecute); ok {
 		return perr(op, invalidf("ActivityExecute belongs to the worker queue"))
 	}
 	if delay < 0 {
@@ -394,7 +394,7 @@ func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item repo.Wor
 	}
 	now := p.s.nowMS()
 	visible := now + durMS(delay)
-	if tf, ok := item.(*repo.TimerFired); ok && tf.FireAtMS > 0 {
+	if tf, ok := item.(*duroxide.TimerFired); ok && tf.FireAtMS > 0 {
 		visible = int64(tf.FireAtMS)
 		if delay > 0 {
 			visible = max(visible, now+durMS(delay))
@@ -409,13 +409,13 @@ func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item repo.Wor
 }
 
 // orchRows builds the orchestrator-queue rows of items (ActivityExecute refused).
-func orchRows(items []repo.WorkItem, now int64) ([]models.OrchestratorQueueItem, error) {
+func orchRows(items []duroxide.WorkItem, now int64) ([]models.OrchestratorQueueItem, error) {
 	rows := make([]models.OrchestratorQueueItem, 0, len(items))
 	for _, it := range items {
 		if err := validateWorkItem(it); err != nil {
 			return nil, err
 		}
-		if _, ok := it.(*repo.ActivityExecute); ok {
+		if _, ok := it.(*duroxide.ActivityExecute); ok {
 			return nil, invalidf("ActivityExecute in orchestrator items")
 		}
 		data, err := json.Marshal(it)
@@ -423,7 +423,7 @@ func orchRows(items []repo.WorkItem, now int64) ([]models.OrchestratorQueueItem,
 			return nil, invalidf("encode %s: %v", it.WorkItemType(), err)
 		}
 		visible := now
-		if tf, ok := it.(*repo.TimerFired); ok && tf.FireAtMS > 0 {
+		if tf, ok := it.(*duroxide.TimerFired); ok && tf.FireAtMS > 0 {
 			visible = int64(tf.FireAtMS)
 		}
 		rows = append(rows, models.OrchestratorQueueItem{InstanceID: it.RoutingInstance(), WorkItem: string(data), VisibleAt: visible, CreatedAt: now})
@@ -433,7 +433,7 @@ func orchRows(items []repo.WorkItem, now int64) ([]models.OrchestratorQueueItem,
 
 // workerRows builds worker-queue rows, copying the activity identity,
 // session and tag of ActivityExecute items into their columns.
-func workerRows(items []repo.WorkItem, now int64) ([]models.WorkerQueueItem, error) {
+func workerRows(items []duroxide.WorkItem, now int64) ([]models.WorkerQueueItem, error) {
 	rows := make([]models.WorkerQueueItem, 0, len(items))
 	for _, it := range items {
 		if err := validateWorkItem(it); err != nil {
@@ -444,7 +444,7 @@ func workerRows(items []repo.WorkItem, now int64) ([]models.WorkerQueueItem, err
 			return nil, invalidf("encode %s: %v", it.WorkItemType(), err)
 		}
 		r := models.WorkerQueueItem{WorkItem: string(data), VisibleAt: now, CreatedAt: now}
-		if ae, ok := it.(*repo.ActivityExecute); ok {
+		if ae, ok := it.(*duroxide.ActivityExecute); ok {
 			r.InstanceID = ptr(ae.Instance)
 			r.ExecutionID = ptr(int64(ae.ExecutionID))
 			r.ActivityID = ptr(int64(ae.ID))
@@ -459,8 +459,8 @@ func workerRows(items []repo.WorkItem, now int64) ([]models.WorkerQueueItem, err
 // ---------------------------------------------------------------------------
 // orchestrator queue: fetch
 
-// FetchOrchestrationItem implements repo.Provider.
-func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+// FetchOrchestrationItem implements duroxide.Provider.
+func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	if lockTimeout <= 0 {
 		return nil, perr(op, invalidf("lock timeout must be positive"))
@@ -469,8 +469,8 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		return nil, nil // supports nothing
 	}
 	p.listenIfPossible(pollTimeout)
-	item, err := longPoll(ctx, p.orch, pollTimeout, p.s.cfg.pollInterval, func() (*repo.OrchestrationItem, error) {
-		var it *repo.OrchestrationItem
+	item, err := longPoll(ctx, p.orch, pollTimeout, p.s.cfg.pollInterval, func() (*duroxide.OrchestrationItem, error) {
+		var it *duroxide.OrchestrationItem
 		err := withRetry(ctx, func() error {
 			var e error
 			it, e = p.fetchOrchOnce(ctx, lockTimeout, filter)
@@ -489,7 +489,7 @@ type orchMsgRow struct {
 
 // capabilitySQL returns the predicate matching executions e compatible with
 // filter: unpinned, or inside any range (row-value comparison, no packing).
-func capabilitySQL(filter *repo.DispatcherCapabilityFilter) (string, []any) {
+func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) {
 	var b strings.Builder
 	var args []any
 	b.WriteString("(e.duroxide_version_major IS NULL")
@@ -507,7 +507,7 @@ func capabilitySQL(filter *repo.DispatcherCapabilityFilter) (string, []any) {
 // unlocked, compatible instance not in tried (one instance_id column, at
 // most one row), taken without row locks so a failed candidate blocks
 // nobody.
-func (p *gormProvider) orchCandidateSQL(now int64, filter *repo.DispatcherCapabilityFilter, tried []string) (string, []any) {
+func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string) (string, []any) {
 	sql := `SELECT q.instance_id FROM ` + p.q(models.TableOrchestratorQueue) + ` q`
 	args := []any{}
 	where := ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
@@ -529,11 +529,11 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *repo.DispatcherCapabi
 	return sql + where + ` ORDER BY q.visible_at, q.id LIMIT 1`, args
 }
 
-func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *repo.DispatcherCapabilityFilter) (*repo.OrchestrationItem, error) {
+func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	if p.fast != nil && p.s.has(CapAdvisoryLocks) {
 		return p.fast.fetchOrchestration(p, ctx, lockTimeout, filter)
 	}
-	var item *repo.OrchestrationItem
+	var item *duroxide.OrchestrationItem
 	var corrupt error
 	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
 		item, corrupt = nil, nil
@@ -613,12 +613,12 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 
 // orchItem builds the fetched item from the locked messages in id order; a
 // message that does not decode is returned as a *CorruptRowError.
-func orchItem(instance, token string, msgs []orchMsgRow) (*repo.OrchestrationItem, error) {
+func orchItem(instance, token string, msgs []orchMsgRow) (*duroxide.OrchestrationItem, error) {
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
-	it := &repo.OrchestrationItem{Instance: instance, LockToken: token}
+	it := &duroxide.OrchestrationItem{Instance: instance, LockToken: token}
 	for _, m := range msgs {
 		it.AttemptCount = max(it.AttemptCount, uint32(m.AttemptCount))
-		w, err := repo.UnmarshalWorkItem([]byte(m.WorkItem))
+		w, err := duroxide.UnmarshalWorkItem([]byte(m.WorkItem))
 		if err != nil {
 			return nil, &CorruptRowError{Table: models.TableOrchestratorQueue, RowID: fmt.Sprint(m.ID), Column: "work_item", Err: err}
 		}
@@ -629,13 +629,13 @@ func orchItem(instance, token string, msgs []orchMsgRow) (*repo.OrchestrationIte
 
 // isOrphanBatch reports a batch of queue messages only, for an instance
 // that was never started (no instance row, no history).
-func isOrphanBatch(it *repo.OrchestrationItem) bool {
+func isOrphanBatch(it *duroxide.OrchestrationItem) bool {
 	return it.OrchestrationName == "Unknown" && len(it.History) == 0 && it.HistoryError == "" && allQueueMessages(it.Messages)
 }
 
-func allQueueMessages(ms []repo.WorkItem) bool {
+func allQueueMessages(ms []duroxide.WorkItem) bool {
 	for _, m := range ms {
-		if _, ok := m.(*repo.QueueMessage); !ok {
+		if _, ok := m.(*duroxide.QueueMessage); !ok {
 			return false
 		}
 	}
@@ -644,7 +644,7 @@ func allQueueMessages(ms []repo.WorkItem) bool {
 
 // fillOrchMetadata sets name, version, execution and history of it: one
 // query for an existing instance, two for one not created yet.
-func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem) error {
+func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationItem) error {
 	var rows []struct {
 		OrchestrationName    string
 		OrchestrationVersion *string
@@ -692,7 +692,7 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *repo.OrchestrationItem)
 // it); otherwise they come from the batch (any Start or ContinueAsNew in
 // it) and exec is the execution of history written by acks without
 // metadata (0: none).
-func setOrchMetadata(it *repo.OrchestrationItem, found bool, name string, version *string, exec int64, hist []historyRow) {
+func setOrchMetadata(it *duroxide.OrchestrationItem, found bool, name string, version *string, exec int64, hist []historyRow) {
 	if found {
 		it.OrchestrationName = name
 		it.Version = "unknown"
@@ -703,7 +703,7 @@ func setOrchMetadata(it *repo.OrchestrationItem, found bool, name string, versio
 		it.OrchestrationName, it.Version = "Unknown", "unknown"
 		batchExec := int64(1)
 		for _, m := range it.Messages {
-			if so, ok := m.(*repo.StartOrchestration); ok {
+			if so, ok := m.(*duroxide.StartOrchestration); ok {
 				it.OrchestrationName = so.Orchestration
 				if so.Version != nil {
 					it.Version = *so.Version
@@ -713,7 +713,7 @@ func setOrchMetadata(it *repo.OrchestrationItem, found bool, name string, versio
 				}
 				break
 			}
-			if can, ok := m.(*repo.ContinueAsNew); ok {
+			if can, ok := m.(*duroxide.ContinueAsNew); ok {
 				it.OrchestrationName = can.Orchestration
 				if can.Version != nil {
 					it.Version = *can.Version
@@ -728,7 +728,7 @@ func setOrchMetadata(it *repo.OrchestrationItem, found bool, name string, versio
 	it.ExecutionID = uint64(exec)
 	h, err := decodeHistory(it.Instance, exec, hist)
 	if err != nil {
-		it.History = []repo.Event{}
+		it.History = []duroxide.Event{}
 		it.HistoryError = "Failed to deserialize history: " + err.Error()
 		return
 	}
@@ -759,12 +759,12 @@ func writeTuples(b *strings.Builder, n int, tuple string) {
 	}
 }
 
-func newExecUpsert(md repo.ExecutionMetadata, now int64) execUpsert {
-	eu := execUpsert{status: repo.StatusRunning, conflict: ` DO NOTHING`}
+func newExecUpsert(md duroxide.ExecutionMetadata, now int64) execUpsert {
+	eu := execUpsert{status: duroxide.StatusRunning, conflict: ` DO NOTHING`}
 	var set []string
 	if md.Status != nil {
 		eu.status, eu.output = *md.Status, md.Output
-		if repo.IsTerminalStatus(eu.status) {
+		if duroxide.IsTerminalStatus(eu.status) {
 			eu.completed = &now
 		}
 		set = append(set, `status = excluded.status`, `output = excluded.output`, `completed_at = excluded.completed_at`)
@@ -780,13 +780,13 @@ func newExecUpsert(md repo.ExecutionMetadata, now int64) execUpsert {
 	return eu
 }
 
-// AckOrchestrationItem implements repo.Provider.
-func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken string, ack repo.OrchestrationAck) error {
+// AckOrchestrationItem implements duroxide.Provider.
+func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken string, ack duroxide.OrchestrationAck) error {
 	const op = "ack_orchestration_item"
 	md := ack.Metadata
 	if md.Status != nil {
 		switch *md.Status {
-		case repo.StatusRunning, repo.StatusCompleted, repo.StatusFailed, repo.StatusContinuedAsNew:
+		case duroxide.StatusRunning, duroxide.StatusCompleted, duroxide.StatusFailed, duroxide.StatusContinuedAsNew:
 		default:
 			return perr(op, invalidf("unknown status %q", *md.Status))
 		}
@@ -801,7 +801,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		return perr(op, err)
 	}
 	// Encode everything before the transaction.
-	var customStatus *repo.CustomStatusUpdatedEvent
+	var customStatus *duroxide.CustomStatusUpdatedEvent
 	hist := make([]models.HistoryEvent, 0, len(ack.HistoryDelta))
 	for _, ev := range ack.HistoryDelta {
 		if ev.EventID == 0 {
@@ -817,7 +817,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		if err != nil {
 			return perr(op, invalidf("encode event %d: %v", ev.EventID, err))
 		}
-		if cs, ok := ev.Kind.(*repo.CustomStatusUpdatedEvent); ok {
+		if cs, ok := ev.Kind.(*duroxide.CustomStatusUpdatedEvent); ok {
 			customStatus = cs
 		}
 		hist = append(hist, models.HistoryEvent{ExecutionID: int64(ack.ExecutionID), EventID: int64(ev.EventID),
@@ -854,8 +854,8 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 	return nil
 }
 
-func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack repo.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *repo.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
+func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
+	customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
 	const op = "ack_orchestration_item"
 	md := ack.Metadata
 	exec := int64(ack.ExecutionID)
@@ -910,7 +910,7 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack rep
 		}
 		if err := tx.CreateInBatches(hist, 500).Error; err != nil {
 			if errors.Is(translateError(err), ErrConflict) {
-				return &repo.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in %s/%d", instance, exec),
+				return &duroxide.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in %s/%d", instance, exec),
 					Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, translateError(err))}
 			}
 			return fmt.Errorf("append history %s/%d: %w", instance, exec, err)
@@ -957,7 +957,7 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack rep
 // (the protocol allows 65,535); a larger ack runs as a transaction.
 const maxAckParams = 30000
 
-// AbandonOrchestrationItem implements repo.Provider.
+// AbandonOrchestrationItem implements duroxide.Provider.
 func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_orchestration_item"
 	if delay < 0 {
@@ -991,7 +991,7 @@ func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken s
 	return nil
 }
 
-// RenewOrchestrationItemLock implements repo.Provider.
+// RenewOrchestrationItemLock implements duroxide.Provider.
 func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"
 	if extendFor <= 0 {
@@ -1015,8 +1015,8 @@ func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken
 // ---------------------------------------------------------------------------
 // history
 
-// Read implements repo.Provider.
-func (p *gormProvider) Read(ctx context.Context, instance string) ([]repo.Event, error) {
+// Read implements duroxide.Provider.
+func (p *gormProvider) Read(ctx context.Context, instance string) ([]duroxide.Event, error) {
 	const op = "read"
 	db := p.s.db.WithContext(ctx)
 	var exec *int64
@@ -1029,17 +1029,17 @@ func (p *gormProvider) Read(ctx context.Context, instance string) ([]repo.Event,
 		}
 	}
 	if exec == nil {
-		return []repo.Event{}, nil
+		return []duroxide.Event{}, nil
 	}
 	return p.readExec(ctx, op, instance, *exec)
 }
 
-// ReadWithExecution implements repo.Provider.
-func (p *gormProvider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]repo.Event, error) {
+// ReadWithExecution implements duroxide.Provider.
+func (p *gormProvider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]duroxide.Event, error) {
 	return p.readExec(ctx, "read_with_execution", instance, int64(executionID))
 }
 
-func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec int64) ([]repo.Event, error) {
+func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec int64) ([]duroxide.Event, error) {
 	rows, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
 	if err != nil {
 		return nil, perr(op, err)
@@ -1051,8 +1051,8 @@ func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec i
 	return evs, nil
 }
 
-// AppendWithExecution implements repo.Provider.
-func (p *gormProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []repo.Event) error {
+// AppendWithExecution implements duroxide.Provider.
+func (p *gormProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []duroxide.Event) error {
 	const op = "append_with_execution"
 	if instance == "" || !utf8.ValidString(instance) {
 		return perr(op, invalidf("instance id must be non-empty valid UTF-8"))

@@ -9,19 +9,19 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// ListInstances implements repo.ProviderAdmin.
+// ListInstances implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListInstances(ctx context.Context) ([]string, error) {
 	ids := []string{}
 	err := p.s.db.WithContext(ctx).Raw(`SELECT instance_id FROM ` + p.q(models.TableInstances) + ` ORDER BY created_at DESC, instance_id DESC`).Scan(&ids).Error
 	return ids, perr("list_instances", err)
 }
 
-// ListInstancesByStatus implements repo.ProviderAdmin.
+// ListInstancesByStatus implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
 	ids := []string{}
 	err := p.s.db.WithContext(ctx).Raw(`SELECT i.instance_id FROM `+p.q(models.TableInstances)+` i JOIN `+p.q(models.TableExecutions)+
@@ -30,7 +30,7 @@ func (p *gormProvider) ListInstancesByStatus(ctx context.Context, status string)
 	return ids, perr("list_instances_by_status", err)
 }
 
-// ListExecutions implements repo.ProviderAdmin.
+// ListExecutions implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
 	var ids []int64
 	if err := p.s.db.WithContext(ctx).Raw(`SELECT execution_id FROM `+p.q(models.TableExecutions)+` WHERE instance_id = ? ORDER BY execution_id`,
@@ -44,13 +44,13 @@ func (p *gormProvider) ListExecutions(ctx context.Context, instance string) ([]u
 	return out, nil
 }
 
-// ReadHistoryWithExecutionID implements repo.ProviderAdmin.
-func (p *gormProvider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]repo.Event, error) {
+// ReadHistoryWithExecutionID implements duroxide.ProviderAdmin.
+func (p *gormProvider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]duroxide.Event, error) {
 	return p.readExec(ctx, "read_history_with_execution_id", instance, int64(executionID))
 }
 
-// ReadHistory implements repo.ProviderAdmin.
-func (p *gormProvider) ReadHistory(ctx context.Context, instance string) ([]repo.Event, error) {
+// ReadHistory implements duroxide.ProviderAdmin.
+func (p *gormProvider) ReadHistory(ctx context.Context, instance string) ([]duroxide.Event, error) {
 	exec, err := p.LatestExecutionID(ctx, instance)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (p *gormProvider) ReadHistory(ctx context.Context, instance string) ([]repo
 	return p.readExec(ctx, "read_history", instance, int64(exec))
 }
 
-// LatestExecutionID implements repo.ProviderAdmin.
+// LatestExecutionID implements duroxide.ProviderAdmin.
 func (p *gormProvider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
 	const op = "latest_execution_id"
 	var ids []int64
@@ -72,8 +72,8 @@ func (p *gormProvider) LatestExecutionID(ctx context.Context, instance string) (
 	return uint64(ids[0]), nil
 }
 
-// GetInstanceInfo implements repo.ProviderAdmin.
-func (p *gormProvider) GetInstanceInfo(ctx context.Context, instance string) (*repo.InstanceInfo, error) {
+// GetInstanceInfo implements duroxide.ProviderAdmin.
+func (p *gormProvider) GetInstanceInfo(ctx context.Context, instance string) (*duroxide.InstanceInfo, error) {
 	const op = "get_instance_info"
 	var rows []struct {
 		InstanceID           string
@@ -96,8 +96,8 @@ func (p *gormProvider) GetInstanceInfo(ctx context.Context, instance string) (*r
 		return nil, pfail(op, ErrNotFound, "Instance not found: %s", instance)
 	}
 	r := rows[0]
-	info := &repo.InstanceInfo{InstanceID: r.InstanceID, OrchestrationName: r.OrchestrationName, OrchestrationVersion: "unknown",
-		CurrentExecutionID: uint64(r.CurrentExecutionID), Status: repo.StatusRunning, Output: r.Output,
+	info := &duroxide.InstanceInfo{InstanceID: r.InstanceID, OrchestrationName: r.OrchestrationName, OrchestrationVersion: "unknown",
+		CurrentExecutionID: uint64(r.CurrentExecutionID), Status: duroxide.StatusRunning, Output: r.Output,
 		CreatedAt: msTime(r.CreatedAt), UpdatedAt: msTime(r.UpdatedAt), ParentInstanceID: r.ParentInstanceID}
 	if r.OrchestrationVersion != nil {
 		info.OrchestrationVersion = *r.OrchestrationVersion
@@ -111,8 +111,8 @@ func (p *gormProvider) GetInstanceInfo(ctx context.Context, instance string) (*r
 	return info, nil
 }
 
-// GetExecutionInfo implements repo.ProviderAdmin.
-func (p *gormProvider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (*repo.ExecutionInfo, error) {
+// GetExecutionInfo implements duroxide.ProviderAdmin.
+func (p *gormProvider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (*duroxide.ExecutionInfo, error) {
 	const op = "get_execution_info"
 	var rows []struct {
 		Status      string
@@ -130,33 +130,33 @@ func (p *gormProvider) GetExecutionInfo(ctx context.Context, instance string, ex
 		return nil, pfail(op, ErrNotFound, "Execution not found: %s/%d", instance, executionID)
 	}
 	r := rows[0]
-	info := &repo.ExecutionInfo{ExecutionID: executionID, Status: r.Status, Output: r.Output, StartedAt: msTime(r.StartedAt), EventCount: r.EventCount}
+	info := &duroxide.ExecutionInfo{ExecutionID: executionID, Status: r.Status, Output: r.Output, StartedAt: msTime(r.StartedAt), EventCount: r.EventCount}
 	if r.CompletedAt != nil {
 		info.CompletedAt = ptr(msTime(*r.CompletedAt))
 	}
 	return info, nil
 }
 
-// GetSystemMetrics implements repo.ProviderAdmin.
-func (p *gormProvider) GetSystemMetrics(ctx context.Context) (*repo.SystemMetrics, error) {
-	var m repo.SystemMetrics
+// GetSystemMetrics implements duroxide.ProviderAdmin.
+func (p *gormProvider) GetSystemMetrics(ctx context.Context) (*duroxide.SystemMetrics, error) {
+	var m duroxide.SystemMetrics
 	cur := `SELECT COUNT(*) FROM ` + p.q(models.TableInstances) + ` i JOIN ` + p.q(models.TableExecutions) +
 		` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE e.status = ?`
 	err := p.s.db.WithContext(ctx).Raw(`SELECT (SELECT COUNT(*) FROM `+p.q(models.TableInstances)+`) AS total_instances,`+
 		` (SELECT COUNT(*) FROM `+p.q(models.TableExecutions)+`) AS total_executions,`+
 		` (`+cur+`) AS running_instances, (`+cur+`) AS completed_instances, (`+cur+`) AS failed_instances,`+
 		` (SELECT COUNT(*) FROM `+p.q(models.TableHistory)+`) AS total_events`,
-		repo.StatusRunning, repo.StatusCompleted, repo.StatusFailed).Scan(&m).Error
+		duroxide.StatusRunning, duroxide.StatusCompleted, duroxide.StatusFailed).Scan(&m).Error
 	if err != nil {
 		return nil, perr("get_system_metrics", err)
 	}
 	return &m, nil
 }
 
-// GetQueueDepths implements repo.ProviderAdmin.
-func (p *gormProvider) GetQueueDepths(ctx context.Context) (*repo.QueueDepths, error) {
+// GetQueueDepths implements duroxide.ProviderAdmin.
+func (p *gormProvider) GetQueueDepths(ctx context.Context) (*duroxide.QueueDepths, error) {
 	now := p.s.nowMS()
-	var d repo.QueueDepths
+	var d duroxide.QueueDepths
 	vis := ` WHERE visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?)`
 	err := p.s.db.WithContext(ctx).Raw(`SELECT (SELECT COUNT(*) FROM `+p.q(models.TableOrchestratorQueue)+vis+`) AS orchestrator_queue,`+
 		` (SELECT COUNT(*) FROM `+p.q(models.TableWorkerQueue)+vis+`) AS worker_queue`, now, now, now, now).Scan(&d).Error
@@ -166,7 +166,7 @@ func (p *gormProvider) GetQueueDepths(ctx context.Context) (*repo.QueueDepths, e
 	return &d, nil
 }
 
-// ListChildren implements repo.ProviderAdmin.
+// ListChildren implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
 	ids := []string{}
 	err := p.s.db.WithContext(ctx).Raw(`SELECT instance_id FROM `+p.q(models.TableInstances)+` WHERE parent_instance_id = ? ORDER BY created_at, instance_id`,
@@ -174,7 +174,7 @@ func (p *gormProvider) ListChildren(ctx context.Context, instance string) ([]str
 	return ids, perr("list_children", err)
 }
 
-// GetParentID implements repo.ProviderAdmin.
+// GetParentID implements duroxide.ProviderAdmin.
 func (p *gormProvider) GetParentID(ctx context.Context, instance string) (string, error) {
 	const op = "get_parent_id"
 	var rows []struct{ ParentInstanceID *string }
@@ -191,13 +191,13 @@ func (p *gormProvider) GetParentID(ctx context.Context, instance string) (string
 	return *rows[0].ParentInstanceID, nil
 }
 
-// GetInstanceTree implements repo.ProviderAdmin.
-func (p *gormProvider) GetInstanceTree(ctx context.Context, instance string) (*repo.InstanceTree, error) {
+// GetInstanceTree implements duroxide.ProviderAdmin.
+func (p *gormProvider) GetInstanceTree(ctx context.Context, instance string) (*duroxide.InstanceTree, error) {
 	return p.instanceTree(p.s.db.WithContext(ctx), instance)
 }
 
-func (p *gormProvider) instanceTree(db *gorm.DB, root string) (*repo.InstanceTree, error) {
-	tree := &repo.InstanceTree{RootID: root, AllIDs: []string{root}}
+func (p *gormProvider) instanceTree(db *gorm.DB, root string) (*duroxide.InstanceTree, error) {
+	tree := &duroxide.InstanceTree{RootID: root, AllIDs: []string{root}}
 	seen := map[string]bool{root: true}
 	for i := 0; i < len(tree.AllIDs); i++ {
 		var kids []string
@@ -215,10 +215,10 @@ func (p *gormProvider) instanceTree(db *gorm.DB, root string) (*repo.InstanceTre
 	return tree, nil
 }
 
-// DeleteInstancesAtomic implements repo.ProviderAdmin.
-func (p *gormProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (repo.DeleteInstanceResult, error) {
+// DeleteInstancesAtomic implements duroxide.ProviderAdmin.
+func (p *gormProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (duroxide.DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
-	var out repo.DeleteInstanceResult
+	var out duroxide.DeleteInstanceResult
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -228,14 +228,14 @@ func (p *gormProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, 
 		return e
 	})
 	if err != nil {
-		return repo.DeleteInstanceResult{}, perr(op, err)
+		return duroxide.DeleteInstanceResult{}, perr(op, err)
 	}
 	return out, nil
 }
 
-func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (repo.DeleteInstanceResult, error) {
+func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (duroxide.DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
-	var out repo.DeleteInstanceResult
+	var out duroxide.DeleteInstanceResult
 	in := ` IN (` + placeholders(len(ids)) + `)`
 	args := strArgs(ids)
 	lock := p.s.forUpdate()
@@ -254,7 +254,7 @@ func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (repo
 		var running []string
 		if err := tx.Raw(`SELECT i.instance_id FROM `+p.q(models.TableInstances)+` i JOIN `+p.q(models.TableExecutions)+
 			` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE e.status = ? AND i.instance_id`+in+` LIMIT 1`,
-			append([]any{repo.StatusRunning}, args...)...).Scan(&running).Error; err != nil {
+			append([]any{duroxide.StatusRunning}, args...)...).Scan(&running).Error; err != nil {
 			return out, fmt.Errorf("check running: %w", err)
 		}
 		if len(running) > 0 {
@@ -295,18 +295,18 @@ func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (repo
 	return out, nil
 }
 
-// DeleteInstance implements repo.ProviderAdmin.
-func (p *gormProvider) DeleteInstance(ctx context.Context, instance string, force bool) (repo.DeleteInstanceResult, error) {
+// DeleteInstance implements duroxide.ProviderAdmin.
+func (p *gormProvider) DeleteInstance(ctx context.Context, instance string, force bool) (duroxide.DeleteInstanceResult, error) {
 	const op = "delete_instance"
 	parent, err := p.GetParentID(ctx, instance)
 	if err != nil {
-		return repo.DeleteInstanceResult{}, err
+		return duroxide.DeleteInstanceResult{}, err
 	}
 	if parent != "" {
-		return repo.DeleteInstanceResult{}, pfail(op, ErrSubOrchestration,
+		return duroxide.DeleteInstanceResult{}, pfail(op, ErrSubOrchestration,
 			"Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance)
 	}
-	var out repo.DeleteInstanceResult
+	var out duroxide.DeleteInstanceResult
 	err = p.tx(ctx, func(tx *gorm.DB) error {
 		tree, err := p.instanceTree(tx, instance)
 		if err != nil {
@@ -316,20 +316,20 @@ func (p *gormProvider) DeleteInstance(ctx context.Context, instance string, forc
 		return err
 	})
 	if err != nil {
-		return repo.DeleteInstanceResult{}, perr(op, err)
+		return duroxide.DeleteInstanceResult{}, perr(op, err)
 	}
 	return out, nil
 }
 
 // bulkSelect returns instance ids matching filter (and extra conditions on
 // i and its current execution e).
-func (p *gormProvider) bulkSelect(ctx context.Context, filter repo.InstanceFilter, extra string, extraArgs ...any) ([]string, error) {
+func (p *gormProvider) bulkSelect(ctx context.Context, filter duroxide.InstanceFilter, extra string, extraArgs ...any) ([]string, error) {
 	if filter.InstanceIDs != nil && len(filter.InstanceIDs) == 0 {
 		return nil, nil
 	}
 	limit := filter.Limit
 	if limit <= 0 {
-		limit = repo.DefaultBulkLimit
+		limit = duroxide.DefaultBulkLimit
 	}
 	sql := `SELECT i.instance_id FROM ` + p.q(models.TableInstances) + ` i LEFT JOIN ` + p.q(models.TableExecutions) +
 		` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE 1 = 1` + extra
@@ -349,17 +349,17 @@ func (p *gormProvider) bulkSelect(ctx context.Context, filter repo.InstanceFilte
 	return ids, err
 }
 
-// DeleteInstanceBulk implements repo.ProviderAdmin.
-func (p *gormProvider) DeleteInstanceBulk(ctx context.Context, filter repo.InstanceFilter) (repo.DeleteInstanceResult, error) {
+// DeleteInstanceBulk implements duroxide.ProviderAdmin.
+func (p *gormProvider) DeleteInstanceBulk(ctx context.Context, filter duroxide.InstanceFilter) (duroxide.DeleteInstanceResult, error) {
 	const op = "delete_instance_bulk"
-	var total repo.DeleteInstanceResult
+	var total duroxide.DeleteInstanceResult
 	roots, err := p.bulkSelect(ctx, filter, ` AND i.parent_instance_id IS NULL AND e.status IN (?, ?, ?)`,
-		repo.StatusCompleted, repo.StatusFailed, repo.StatusContinuedAsNew)
+		duroxide.StatusCompleted, duroxide.StatusFailed, duroxide.StatusContinuedAsNew)
 	if err != nil {
 		return total, perr(op, err)
 	}
 	for _, root := range roots {
-		var res repo.DeleteInstanceResult
+		var res duroxide.DeleteInstanceResult
 		err := p.tx(ctx, func(tx *gorm.DB) error {
 			tree, err := p.instanceTree(tx, root)
 			if err != nil {
@@ -380,13 +380,13 @@ func (p *gormProvider) DeleteInstanceBulk(ctx context.Context, filter repo.Insta
 	return total, nil
 }
 
-// PruneExecutions implements repo.ProviderAdmin.
-func (p *gormProvider) PruneExecutions(ctx context.Context, instance string, opts repo.PruneOptions) (repo.PruneResult, error) {
+// PruneExecutions implements duroxide.ProviderAdmin.
+func (p *gormProvider) PruneExecutions(ctx context.Context, instance string, opts duroxide.PruneOptions) (duroxide.PruneResult, error) {
 	const op = "prune_executions"
 	if opts.KeepLast < 0 {
-		return repo.PruneResult{}, perr(op, invalidf("negative keep_last"))
+		return duroxide.PruneResult{}, perr(op, invalidf("negative keep_last"))
 	}
-	var out repo.PruneResult
+	var out duroxide.PruneResult
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		var cur []int64
 		lock := p.s.forUpdate()
@@ -407,7 +407,7 @@ func (p *gormProvider) PruneExecutions(ctx context.Context, instance string, opt
 		}
 		var victims []any
 		for i, e := range execs {
-			if e.ExecutionID == cur[0] || e.Status == repo.StatusRunning {
+			if e.ExecutionID == cur[0] || e.Status == duroxide.StatusRunning {
 				continue
 			}
 			if opts.KeepLast > 0 && i < opts.KeepLast {
@@ -437,15 +437,15 @@ func (p *gormProvider) PruneExecutions(ctx context.Context, instance string, opt
 		return nil
 	})
 	if err != nil {
-		return repo.PruneResult{}, perr(op, err)
+		return duroxide.PruneResult{}, perr(op, err)
 	}
 	return out, nil
 }
 
-// PruneExecutionsBulk implements repo.ProviderAdmin.
-func (p *gormProvider) PruneExecutionsBulk(ctx context.Context, filter repo.InstanceFilter, opts repo.PruneOptions) (repo.PruneResult, error) {
+// PruneExecutionsBulk implements duroxide.ProviderAdmin.
+func (p *gormProvider) PruneExecutionsBulk(ctx context.Context, filter duroxide.InstanceFilter, opts duroxide.PruneOptions) (duroxide.PruneResult, error) {
 	const op = "prune_executions_bulk"
-	var total repo.PruneResult
+	var total duroxide.PruneResult
 	ids, err := p.bulkSelect(ctx, filter, "")
 	if err != nil {
 		return total, perr(op, err)

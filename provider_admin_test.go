@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 func TestProviderAdminQueries(t *testing.T) {
@@ -24,21 +24,21 @@ func TestProviderAdminQueries(t *testing.T) {
 		e.clock.Advance(time.Second)
 		e.startInstance(t, "grandkid", sp("kid1"))
 		e.clock.Advance(time.Second)
-		e.finishInstance(t, "kid2", repo.StatusCompleted, 2)
-		e.finishInstance(t, "grandkid", repo.StatusFailed, 2)
+		e.finishInstance(t, "kid2", duroxide.StatusCompleted, 2)
+		e.finishInstance(t, "grandkid", duroxide.StatusFailed, 2)
 
 		ids, err := e.a.ListInstances(e.ctx)
 		if err != nil || !slices.Equal(ids, []string{"grandkid", "kid2", "kid1", "root"}) {
 			t.Fatalf("list = %v, %v", ids, err)
 		}
-		if ids, _ := e.a.ListInstancesByStatus(e.ctx, repo.StatusRunning); !slices.Equal(ids, []string{"kid1", "root"}) {
+		if ids, _ := e.a.ListInstancesByStatus(e.ctx, duroxide.StatusRunning); !slices.Equal(ids, []string{"kid1", "root"}) {
 			t.Fatalf("running = %v", ids)
 		}
-		if ids, _ := e.a.ListInstancesByStatus(e.ctx, repo.StatusCompleted); !slices.Equal(ids, []string{"kid2"}) {
+		if ids, _ := e.a.ListInstancesByStatus(e.ctx, duroxide.StatusCompleted); !slices.Equal(ids, []string{"kid2"}) {
 			t.Fatalf("completed = %v", ids)
 		}
 		info, err := e.a.GetInstanceInfo(e.ctx, "kid2")
-		if err != nil || info.Status != repo.StatusCompleted || info.Output == nil || *info.Output != "done" || info.OrchestrationName != "Orch" ||
+		if err != nil || info.Status != duroxide.StatusCompleted || info.Output == nil || *info.Output != "done" || info.OrchestrationName != "Orch" ||
 			info.OrchestrationVersion != "1.0.0" || info.CurrentExecutionID != 1 || info.ParentInstanceID == nil || *info.ParentInstanceID != "root" ||
 			!info.UpdatedAt.After(info.CreatedAt) {
 			t.Fatalf("info = %+v, %v", info, err)
@@ -54,18 +54,18 @@ func TestProviderAdminQueries(t *testing.T) {
 		}
 
 		m, err := e.a.GetSystemMetrics(e.ctx)
-		want := repo.SystemMetrics{TotalInstances: 4, TotalExecutions: 4, RunningInstances: 2, CompletedInstances: 1, FailedInstances: 1, TotalEvents: 6}
+		want := duroxide.SystemMetrics{TotalInstances: 4, TotalExecutions: 4, RunningInstances: 2, CompletedInstances: 1, FailedInstances: 1, TotalEvents: 6}
 		if err != nil || *m != want {
 			t.Fatalf("metrics = %+v, %v", m, err)
 		}
-		e.enqueue(t, &repo.ExternalRaised{Instance: "root", Name: "x"})
-		e.enqueue(t, &repo.ExternalRaised{Instance: "kid1", Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "root", Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "kid1", Name: "x"})
 		if err := e.p.EnqueueForWorker(e.ctx, activity("root", 1, 5)); err != nil {
 			t.Fatal(err)
 		}
 		it := e.fetch(t) // locks root's message
 		d, err := e.a.GetQueueDepths(e.ctx)
-		if err != nil || *d != (repo.QueueDepths{OrchestratorQueue: 1, WorkerQueue: 1}) {
+		if err != nil || *d != (duroxide.QueueDepths{OrchestratorQueue: 1, WorkerQueue: 1}) {
 			t.Fatalf("depths = %+v, %v", d, err)
 		}
 		_ = it
@@ -96,7 +96,7 @@ func TestProviderAdminDelete(t *testing.T) {
 		e := newPEnv(t, h)
 		e.startInstance(t, "root", nil)
 		e.startInstance(t, "kid", sp("root"))
-		e.finishInstance(t, "kid", repo.StatusCompleted, 2)
+		e.finishInstance(t, "kid", duroxide.StatusCompleted, 2)
 		e.startInstance(t, "other", nil)
 
 		_, err := e.a.DeleteInstance(e.ctx, "nope", false)
@@ -110,12 +110,12 @@ func TestProviderAdminDelete(t *testing.T) {
 		if ids, _ := e.a.ListInstances(e.ctx); len(ids) != 3 {
 			t.Fatalf("failed deletes removed instances: %v", ids)
 		}
-		if r, err := e.a.DeleteInstancesAtomic(e.ctx, nil, false); err != nil || r != (repo.DeleteInstanceResult{}) {
+		if r, err := e.a.DeleteInstancesAtomic(e.ctx, nil, false); err != nil || r != (duroxide.DeleteInstanceResult{}) {
 			t.Fatalf("empty delete = %+v %v", r, err)
 		}
 
 		// an in-flight turn of root, a queued worker item: force delete wins, the ack then fails
-		e.enqueue(t, &repo.ExternalRaised{Instance: "root", Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "root", Name: "x"})
 		it := e.fetch(t)
 		if err := e.p.EnqueueForWorker(e.ctx, activity("root", 1, 2)); err != nil {
 			t.Fatal(err)
@@ -124,12 +124,12 @@ func TestProviderAdminDelete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := repo.DeleteInstanceResult{InstancesDeleted: 2, ExecutionsDeleted: 2, EventsDeleted: 3, QueueMessagesDeleted: 2}
+		want := duroxide.DeleteInstanceResult{InstancesDeleted: 2, ExecutionsDeleted: 2, EventsDeleted: 3, QueueMessagesDeleted: 2}
 		if r != want {
 			t.Fatalf("delete = %+v, want %+v", r, want)
 		}
-		wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []repo.Event{ev("root", 1, 2, &repo.ExternalEventEvent{Name: "x"})}, Metadata: runningMeta(nil)}), agentstore.ErrInvalidLockToken)
+		wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []duroxide.Event{ev("root", 1, 2, &duroxide.ExternalEventEvent{Name: "x"})}, Metadata: runningMeta(nil)}), agentstore.ErrInvalidLockToken)
 		if ids, _ := e.a.ListInstances(e.ctx); !slices.Equal(ids, []string{"other"}) {
 			t.Fatalf("left = %v (zombie re-creation?)", ids)
 		}
@@ -145,31 +145,31 @@ func TestProviderAdminDeleteBulk(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		e := newPEnv(t, h)
 		e.startInstance(t, "done1", nil)
-		e.finishInstance(t, "done1", repo.StatusCompleted, 2)
+		e.finishInstance(t, "done1", duroxide.StatusCompleted, 2)
 		cut := e.clock.Now().Add(time.Second)
 		e.clock.Advance(5 * time.Second)
 		e.startInstance(t, "done2", nil)
 		e.startInstance(t, "done2kid", sp("done2"))
-		e.finishInstance(t, "done2kid", repo.StatusCompleted, 2)
-		e.finishInstance(t, "done2", repo.StatusFailed, 2)
+		e.finishInstance(t, "done2kid", duroxide.StatusCompleted, 2)
+		e.finishInstance(t, "done2", duroxide.StatusFailed, 2)
 		e.startInstance(t, "busy", nil)
 		e.startInstance(t, "term", nil)
 		e.startInstance(t, "termkid", sp("term"))
-		e.finishInstance(t, "term", repo.StatusCompleted, 2) // Running child
+		e.finishInstance(t, "term", duroxide.StatusCompleted, 2) // Running child
 
-		if r, err := e.a.DeleteInstanceBulk(e.ctx, repo.InstanceFilter{InstanceIDs: []string{}}); err != nil || r.InstancesDeleted != 0 {
+		if r, err := e.a.DeleteInstanceBulk(e.ctx, duroxide.InstanceFilter{InstanceIDs: []string{}}); err != nil || r.InstancesDeleted != 0 {
 			t.Fatalf("empty id list = %+v %v", r, err)
 		}
-		r, err := e.a.DeleteInstanceBulk(e.ctx, repo.InstanceFilter{CompletedBefore: &cut})
+		r, err := e.a.DeleteInstanceBulk(e.ctx, duroxide.InstanceFilter{CompletedBefore: &cut})
 		if err != nil || r.InstancesDeleted != 1 {
 			t.Fatalf("completed_before = %+v %v", r, err)
 		}
-		r, err = e.a.DeleteInstanceBulk(e.ctx, repo.InstanceFilter{InstanceIDs: []string{"busy", "done2", "done2kid"}})
+		r, err = e.a.DeleteInstanceBulk(e.ctx, duroxide.InstanceFilter{InstanceIDs: []string{"busy", "done2", "done2kid"}})
 		if err != nil || r.InstancesDeleted != 2 || r.ExecutionsDeleted != 2 {
 			t.Fatalf("by ids = %+v %v", r, err)
 		}
 		// busy (Running) and term (Running child) survive, limit respected
-		r, err = e.a.DeleteInstanceBulk(e.ctx, repo.InstanceFilter{Limit: 10})
+		r, err = e.a.DeleteInstanceBulk(e.ctx, duroxide.InstanceFilter{Limit: 10})
 		if err != nil || r.InstancesDeleted != 0 {
 			t.Fatalf("rest = %+v %v", r, err)
 		}
@@ -190,25 +190,25 @@ func TestProviderAdminPrune(t *testing.T) {
 			if exec == 3 {
 				cut = e.clock.Now()
 			}
-			e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "x"})
+			e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "x"})
 			it := e.fetch(t)
-			e.ack(t, it, repo.OrchestrationAck{ExecutionID: exec, HistoryDelta: []repo.Event{ev("i1", exec, 2, &repo.OrchestrationContinuedAsNewEvent{Input: "n"})},
-				Metadata: repo.ExecutionMetadata{Status: sp(repo.StatusContinuedAsNew), Output: sp("n")}})
-			e.enqueue(t, &repo.ContinueAsNew{Instance: "i1", Orchestration: "Orch", Input: "n"})
+			e.ack(t, it, duroxide.OrchestrationAck{ExecutionID: exec, HistoryDelta: []duroxide.Event{ev("i1", exec, 2, &duroxide.OrchestrationContinuedAsNewEvent{Input: "n"})},
+				Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusContinuedAsNew), Output: sp("n")}})
+			e.enqueue(t, &duroxide.ContinueAsNew{Instance: "i1", Orchestration: "Orch", Input: "n"})
 			it = e.fetch(t)
-			e.ack(t, it, repo.OrchestrationAck{ExecutionID: exec + 1, HistoryDelta: []repo.Event{startedEv("i1", exec+1, 1, nil)}, Metadata: runningMeta(nil)})
+			e.ack(t, it, duroxide.OrchestrationAck{ExecutionID: exec + 1, HistoryDelta: []duroxide.Event{startedEv("i1", exec+1, 1, nil)}, Metadata: runningMeta(nil)})
 		}
 		if ids, _ := e.a.ListExecutions(e.ctx, "i1"); len(ids) != 5 {
 			t.Fatalf("executions = %v", ids)
 		}
-		_, err := e.a.PruneExecutions(e.ctx, "nope", repo.PruneOptions{})
+		_, err := e.a.PruneExecutions(e.ctx, "nope", duroxide.PruneOptions{})
 		wantErr(t, err, agentstore.ErrNotFound)
 		// completed_before: executions 1 and 2 completed before the cut (execution 3 completed at it)
-		r, err := e.a.PruneExecutions(e.ctx, "i1", repo.PruneOptions{CompletedBefore: &cut})
-		if err != nil || r != (repo.PruneResult{InstancesProcessed: 1, ExecutionsDeleted: 2, EventsDeleted: 4}) {
+		r, err := e.a.PruneExecutions(e.ctx, "i1", duroxide.PruneOptions{CompletedBefore: &cut})
+		if err != nil || r != (duroxide.PruneResult{InstancesProcessed: 1, ExecutionsDeleted: 2, EventsDeleted: 4}) {
 			t.Fatalf("prune before = %+v %v", r, err)
 		}
-		r, err = e.a.PruneExecutions(e.ctx, "i1", repo.PruneOptions{KeepLast: 2})
+		r, err = e.a.PruneExecutions(e.ctx, "i1", duroxide.PruneOptions{KeepLast: 2})
 		if err != nil || r.ExecutionsDeleted != 1 {
 			t.Fatalf("keep_last 2 = %+v %v", r, err)
 		}
@@ -216,7 +216,7 @@ func TestProviderAdminPrune(t *testing.T) {
 			t.Fatalf("after keep_last = %v", ids)
 		}
 		// keep_last 0 still keeps the current (Running) execution
-		r, err = e.a.PruneExecutions(e.ctx, "i1", repo.PruneOptions{})
+		r, err = e.a.PruneExecutions(e.ctx, "i1", duroxide.PruneOptions{})
 		if err != nil || r.ExecutionsDeleted != 1 {
 			t.Fatalf("prune all = %+v %v", r, err)
 		}
@@ -228,8 +228,8 @@ func TestProviderAdminPrune(t *testing.T) {
 		}
 		// bulk over instances of any status
 		e.startInstance(t, "j1", nil)
-		e.finishInstance(t, "j1", repo.StatusCompleted, 2)
-		r, err = e.a.PruneExecutionsBulk(e.ctx, repo.InstanceFilter{}, repo.PruneOptions{KeepLast: 1})
+		e.finishInstance(t, "j1", duroxide.StatusCompleted, 2)
+		r, err = e.a.PruneExecutionsBulk(e.ctx, duroxide.InstanceFilter{}, duroxide.PruneOptions{KeepLast: 1})
 		if err != nil || r.InstancesProcessed != 2 || r.ExecutionsDeleted != 0 {
 			t.Fatalf("bulk = %+v %v", r, err)
 		}

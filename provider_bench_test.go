@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore/orchloop"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // Benchmarks of the provider's hot paths (issue 5), on both dialects:
@@ -34,7 +34,7 @@ func BenchmarkProviderWorkerQueue(b *testing.B) {
 				if err := p.EnqueueForWorker(ctx, activity("bench", 1, i)); err != nil {
 					b.Fatal(err)
 				}
-				l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+				l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 				if err != nil || l == nil {
 					b.Fatalf("fetch: %v %v", l, err)
 				}
@@ -76,7 +76,7 @@ func BenchmarkProviderOrchestrationTurn(b *testing.B) {
 					}
 				}
 				info, err := st.ProviderAdmin().GetInstanceInfo(ctx, id)
-				if err != nil || info.Status != repo.StatusCompleted || info.Output == nil || *info.Output != strconv.Itoa(i+1) {
+				if err != nil || info.Status != duroxide.StatusCompleted || info.Output == nil || *info.Output != strconv.Itoa(i+1) {
 					b.Fatalf("%s: %+v %v", id, info, err)
 				}
 			}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 const evHead = `{"event_id":3,"source_event_id":2,"instance_id":"i1","execution_id":1,"timestamp_ms":1760000000000,"duroxide_version":"0.1.29",`
@@ -49,7 +49,7 @@ var eventLiterals = map[string]string{
 func TestProviderEventJSONRoundTrip(t *testing.T) {
 	for name, tail := range eventLiterals {
 		lit := evHead + tail
-		var e repo.Event
+		var e duroxide.Event
 		if err := json.Unmarshal([]byte(lit), &e); err != nil {
 			t.Fatalf("%s: decode: %v", name, err)
 		}
@@ -72,20 +72,20 @@ func TestProviderEventJSONRoundTrip(t *testing.T) {
 		}
 	}
 	// typed access
-	var e repo.Event
+	var e duroxide.Event
 	_ = json.Unmarshal([]byte(evHead+eventLiterals["OrchestrationStarted+opts"]), &e)
-	st := e.Kind.(*repo.OrchestrationStartedEvent)
+	st := e.Kind.(*duroxide.OrchestrationStartedEvent)
 	if *st.ParentInstance != "p" || *st.ParentID != 7 || st.CarryForwardEvents[1] != [2]string{"b", "2"} || *st.InitialCustomStatus != "s" {
 		t.Fatalf("started = %+v", st)
 	}
 	_ = json.Unmarshal([]byte(evHead+eventLiterals["ActivityFailed+cancelled"]), &e)
-	if r := e.Kind.(*repo.ActivityFailedEvent).Details.Application.Kind.CancelledReason; r == nil || *r != "stop" {
+	if r := e.Kind.(*duroxide.ActivityFailedEvent).Details.Application.Kind.CancelledReason; r == nil || *r != "stop" {
 		t.Fatalf("cancelled reason = %v", r)
 	}
 }
 
 func TestProviderEventJSONErrors(t *testing.T) {
-	var e repo.Event
+	var e duroxide.Event
 	for _, bad := range []string{
 		evHead + `"type":"NoSuchKind"}`,
 		`{"garbage":true}`,
@@ -107,10 +107,10 @@ func TestProviderEventJSONErrors(t *testing.T) {
 	if err := json.Unmarshal([]byte(evHead+`"type":"ActivityCompleted","result":"r","future_field":1}`), &e); err != nil {
 		t.Fatalf("unknown field rejected: %v", err)
 	}
-	if _, err := json.Marshal(repo.Event{EventID: 1}); err == nil {
+	if _, err := json.Marshal(duroxide.Event{EventID: 1}); err == nil {
 		t.Fatalf("event without kind encoded")
 	}
-	if _, err := json.Marshal(repo.ErrorDetails{}); err == nil {
+	if _, err := json.Marshal(duroxide.ErrorDetails{}); err == nil {
 		t.Fatalf("empty ErrorDetails encoded")
 	}
 }
@@ -135,7 +135,7 @@ var workItemLiterals = []string{
 
 func TestProviderWorkItemJSONRoundTrip(t *testing.T) {
 	for _, lit := range workItemLiterals {
-		w, err := repo.UnmarshalWorkItem([]byte(lit))
+		w, err := duroxide.UnmarshalWorkItem([]byte(lit))
 		if err != nil {
 			t.Fatalf("decode %s: %v", lit, err)
 		}
@@ -151,18 +151,18 @@ func TestProviderWorkItemJSONRoundTrip(t *testing.T) {
 		}
 	}
 	// routing: sub-orchestration completions go to the parent
-	w, _ := repo.UnmarshalWorkItem([]byte(workItemLiterals[8]))
+	w, _ := duroxide.UnmarshalWorkItem([]byte(workItemLiterals[8]))
 	if w.RoutingInstance() != "p" {
 		t.Fatalf("routing = %s", w.RoutingInstance())
 	}
 	// carry_forward_events defaults to [] when absent
-	w, err := repo.UnmarshalWorkItem([]byte(`{"ContinueAsNew":{"instance":"i1","orchestration":"O","input":"n","version":null}}`))
-	if err != nil || w.(*repo.ContinueAsNew).CarryForwardEvents == nil {
+	w, err := duroxide.UnmarshalWorkItem([]byte(`{"ContinueAsNew":{"instance":"i1","orchestration":"O","input":"n","version":null}}`))
+	if err != nil || w.(*duroxide.ContinueAsNew).CarryForwardEvents == nil {
 		t.Fatalf("default carry_forward_events: %v %v", w, err)
 	}
 	for _, bad := range []string{`{"ExternalRaised2":{}}`, `{}`, `{"A":{},"B":{}}`, `[]`, `{"ActivityCompleted":5}`,
 		`{"ActivityFailed":{}}`, `{"ActivityExecute":null}`, `{"QueueMessage":{"instance":"i","name":"n"}}`} {
-		if _, err := repo.UnmarshalWorkItem([]byte(bad)); err == nil {
+		if _, err := duroxide.UnmarshalWorkItem([]byte(bad)); err == nil {
 			t.Fatalf("decoded %s", bad)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // TestProviderFetchSnapshotOlderThanLock makes the PostgreSQL fetch
@@ -24,7 +24,7 @@ func TestProviderFetchSnapshotOlderThanLock(t *testing.T) {
 	admin := requirePostgres(t)
 	e := newPEnv(t, h)
 	e.startInstance(t, "snap", nil)
-	e.enqueue(t, &repo.ExternalRaised{Instance: "snap", Name: "x", Data: "1"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "snap", Name: "x", Data: "1"})
 	now := e.clock.Now().UnixMilli()
 	locks, inst, hist := quote(e.st, models.TableInstanceLocks), quote(e.st, models.TableInstances), quote(e.st, models.TableHistory)
 	e.exec(t, "INSERT INTO "+locks+" (instance_id, lock_token, locked_until, locked_at) VALUES ('snap', 'old', ?, ?)", now-1, now-1000)
@@ -34,7 +34,7 @@ func TestProviderFetchSnapshotOlderThanLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	data, err := json.Marshal(ev("snap", 1, 2, &repo.ExternalEventEvent{Name: "late", Data: "ack"}))
+	data, err := json.Marshal(ev("snap", 1, 2, &duroxide.ExternalEventEvent{Name: "late", Data: "ack"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestProviderFetchSnapshotOlderThanLock(t *testing.T) {
 		}
 	}
 	type result struct {
-		it  *repo.OrchestrationItem
+		it  *duroxide.OrchestrationItem
 		err error
 	}
 	done := make(chan result, 1)
@@ -87,7 +87,7 @@ func TestProviderFetchSnapshotOlderThanLock(t *testing.T) {
 	if len(r.it.History) != 2 || len(r.it.Messages) != 1 {
 		t.Fatalf("fetch returned %d history events (want 2: the one committed while it waited) and %d messages", len(r.it.History), len(r.it.Messages))
 	}
-	if x, ok := r.it.History[1].Kind.(*repo.ExternalEventEvent); !ok || x.Data != "ack" {
+	if x, ok := r.it.History[1].Kind.(*duroxide.ExternalEventEvent); !ok || x.Data != "ack" {
 		t.Fatalf("history[1] = %#v", r.it.History[1].Kind)
 	}
 }

@@ -12,13 +12,13 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-// EnqueueForWorker implements repo.Provider.
-func (p *gormProvider) EnqueueForWorker(ctx context.Context, item repo.WorkItem) error {
+// EnqueueForWorker implements duroxide.Provider.
+func (p *gormProvider) EnqueueForWorker(ctx context.Context, item duroxide.WorkItem) error {
 	const op = "enqueue_for_worker"
-	rows, err := workerRows([]repo.WorkItem{item}, p.s.nowMS())
+	rows, err := workerRows([]duroxide.WorkItem{item}, p.s.nowMS())
 	if err != nil {
 		return perr(op, err)
 	}
@@ -30,20 +30,20 @@ func (p *gormProvider) EnqueueForWorker(ctx context.Context, item repo.WorkItem)
 }
 
 // tagSQL returns the tag predicate of f on worker rows q.
-func tagSQL(f repo.TagFilter) (string, []any) {
+func tagSQL(f duroxide.TagFilter) (string, []any) {
 	switch f.Mode {
-	case repo.TagTags:
+	case duroxide.TagTags:
 		return `q.tag IN (` + placeholders(len(f.Tags)) + `)`, strArgs(f.Tags)
-	case repo.TagDefaultAnd:
+	case duroxide.TagDefaultAnd:
 		return `(q.tag IS NULL OR q.tag IN (` + placeholders(len(f.Tags)) + `))`, strArgs(f.Tags)
-	case repo.TagAny:
+	case duroxide.TagAny:
 		return `1 = 1`, nil
 	}
 	return `q.tag IS NULL`, nil
 }
 
-// FetchWorkItem implements repo.Provider.
-func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *repo.SessionFetchConfig, tags repo.TagFilter) (*repo.WorkItemLease, error) {
+// FetchWorkItem implements duroxide.Provider.
+func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
 	const op = "fetch_work_item"
 	if lockTimeout <= 0 {
 		return nil, perr(op, invalidf("lock timeout must be positive"))
@@ -54,12 +54,12 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	if session != nil && (session.OwnerID == "" || !utf8.ValidString(session.OwnerID) || session.LockTimeout < 0) {
 		return nil, perr(op, invalidf("session config needs a non-empty UTF-8 owner id and a non-negative lock timeout"))
 	}
-	if tags.Mode == repo.TagNone {
+	if tags.Mode == duroxide.TagNone {
 		return nil, nil
 	}
 	p.listenIfPossible(pollTimeout)
-	lease, err := longPoll(ctx, p.work, pollTimeout, p.s.cfg.pollInterval, func() (*repo.WorkItemLease, error) {
-		var l *repo.WorkItemLease
+	lease, err := longPoll(ctx, p.work, pollTimeout, p.s.cfg.pollInterval, func() (*duroxide.WorkItemLease, error) {
+		var l *duroxide.WorkItemLease
 		err := withRetry(ctx, func() error {
 			var e error
 			l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags)
@@ -73,7 +73,7 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 // fetchWorkPlain claims the oldest eligible non-session item in one atomic
 // statement (no explicit transaction): UPDATE ... WHERE id = (SELECT ...
 // [FOR UPDATE SKIP LOCKED]) RETURNING.
-func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Duration, tags repo.TagFilter) (*repo.WorkItemLease, error) {
+func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Duration, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
 	now := p.s.nowMS()
 	token := newLockToken()
 	tp, targs := tagSQL(tags)
@@ -105,11 +105,11 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	if len(locked) == 0 {
 		return nil, nil
 	}
-	w, err := repo.UnmarshalWorkItem([]byte(locked[0].WorkItem))
+	w, err := duroxide.UnmarshalWorkItem([]byte(locked[0].WorkItem))
 	if err != nil {
 		return nil, &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(locked[0].ID), Column: "work_item", Err: err}
 	}
-	return &repo.WorkItemLease{Item: w, LockToken: workToken(token, locked[0].ID), AttemptCount: uint32(locked[0].AttemptCount)}, nil
+	return &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, locked[0].ID), AttemptCount: uint32(locked[0].AttemptCount)}, nil
 }
 
 // Worker-queue lease tokens carry the row id: the token handed out is the
@@ -136,11 +136,11 @@ func parseWorkToken(tok string) (stored string, id int64, ok bool) {
 	return tok[:i], id, true
 }
 
-func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *repo.SessionFetchConfig, tags repo.TagFilter) (*repo.WorkItemLease, error) {
+func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
 	if session == nil {
 		return p.fetchWorkPlain(ctx, lockTimeout, tags)
 	}
-	var lease *repo.WorkItemLease
+	var lease *duroxide.WorkItemLease
 	var corrupt error
 	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
 		lease, corrupt = nil, nil
@@ -211,12 +211,12 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 				skipped = append(skipped, c.ID)
 				continue
 			}
-			w, err := repo.UnmarshalWorkItem([]byte(locked[0].WorkItem))
+			w, err := duroxide.UnmarshalWorkItem([]byte(locked[0].WorkItem))
 			if err != nil {
 				corrupt = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(c.ID), Column: "work_item", Err: err}
 				return nil
 			}
-			lease = &repo.WorkItemLease{Item: w, LockToken: workToken(token, c.ID), AttemptCount: uint32(locked[0].AttemptCount)}
+			lease = &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, c.ID), AttemptCount: uint32(locked[0].AttemptCount)}
 			return nil
 		}
 	})
@@ -229,13 +229,13 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 	return lease, nil
 }
 
-// AckWorkItem implements repo.Provider.
-func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, completion repo.WorkItem) error {
+// AckWorkItem implements duroxide.Provider.
+func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, completion duroxide.WorkItem) error {
 	const op = "ack_work_item"
 	var row *models.OrchestratorQueueItem
 	if completion != nil {
 		switch completion.(type) {
-		case *repo.ActivityCompleted, *repo.ActivityFailed:
+		case *duroxide.ActivityCompleted, *duroxide.ActivityFailed:
 		default:
 			return perr(op, invalidf("Invalid completion work item type %s", completion.WorkItemType()))
 		}
@@ -310,7 +310,7 @@ func (p *gormProvider) ackWorkTx(ctx context.Context, stored string, id int64, r
 	})
 }
 
-// RenewWorkItemLock implements repo.Provider.
+// RenewWorkItemLock implements duroxide.Provider.
 func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_work_item_lock"
 	if extendFor <= 0 {
@@ -339,7 +339,7 @@ func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, 
 	return perr(op, err)
 }
 
-// AbandonWorkItem implements repo.Provider.
+// AbandonWorkItem implements duroxide.Provider.
 func (p *gormProvider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_work_item"
 	if delay < 0 {
@@ -365,7 +365,7 @@ func (p *gormProvider) AbandonWorkItem(ctx context.Context, lockToken string, de
 	return nil
 }
 
-// RenewSessionLock implements repo.Provider.
+// RenewSessionLock implements duroxide.Provider.
 func (p *gormProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
 	const op = "renew_session_lock"
 	if len(ownerIDs) == 0 {
@@ -385,7 +385,7 @@ func (p *gormProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, 
 	return int(res.RowsAffected), nil
 }
 
-// CleanupOrphanedSessions implements repo.Provider.
+// CleanupOrphanedSessions implements duroxide.Provider.
 func (p *gormProvider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (int, error) {
 	const op = "cleanup_orphaned_sessions"
 	now := p.s.nowMS()
@@ -397,8 +397,8 @@ func (p *gormProvider) CleanupOrphanedSessions(ctx context.Context, _ time.Durat
 	return int(res.RowsAffected), nil
 }
 
-// GetCustomStatus implements repo.Provider.
-func (p *gormProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*repo.CustomStatus, error) {
+// GetCustomStatus implements duroxide.Provider.
+func (p *gormProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*duroxide.CustomStatus, error) {
 	const op = "get_custom_status"
 	var rows []struct {
 		CustomStatus        *string
@@ -411,5 +411,5 @@ func (p *gormProvider) GetCustomStatus(ctx context.Context, instance string, las
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	return &repo.CustomStatus{Status: rows[0].CustomStatus, Version: uint64(rows[0].CustomStatusVersion)}, nil
+	return &duroxide.CustomStatus{Status: rows[0].CustomStatus, Version: uint64(rows[0].CustomStatusVersion)}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // failMarker in a column guarded by installFailTrigger makes the insert of
@@ -172,19 +173,19 @@ func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
 		installFailTrigger(t, h, e.st, models.TableWorkerQueue, "work_item")
 		installFailTrigger(t, h, e.st, models.TableOrchestratorQueue, "work_item")
 		e.startInstance(t, "i1", nil)
-		e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "go", Data: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "go", Data: "x"})
 		histBefore, err := e.p.Read(e.ctx, "i1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		it := e.fetch(t)
-		badAck := repo.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []repo.Event{ev("i1", 1, 2, &repo.ActivityScheduledEvent{Name: "act", Input: "ok"}),
-				ev("i1", 1, 3, &repo.ActivityScheduledEvent{Name: "act", Input: failMarker}),
-				ev("i1", 1, 4, &repo.CustomStatusUpdatedEvent{Status: sp("nope")})},
-			WorkerItems: []repo.WorkItem{&repo.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 2, Name: "act", Input: "ok"},
-				&repo.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 3, Name: "act", Input: failMarker}},
-			Metadata: repo.ExecutionMetadata{Status: sp(repo.StatusCompleted), Output: sp("should not stick")}}
+		badAck := duroxide.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "ok"}),
+				ev("i1", 1, 3, &duroxide.ActivityScheduledEvent{Name: "act", Input: failMarker}),
+				ev("i1", 1, 4, &duroxide.CustomStatusUpdatedEvent{Status: sp("nope")})},
+			WorkerItems: []duroxide.WorkItem{&duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 2, Name: "act", Input: "ok"},
+				&duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 3, Name: "act", Input: failMarker}},
+			Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("should not stick")}}
 		err = e.p.AckOrchestrationItem(e.ctx, it.LockToken, badAck)
 		if err == nil {
 			t.Fatal("ack with a failing worker insert succeeded")
@@ -203,7 +204,7 @@ func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
 			t.Fatalf("%d orchestrator messages after the failed ack, want the 1 fetched", n)
 		}
 		info, err := e.a.GetInstanceInfo(e.ctx, "i1")
-		if err != nil || info.Status != repo.StatusRunning {
+		if err != nil || info.Status != duroxide.StatusRunning {
 			t.Fatalf("instance after the failed ack: %+v %v, want Running", info, err)
 		}
 		if cs, err := e.p.GetCustomStatus(e.ctx, "i1", 0); err != nil || cs != nil {
@@ -215,16 +216,16 @@ func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
 		if it2.Instance != "i1" || len(it2.Messages) != 1 || it2.AttemptCount != 2 {
 			t.Fatalf("refetch: %s with %d messages, attempt %d; want i1, 1, 2", it2.Instance, len(it2.Messages), it2.AttemptCount)
 		}
-		e.ack(t, it2, repo.OrchestrationAck{HistoryDelta: []repo.Event{ev("i1", 1, 2, &repo.ActivityScheduledEvent{Name: "act", Input: "ok"})},
-			WorkerItems: []repo.WorkItem{&repo.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 2, Name: "act", Input: "ok"}},
+		e.ack(t, it2, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "ok"})},
+			WorkerItems: []duroxide.WorkItem{&duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 2, Name: "act", Input: "ok"}},
 			Metadata:    runningMeta(nil)})
 
 		// AckWorkItem: delete the item, then enqueueing the completion fails.
-		l, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, repo.TagFilter{})
+		l, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, duroxide.TagFilter{})
 		if err != nil || l == nil {
 			t.Fatalf("fetch work: %v %v", l, err)
 		}
-		if err := e.p.AckWorkItem(e.ctx, l.LockToken, &repo.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: failMarker}); err == nil {
+		if err := e.p.AckWorkItem(e.ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: failMarker}); err == nil {
 			t.Fatal("work ack with a failing completion insert succeeded")
 		}
 		if n := e.count(t, models.TableWorkerQueue); n != 1 {
@@ -234,11 +235,11 @@ func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
 			t.Fatalf("%d orchestrator messages after the failed work ack, want 0", n)
 		}
 		e.clock.Advance(testLock + time.Second)
-		l2, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, repo.TagFilter{})
+		l2, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, duroxide.TagFilter{})
 		if err != nil || l2 == nil || l2.AttemptCount != 2 {
 			t.Fatalf("refetch work: %+v %v, want attempt 2", l2, err)
 		}
-		if err := e.p.AckWorkItem(e.ctx, l2.LockToken, &repo.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: "done"}); err != nil {
+		if err := e.p.AckWorkItem(e.ctx, l2.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: "done"}); err != nil {
 			t.Fatal(err)
 		}
 		if n := e.count(t, models.TableOrchestratorQueue); n != 1 {

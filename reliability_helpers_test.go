@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // Reliability tests print their figures on lines starting with relPrefix so
@@ -56,12 +56,12 @@ func relLogf(t testing.TB, format string, args ...any) {
 }
 
 // isRetryable reports whether err is transient: the session store's
-// ErrRetryable or a retryable *repo.ProviderError.
+// ErrRetryable or a retryable *duroxide.ProviderError.
 func isRetryable(err error) bool {
 	if errors.Is(err, agentstore.ErrRetryable) {
 		return true
 	}
-	var pe *repo.ProviderError
+	var pe *duroxide.ProviderError
 	return errors.As(err, &pe) && pe.Retryable
 }
 

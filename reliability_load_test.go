@@ -13,9 +13,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // relPool keeps the many handles of a load test inside PostgreSQL's
@@ -208,7 +209,7 @@ func TestReliabilityExactlyOnceWorkerQueue(t *testing.T) {
 				defer func() { retries.Add(r.n) }()
 				for i := p; i < n; i += producers {
 					x.produce(strconv.Itoa(i))
-					item := &repo.ActivityExecute{Instance: "load-" + strconv.Itoa(i%50), ExecutionID: 1, ID: uint64(i), Name: "act", Input: strconv.Itoa(i)}
+					item := &duroxide.ActivityExecute{Instance: "load-" + strconv.Itoa(i%50), ExecutionID: 1, ID: uint64(i), Name: "act", Input: strconv.Itoa(i)}
 					if err := r.do(gctx, func() error { return pr.EnqueueForWorker(gctx, item) }); err != nil {
 						return fmt.Errorf("producer %d enqueue %d: %w", p, i, err)
 					}
@@ -222,9 +223,9 @@ func TestReliabilityExactlyOnceWorkerQueue(t *testing.T) {
 				var r retryCounter
 				defer func() { retries.Add(r.n) }()
 				for x.done.Load() < int64(n) {
-					var l *repo.WorkItemLease
+					var l *duroxide.WorkItemLease
 					err := r.do(gctx, func() (e error) {
-						l, e = pr.FetchWorkItem(gctx, 10*time.Minute, 20*time.Millisecond, nil, repo.TagFilter{})
+						l, e = pr.FetchWorkItem(gctx, 10*time.Minute, 20*time.Millisecond, nil, duroxide.TagFilter{})
 						return e
 					})
 					if err != nil {
@@ -237,7 +238,7 @@ func TestReliabilityExactlyOnceWorkerQueue(t *testing.T) {
 						empty.Add(1)
 						continue
 					}
-					ae, ok := l.Item.(*repo.ActivityExecute)
+					ae, ok := l.Item.(*duroxide.ActivityExecute)
 					if !ok {
 						return fmt.Errorf("worker %d: fetched %T", c, l.Item)
 					}
@@ -340,7 +341,7 @@ func TestReliabilityOrchestrations(t *testing.T) {
 				want += fmt.Sprintf("%s/a%d,", ids[i], a)
 			}
 			want += ids[i] + "/sub"
-			if info.Status != repo.StatusCompleted || info.Output == nil || *info.Output != want {
+			if info.Status != duroxide.StatusCompleted || info.Output == nil || *info.Output != want {
 				t.Errorf("%s: status %s output %v, want Completed %q", info.InstanceID, info.Status, info.Output, want)
 				continue
 			}
@@ -382,7 +383,7 @@ func TestReliabilityOrchestrations(t *testing.T) {
 }
 
 // checkHistory returns "" when hist is consistent, else what is wrong.
-func checkHistory(hist []repo.Event) string {
+func checkHistory(hist []duroxide.Event) string {
 	if len(hist) == 0 {
 		return "empty history"
 	}
@@ -393,17 +394,17 @@ func checkHistory(hist []repo.Event) string {
 			return fmt.Sprintf("event %d has id %d: ids not contiguous", i, ev.EventID)
 		}
 		switch ev.Kind.(type) {
-		case *repo.OrchestrationStartedEvent:
+		case *duroxide.OrchestrationStartedEvent:
 			if i != 0 {
 				return fmt.Sprintf("OrchestrationStarted at position %d", i)
 			}
-		case *repo.OrchestrationCompletedEvent, *repo.OrchestrationFailedEvent:
+		case *duroxide.OrchestrationCompletedEvent, *duroxide.OrchestrationFailedEvent:
 			if i != len(hist)-1 {
 				return fmt.Sprintf("terminal event at %d of %d", i, len(hist))
 			}
-		case *repo.ActivityScheduledEvent, *repo.SubOrchestrationScheduledEvent:
+		case *duroxide.ActivityScheduledEvent, *duroxide.SubOrchestrationScheduledEvent:
 			scheduled[ev.EventID] = ev.Kind.EventType()
-		case *repo.ActivityCompletedEvent, *repo.ActivityFailedEvent, *repo.SubOrchestrationCompletedEvent, *repo.SubOrchestrationFailedEvent:
+		case *duroxide.ActivityCompletedEvent, *duroxide.ActivityFailedEvent, *duroxide.SubOrchestrationCompletedEvent, *duroxide.SubOrchestrationFailedEvent:
 			if ev.SourceEventID == nil {
 				return fmt.Sprintf("completion %d without source", ev.EventID)
 			}
@@ -414,7 +415,7 @@ func checkHistory(hist []repo.Event) string {
 		}
 	}
 	switch hist[len(hist)-1].Kind.(type) {
-	case *repo.OrchestrationCompletedEvent, *repo.OrchestrationFailedEvent:
+	case *duroxide.OrchestrationCompletedEvent, *duroxide.OrchestrationFailedEvent:
 	default:
 		return "last event is not terminal"
 	}

@@ -16,9 +16,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // The PostgreSQL restart test stops and starts a server, so it only runs
@@ -130,7 +131,7 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 	var produced atomic.Int64
 	// The queue load is tagged so it never mixes with the orchestrations' activities.
 	loadTag := "load"
-	loadOnly := repo.TagFilter{Mode: repo.TagTags, Tags: []string{loadTag}}
+	loadOnly := duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{loadTag}}
 	prodDone := make(chan struct{})
 	appended := map[string]bool{} // AppendMessages that returned success
 	appendTo := repo.NewSession()
@@ -175,7 +176,7 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 			for i := p; i < n && gctx.Err() == nil; i += producers {
 				if j := i / step; i%step == 0 && j < norch {
 					for call("start_orchestration", func(c context.Context) error {
-						return st.Provider().EnqueueForOrchestrator(c, &repo.StartOrchestration{Instance: orchIDs[j], Orchestration: "fan",
+						return st.Provider().EnqueueForOrchestrator(c, &duroxide.StartOrchestration{Instance: orchIDs[j], Orchestration: "fan",
 							Input: orchIDs[j], Version: sp("1.0.0"), ExecutionID: 1}, 0)
 					}) != nil {
 						time.Sleep(20 * time.Millisecond)
@@ -190,7 +191,7 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 				}
 				id := uint64(i)
 				for call("enqueue_for_worker", func(c context.Context) error {
-					return st.Provider().EnqueueForWorker(c, &repo.ActivityExecute{Instance: "r", ExecutionID: 1, ID: id, Name: "a", Input: "x", Tag: &loadTag})
+					return st.Provider().EnqueueForWorker(c, &duroxide.ActivityExecute{Instance: "r", ExecutionID: 1, ID: id, Name: "a", Input: "x", Tag: &loadTag})
 				}) != nil {
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -272,13 +273,13 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 						mu.Unlock()
 					}
 				}
-				var wl *repo.WorkItemLease
+				var wl *duroxide.WorkItemLease
 				err = call("fetch_work_item", func(cx context.Context) (e error) {
 					wl, e = st.Provider().FetchWorkItem(cx, 2*time.Second, 0, nil, loadOnly)
 					return e
 				})
 				if err == nil && wl != nil {
-					id := wl.Item.(*repo.ActivityExecute).ID
+					id := wl.Item.(*duroxide.ActivityExecute).ID
 					if call("ack_work_item", func(cx context.Context) error { return st.Provider().AckWorkItem(cx, wl.LockToken, nil) }) == nil {
 						mu.Lock()
 						workAcked[id] = true
@@ -349,14 +350,14 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 	}
 	orchDone, orchBad := 0, 0
 	for _, info := range infos {
-		if info.Status == repo.StatusCompleted {
+		if info.Status == duroxide.StatusCompleted {
 			orchDone++
 		}
 		hist, err := check.Provider().Read(ctx, info.InstanceID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if msg := checkHistory(hist); msg != "" || info.Status != repo.StatusCompleted {
+		if msg := checkHistory(hist); msg != "" || info.Status != duroxide.StatusCompleted {
 			orchBad++
 			t.Errorf("%s after the restart: %s %s", info.InstanceID, info.Status, msg)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // The multi-process tests re-execute the test binary: the child runs
@@ -92,7 +93,7 @@ func TestReliabilityHelperProcess(t *testing.T) {
 				fail("dequeue", fmt.Errorf("item %v: %w", it, err))
 			}
 			held.Leases = append(held.Leases, repo.Lease{ItemID: it.ID, Token: *it.LeaseToken, Until: *it.LeasedUntil})
-			l, err := st.Provider().FetchWorkItem(ctx, lease, 0, nil, repo.TagFilter{})
+			l, err := st.Provider().FetchWorkItem(ctx, lease, 0, nil, duroxide.TagFilter{})
 			if err != nil || l == nil {
 				fail("fetch work", fmt.Errorf("lease %v: %w", l, err))
 			}
@@ -117,13 +118,13 @@ func TestReliabilityHelperProcess(t *testing.T) {
 			if _, err := st.Sessions().AppendMessages(ctx, a.Session, msgs...); err != nil {
 				fail("append", err)
 			}
-			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 			if err != nil {
 				fail("fetch work", err)
 			}
 			if l != nil {
-				ae := l.Item.(*repo.ActivityExecute)
-				if err := p.AckWorkItem(ctx, l.LockToken, &repo.ActivityCompleted{Instance: ae.Instance, ExecutionID: 1, ID: ae.ID, Result: "r"}); err != nil {
+				ae := l.Item.(*duroxide.ActivityExecute)
+				if err := p.AckWorkItem(ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: ae.Instance, ExecutionID: 1, ID: ae.ID, Result: "r"}); err != nil {
 					fail("ack work", err)
 				}
 			}
@@ -153,10 +154,10 @@ func TestReliabilityHelperProcess(t *testing.T) {
 				}
 				r.Completes++
 			}
-			if err := p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "mp", ExecutionID: 1, ID: uint64(a.Worker*1_000_000 + i), Name: "a", Input: tag}); err != nil {
+			if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "mp", ExecutionID: 1, ID: uint64(a.Worker*1_000_000 + i), Name: "a", Input: tag}); err != nil {
 				fail("enqueue work", err)
 			}
-			l, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, repo.TagFilter{})
+			l, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, duroxide.TagFilter{})
 			if err != nil {
 				fail("fetch work", err)
 			}
@@ -189,10 +190,10 @@ func TestReliabilityHelperProcess(t *testing.T) {
 }
 
 // completeTurn is the ack of a one-turn orchestration: started + completed.
-func completeTurn(oi *repo.OrchestrationItem) repo.OrchestrationAck {
-	return repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []repo.Event{startedEv(oi.Instance, 1, 1, nil), ev(oi.Instance, 1, 2, &repo.OrchestrationCompletedEvent{Output: "ok"})},
-		Metadata: repo.ExecutionMetadata{Status: sp(repo.StatusCompleted), Output: sp("ok"), OrchestrationName: sp("Orch"),
+func completeTurn(oi *duroxide.OrchestrationItem) duroxide.OrchestrationAck {
+	return duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{startedEv(oi.Instance, 1, 1, nil), ev(oi.Instance, 1, 2, &duroxide.OrchestrationCompletedEvent{Output: "ok"})},
+		Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("ok"), OrchestrationName: sp("Orch"),
 			OrchestrationVersion: sp("1.0.0")}}
 }
 
@@ -293,7 +294,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 			if _, err := st.SessionQueue().Enqueue(ctx, sess.ID, "job-"+strconv.Itoa(i), 0); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Provider().EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "victim", ExecutionID: 1, ID: uint64(i + 1), Name: "a", Input: "in"}); err != nil {
+			if err := st.Provider().EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "victim", ExecutionID: 1, ID: uint64(i + 1), Name: "a", Input: "in"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -325,7 +326,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 		if it, err := st.SessionQueue().Dequeue(ctx, sess.ID, repo.DequeueParams{}); err != nil || it != nil {
 			t.Fatalf("dequeue during the dead lease: %v %v, want nothing", it, err)
 		}
-		if l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{}); err != nil || l != nil {
+		if l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{}); err != nil || l != nil {
 			t.Fatalf("worker fetch during the dead lock: %v %v, want nothing", l, err)
 		}
 		if it, err := st.Provider().FetchOrchestrationItem(ctx, time.Minute, 0, nil); err != nil || it != nil {
@@ -367,7 +368,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 		}
 		reworked := 0
 		for {
-			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +383,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 			}
 			reworked++
 		}
-		if err := p.AckOrchestrationItem(ctx, hw.OrchLock, completeTurn(&repo.OrchestrationItem{Instance: hw.OrchInst})); !errors.Is(err, agentstore.ErrInvalidLockToken) {
+		if err := p.AckOrchestrationItem(ctx, hw.OrchLock, completeTurn(&duroxide.OrchestrationItem{Instance: hw.OrchInst})); !errors.Is(err, agentstore.ErrInvalidLockToken) {
 			t.Fatalf("ack with the dead process's expired instance lock: %v, want ErrInvalidLockToken", err)
 		}
 		oi, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -405,7 +406,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 			t.Fatalf("%d worker items left, want 0", got)
 		}
 		info, err := st.ProviderAdmin().GetInstanceInfo(ctx, "victim")
-		if err != nil || info.Status != repo.StatusCompleted {
+		if err != nil || info.Status != duroxide.StatusCompleted {
 			t.Fatalf("victim: %+v %v, want Completed", info, err)
 		}
 		relLogf(t, "SIGKILL: child held %d queue leases, %d work locks, 1 instance lock; after expiry %d+%d+1 taken over with attempt 2, dead tokens refused %d/%d, lost 0",
@@ -470,7 +471,7 @@ func TestReliabilitySQLiteMultiProcess(t *testing.T) {
 		total.Completes++
 	}
 	for {
-		l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+		l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,7 +515,7 @@ func TestReliabilitySQLiteMultiProcess(t *testing.T) {
 	if c := tableCount(t, st, models.TableWorkerQueue, ""); c != 0 || total.Acks != want {
 		t.Errorf("%d worker items left, %d acked, want 0 and %d", c, total.Acks, want)
 	}
-	done, err := st.ProviderAdmin().ListInstancesByStatus(ctx, repo.StatusCompleted)
+	done, err := st.ProviderAdmin().ListInstancesByStatus(ctx, duroxide.StatusCompleted)
 	if err != nil || len(done) != want || total.Orchs != want {
 		t.Errorf("%d instances completed (%v), %d turns acked, want %d", len(done), err, total.Orchs, want)
 	}
@@ -547,12 +548,12 @@ func TestReliabilityKillMidWrite(t *testing.T) {
 		if err != nil || it == nil {
 			t.Fatalf("fetch: %v %v", it, err)
 		}
-		if err := p.AckOrchestrationItem(ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []repo.Event{startedEv("churn", 1, 1, nil)}, Metadata: runningMeta(nil)}); err != nil {
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []duroxide.Event{startedEv("churn", 1, 1, nil)}, Metadata: runningMeta(nil)}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range work {
-			if err := p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: "churn", ExecutionID: 1, ID: uint64(i + 1), Name: "a", Input: "i"}); err != nil {
+			if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "churn", ExecutionID: 1, ID: uint64(i + 1), Name: "a", Input: "i"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -596,11 +597,11 @@ func TestReliabilityKillMidWrite(t *testing.T) {
 			where[uint64(id)] += "W"
 		}
 		for _, raw := range completions {
-			w, err := repo.UnmarshalWorkItem([]byte(raw))
+			w, err := duroxide.UnmarshalWorkItem([]byte(raw))
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, ok := w.(*repo.ActivityCompleted)
+			c, ok := w.(*duroxide.ActivityCompleted)
 			if !ok {
 				t.Fatalf("unexpected orchestrator message %s", raw)
 			}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 func init() {
@@ -23,20 +23,20 @@ func init() {
 func testProviderSessionAffinity(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	pa, pb := e.p, e.other(t)
-	cfgA := &repo.SessionFetchConfig{OwnerID: "A", LockTimeout: 10 * time.Second}
-	cfgB := &repo.SessionFetchConfig{OwnerID: "B", LockTimeout: 10 * time.Second}
-	s1 := func(id uint64) *repo.ActivityExecute {
+	cfgA := &duroxide.SessionFetchConfig{OwnerID: "A", LockTimeout: 10 * time.Second}
+	cfgB := &duroxide.SessionFetchConfig{OwnerID: "B", LockTimeout: 10 * time.Second}
+	s1 := func(id uint64) *duroxide.ActivityExecute {
 		a := activity("i1", 1, id)
 		a.SessionID = sp("s1")
 		return a
 	}
-	for _, a := range []*repo.ActivityExecute{s1(1), s1(2), activity("i1", 1, 3), s1(4)} {
+	for _, a := range []*duroxide.ActivityExecute{s1(1), s1(2), activity("i1", 1, 3), s1(4)} {
 		if err := e.p.EnqueueForWorker(e.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// without a session config session items are invisible
-	l3 := e.wfetch(t, pb, time.Second, nil, repo.TagFilter{})
+	l3 := e.wfetch(t, pb, time.Second, nil, duroxide.TagFilter{})
 	if id := actID(t, l3); id != 3 {
 		t.Fatalf("no-session fetch got %d, want 3", id)
 	}
@@ -44,32 +44,32 @@ func testProviderSessionAffinity(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	// A claims s1
-	la := e.wfetch(t, pa, time.Second, cfgA, repo.TagFilter{})
+	la := e.wfetch(t, pa, time.Second, cfgA, duroxide.TagFilter{})
 	if actID(t, la) != 1 {
 		t.Fatalf("A got %d", actID(t, la))
 	}
 	// B cannot take s1's items: nothing else is eligible
-	if l := e.wfetch(t, pb, time.Second, cfgB, repo.TagFilter{}); l != nil {
+	if l := e.wfetch(t, pb, time.Second, cfgB, duroxide.TagFilter{}); l != nil {
 		t.Fatalf("B got session item %d", actID(t, l))
 	}
 	// same owner may hold several items of its session
-	if id := actID(t, e.wfetch(t, pa, time.Second, cfgA, repo.TagFilter{})); id != 2 {
+	if id := actID(t, e.wfetch(t, pa, time.Second, cfgA, duroxide.TagFilter{})); id != 2 {
 		t.Fatalf("A second item %d", id)
 	}
 	// item lock expires, session lease still valid: items stay with A
 	e.clock.Advance(2 * time.Second)
-	if l := e.wfetch(t, pb, time.Second, cfgB, repo.TagFilter{}); l != nil {
+	if l := e.wfetch(t, pb, time.Second, cfgB, duroxide.TagFilter{}); l != nil {
 		t.Fatalf("B stole pinned item %d", actID(t, l))
 	}
-	if id := actID(t, e.wfetch(t, pa, time.Second, cfgA, repo.TagFilter{})); id != 1 {
+	if id := actID(t, e.wfetch(t, pa, time.Second, cfgA, duroxide.TagFilter{})); id != 1 {
 		t.Fatalf("A re-fetch got %d, want 1", id)
 	}
 	// lease expires: B takes over
 	e.clock.Advance(10 * time.Second)
-	if id := actID(t, e.wfetch(t, pb, time.Second, cfgB, repo.TagFilter{})); id != 1 {
+	if id := actID(t, e.wfetch(t, pb, time.Second, cfgB, duroxide.TagFilter{})); id != 1 {
 		t.Fatalf("B after lease expiry got %d", id)
 	}
-	if l := e.wfetch(t, pa, time.Second, cfgA, repo.TagFilter{}); l != nil {
+	if l := e.wfetch(t, pa, time.Second, cfgA, duroxide.TagFilter{}); l != nil {
 		t.Fatalf("A fetched %d after losing the lease", actID(t, l))
 	}
 }
@@ -79,24 +79,24 @@ func testProviderSessionAffinity(t *testing.T, h *harness) {
 // next item of a free session instead of nothing.
 func testProviderSessionConflictMovesOnToNextItem(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
-	cfgA := &repo.SessionFetchConfig{OwnerID: "A", LockTimeout: 10 * time.Second}
-	cfgB := &repo.SessionFetchConfig{OwnerID: "B", LockTimeout: 10 * time.Second}
+	cfgA := &duroxide.SessionFetchConfig{OwnerID: "A", LockTimeout: 10 * time.Second}
+	cfgB := &duroxide.SessionFetchConfig{OwnerID: "B", LockTimeout: 10 * time.Second}
 	a1 := activity("i1", 1, 1)
 	a1.SessionID = sp("s1")
 	a2 := activity("i1", 1, 2)
 	a2.SessionID = sp("s1")
 	b := activity("i1", 1, 3)
 	b.SessionID = sp("s2")
-	for _, a := range []*repo.ActivityExecute{a1, a2, b} {
+	for _, a := range []*duroxide.ActivityExecute{a1, a2, b} {
 		if err := e.p.EnqueueForWorker(e.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if id := actID(t, e.wfetch(t, nil, time.Second, cfgA, repo.TagFilter{})); id != 1 {
+	if id := actID(t, e.wfetch(t, nil, time.Second, cfgA, duroxide.TagFilter{})); id != 1 {
 		t.Fatalf("A got %d", id)
 	}
 	// B skips s1's pending item 2 and gets s2's item instead of nothing
-	if id := actID(t, e.wfetch(t, e.other(t), time.Second, cfgB, repo.TagFilter{})); id != 3 {
+	if id := actID(t, e.wfetch(t, e.other(t), time.Second, cfgB, duroxide.TagFilter{})); id != 3 {
 		t.Fatalf("B got %d, want 3", id)
 	}
 }
@@ -107,7 +107,7 @@ func testProviderSessionConflictMovesOnToNextItem(t *testing.T, h *harness) {
 // deletes expired sessions without items and keeps those with a pending item.
 func testProviderSessionRenewAndCleanup(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
-	cfgA := &repo.SessionFetchConfig{OwnerID: "A", LockTimeout: 10 * time.Second}
+	cfgA := &duroxide.SessionFetchConfig{OwnerID: "A", LockTimeout: 10 * time.Second}
 	mk := func(id uint64, s string) {
 		a := activity("i1", 1, id)
 		a.SessionID = sp(s)
@@ -117,8 +117,8 @@ func testProviderSessionRenewAndCleanup(t *testing.T, h *harness) {
 	}
 	mk(1, "busy")
 	mk(2, "idle")
-	lBusy := e.wfetch(t, nil, testLock, cfgA, repo.TagFilter{})
-	lIdle := e.wfetch(t, nil, testLock, cfgA, repo.TagFilter{})
+	lBusy := e.wfetch(t, nil, testLock, cfgA, duroxide.TagFilter{})
+	lIdle := e.wfetch(t, nil, testLock, cfgA, duroxide.TagFilter{})
 	if err := e.p.AckWorkItem(e.ctx, lIdle.LockToken, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +144,8 @@ func testProviderSessionRenewAndCleanup(t *testing.T, h *harness) {
 	// "busy" is still A's: a new "busy" item is not handed to another owner
 	// (with the cleanup's count of 1 this says "idle" was the one removed)
 	mk(3, "busy")
-	cfgB := &repo.SessionFetchConfig{OwnerID: "B", LockTimeout: 10 * time.Second}
-	if l := e.wfetch(t, nil, testLock, cfgB, repo.TagFilter{}); l != nil {
+	cfgB := &duroxide.SessionFetchConfig{OwnerID: "B", LockTimeout: 10 * time.Second}
+	if l := e.wfetch(t, nil, testLock, cfgB, duroxide.TagFilter{}); l != nil {
 		t.Fatalf("B got item %d of A's session \"busy\" after the cleanup", actID(t, l))
 	}
 	// expired session with a pending item is kept

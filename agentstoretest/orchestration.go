@@ -17,9 +17,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/orchloop"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 func init() {
@@ -54,7 +54,7 @@ func init() {
 }
 
 // depthsNow returns the provider's queue depths (visible, unlocked messages).
-func (e *pEnv) depthsNow(t *testing.T) *repo.QueueDepths {
+func (e *pEnv) depthsNow(t *testing.T) *duroxide.QueueDepths {
 	t.Helper()
 	d, err := e.a.GetQueueDepths(e.ctx)
 	if err != nil {
@@ -64,9 +64,9 @@ func (e *pEnv) depthsNow(t *testing.T) *repo.QueueDepths {
 }
 
 // handles returns n providers on separate Store handles (separate pools).
-func (e *pEnv) handles(t *testing.T, n int) []repo.Provider {
+func (e *pEnv) handles(t *testing.T, n int) []duroxide.Provider {
 	t.Helper()
-	out := []repo.Provider{e.p}
+	out := []duroxide.Provider{e.p}
 	for len(out) < n {
 		out = append(out, e.other(t))
 	}
@@ -141,17 +141,17 @@ func countingStore(t *testing.T, h *harness, opts ...agentstore.Option) (*agents
 func testProviderFetchBatchesVisibleMessagesOfOneInstance(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.enqueue(t, startItem("i1", nil))
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i2", Name: "x", Data: "1"})
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "a", Data: "1"})
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "b", Data: "2"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i2", Name: "x", Data: "1"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "a", Data: "1"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "b", Data: "2"})
 	it := e.fetch(t)
 	if it.Instance != "i1" || len(it.Messages) != 3 || it.AttemptCount != 1 || it.LockToken == "" {
 		t.Fatalf("item = %s, %d messages, attempt %d, token %q", it.Instance, len(it.Messages), it.AttemptCount, it.LockToken)
 	}
-	if _, ok := it.Messages[0].(*repo.StartOrchestration); !ok {
+	if _, ok := it.Messages[0].(*duroxide.StartOrchestration); !ok {
 		t.Fatalf("first message %T, want StartOrchestration (FIFO)", it.Messages[0])
 	}
-	if it.Messages[2].(*repo.ExternalRaised).Name != "b" {
+	if it.Messages[2].(*duroxide.ExternalRaised).Name != "b" {
 		t.Fatalf("messages out of order")
 	}
 	if it.OrchestrationName != "Orch" || it.Version != "1.0.0" || it.ExecutionID != 1 || len(it.History) != 0 || it.HistoryError != "" {
@@ -175,7 +175,7 @@ func testProviderFetchAttemptCounts(t *testing.T, h *harness) {
 	if err := e.p.AbandonOrchestrationItem(e.ctx, it.LockToken, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "b", Data: "2"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "b", Data: "2"})
 	it = e.fetch(t)
 	if it.AttemptCount != 2 || len(it.Messages) != 2 {
 		t.Fatalf("attempt = %d (%d msgs), want max 2", it.AttemptCount, len(it.Messages))
@@ -221,13 +221,13 @@ func testProviderFetchLockExclusivityAndExpiry(t *testing.T, h *harness) {
 		t.Fatalf("after expiry: %+v, %v", it2, err)
 	}
 	// the expired token is dead: ack and renew fail permanently
-	err = e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1})
+	err = e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1})
 	wantErr(t, err, agentstore.ErrInvalidLockToken)
 	if !errors.Is(err, agentstore.ErrLockLost) {
 		t.Fatalf("invalid token error does not match ErrLockLost: %v", err)
 	}
 	wantErr(t, e.p.RenewOrchestrationItemLock(e.ctx, it.LockToken, time.Second), agentstore.ErrInvalidLockToken)
-	e.ack(t, it2, repo.OrchestrationAck{HistoryDelta: []repo.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
+	e.ack(t, it2, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
 }
 
 // testProviderAckInvalidExpiredAndUsedTokens: ack with an unknown, used or
@@ -235,20 +235,20 @@ func testProviderFetchLockExclusivityAndExpiry(t *testing.T, h *harness) {
 // history and the messages are kept); an event id 0 is ErrInvalidInput.
 func testProviderAckInvalidExpiredAndUsedTokens(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
-	wantErr(t, e.p.AckOrchestrationItem(e.ctx, "lock_unknown", repo.OrchestrationAck{ExecutionID: 1}), agentstore.ErrInvalidLockToken)
+	wantErr(t, e.p.AckOrchestrationItem(e.ctx, "lock_unknown", duroxide.OrchestrationAck{ExecutionID: 1}), agentstore.ErrInvalidLockToken)
 
 	e.enqueue(t, startItem("i1", nil))
 	it := e.fetch(t)
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
 	// used token
-	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1}), agentstore.ErrInvalidLockToken)
+	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1}), agentstore.ErrInvalidLockToken)
 
 	// expired token (no one re-locked it): fails, and the messages are still there
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "a"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "a"})
 	it = e.fetch(t)
 	e.clock.Advance(testLock)
-	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []repo.Event{ev("i1", 1, 2, &repo.ExternalEventEvent{Name: "a"})}}), agentstore.ErrInvalidLockToken)
+	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.ExternalEventEvent{Name: "a"})}}), agentstore.ErrInvalidLockToken)
 	if hist, err := e.p.Read(e.ctx, "i1"); err != nil || len(hist) != 1 {
 		t.Fatalf("history after failed ack = %d events, %v; want 1", len(hist), err)
 	}
@@ -256,8 +256,8 @@ func testProviderAckInvalidExpiredAndUsedTokens(t *testing.T, h *harness) {
 		t.Fatalf("message lost after failed ack")
 	}
 	// event id 0 is refused before SQL
-	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []repo.Event{ev("i1", 1, 0, &repo.ExternalEventEvent{Name: "a"})}}), agentstore.ErrInvalidInput)
+	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{ev("i1", 1, 0, &duroxide.ExternalEventEvent{Name: "a"})}}), agentstore.ErrInvalidInput)
 }
 
 // testProviderLaterMessagesSurviveAck: a message enqueued for a locked
@@ -267,14 +267,14 @@ func testProviderLaterMessagesSurviveAck(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.enqueue(t, startItem("i1", nil))
 	it := e.fetch(t)
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "late"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "late"})
 	e.fetchNone(t) // instance locked, the late message waits
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
 	it = e.fetch(t)
-	if len(it.Messages) != 1 || it.Messages[0].(*repo.ExternalRaised).Name != "late" || len(it.History) != 1 {
+	if len(it.Messages) != 1 || it.Messages[0].(*duroxide.ExternalRaised).Name != "late" || len(it.History) != 1 {
 		t.Fatalf("after ack: %d messages, %d history", len(it.Messages), len(it.History))
 	}
-	if _, ok := it.History[0].Kind.(*repo.OrchestrationStartedEvent); !ok {
+	if _, ok := it.History[0].Kind.(*duroxide.OrchestrationStartedEvent); !ok {
 		t.Fatalf("history[0] = %T", it.History[0].Kind)
 	}
 }
@@ -290,18 +290,18 @@ func testProviderCapabilityFilter(t *testing.T, h *harness) {
 		it := e.fetch(t)
 		md := runningMeta(nil)
 		md.PinnedDuroxideVersion = semver.MustParse(v)
-		e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{startedEv(inst, 1, 1, nil)}, Metadata: md})
+		e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv(inst, 1, 1, nil)}, Metadata: md})
 	}
 	pin("old", "1.5.0")
 	pin("new", "2.1.0")
 	pin("big", "1.1000.7") // minor >= 1000: the Rust packed int would overflow into the next major
 	for _, inst := range []string{"old", "new", "big"} {
-		e.enqueue(t, &repo.ExternalRaised{Instance: inst, Name: "poke"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: inst, Name: "poke"})
 	}
-	rng := func(a, b string) repo.SemverRange {
-		return repo.SemverRange{Min: *semver.MustParse(a), Max: *semver.MustParse(b)}
+	rng := func(a, b string) duroxide.SemverRange {
+		return duroxide.SemverRange{Min: *semver.MustParse(a), Max: *semver.MustParse(b)}
 	}
-	fetchWith := func(f *repo.DispatcherCapabilityFilter) *repo.OrchestrationItem {
+	fetchWith := func(f *duroxide.DispatcherCapabilityFilter) *duroxide.OrchestrationItem {
 		it, err := e.p.FetchOrchestrationItem(e.ctx, testLock, 0, f)
 		if err != nil {
 			t.Fatal(err)
@@ -309,20 +309,20 @@ func testProviderCapabilityFilter(t *testing.T, h *harness) {
 		return it
 	}
 	// empty filter supports nothing
-	if it := fetchWith(&repo.DispatcherCapabilityFilter{}); it != nil {
+	if it := fetchWith(&duroxide.DispatcherCapabilityFilter{}); it != nil {
 		t.Fatalf("empty filter fetched %s", it.Instance)
 	}
 	// only v2 supported: "old" (oldest message) is skipped, not locked
-	it := fetchWith(&repo.DispatcherCapabilityFilter{SupportedDuroxideVersions: []repo.SemverRange{rng("2.0.0", "2.9.9")}})
+	it := fetchWith(&duroxide.DispatcherCapabilityFilter{SupportedDuroxideVersions: []duroxide.SemverRange{rng("2.0.0", "2.9.9")}})
 	if it == nil || it.Instance != "new" {
 		t.Fatalf("v2 filter fetched %v", it)
 	}
 	// second range matters (not only the first); the big minor is compared exactly
-	it = fetchWith(&repo.DispatcherCapabilityFilter{SupportedDuroxideVersions: []repo.SemverRange{rng("0.1.0", "0.2.0"), rng("1.999.0", "1.1001.0")}})
+	it = fetchWith(&duroxide.DispatcherCapabilityFilter{SupportedDuroxideVersions: []duroxide.SemverRange{rng("0.1.0", "0.2.0"), rng("1.999.0", "1.1001.0")}})
 	if it == nil || it.Instance != "big" {
 		t.Fatalf("multi-range filter fetched %v", it)
 	}
-	if it := fetchWith(&repo.DispatcherCapabilityFilter{SupportedDuroxideVersions: []repo.SemverRange{rng("3.0.0", "4.0.0")}}); it != nil {
+	if it := fetchWith(&duroxide.DispatcherCapabilityFilter{SupportedDuroxideVersions: []duroxide.SemverRange{rng("3.0.0", "4.0.0")}}); it != nil {
 		t.Fatalf("v3 filter fetched %s", it.Instance)
 	}
 	// the skipped instance was never locked
@@ -339,31 +339,31 @@ func testProviderAckOrderingScheduleAndCancel(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.startInstance(t, "i1", nil)
 	// turn 2: schedule activity 2 and 3
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "go"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "go"})
 	it := e.fetch(t)
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{
-		ev("i1", 1, 2, &repo.ActivityScheduledEvent{Name: "act"}), ev("i1", 1, 3, &repo.ActivityScheduledEvent{Name: "act"})},
-		WorkerItems: []repo.WorkItem{activity("i1", 1, 2), activity("i1", 1, 3)}})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{
+		ev("i1", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act"}), ev("i1", 1, 3, &duroxide.ActivityScheduledEvent{Name: "act"})},
+		WorkerItems: []duroxide.WorkItem{activity("i1", 1, 2), activity("i1", 1, 3)}})
 	// a worker holds activity 2
-	lease, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, repo.TagFilter{})
-	if err != nil || lease == nil || lease.Item.(*repo.ActivityExecute).ID != 2 {
+	lease, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, duroxide.TagFilter{})
+	if err != nil || lease == nil || lease.Item.(*duroxide.ActivityExecute).ID != 2 {
 		t.Fatalf("worker fetch: %+v %v", lease, err)
 	}
 	// turn 3: cancel activity 2 (held by the worker), schedule and cancel 4 in the same turn
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "cancel"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "cancel"})
 	it = e.fetch(t)
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{ev("i1", 1, 4, &repo.ActivityScheduledEvent{Name: "act"})},
-		WorkerItems: []repo.WorkItem{activity("i1", 1, 4)},
-		CancelledActivities: []repo.ScheduledActivityIdentifier{{Instance: "i1", ExecutionID: 1, ActivityID: 2},
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{ev("i1", 1, 4, &duroxide.ActivityScheduledEvent{Name: "act"})},
+		WorkerItems: []duroxide.WorkItem{activity("i1", 1, 4)},
+		CancelledActivities: []duroxide.ScheduledActivityIdentifier{{Instance: "i1", ExecutionID: 1, ActivityID: 2},
 			{Instance: "i1", ExecutionID: 1, ActivityID: 4}, {Instance: "i1", ExecutionID: 1, ActivityID: 99}}})
 	if d := e.depthsNow(t); d.WorkerQueue != 1 {
 		t.Fatalf("worker queue depth = %d, want 1 (activity 3 only)", d.WorkerQueue)
 	}
 	// the worker learns its activity was cancelled
 	wantErr(t, e.p.RenewWorkItemLock(e.ctx, lease.LockToken, time.Second), agentstore.ErrInvalidLockToken)
-	wantErr(t, e.p.AckWorkItem(e.ctx, lease.LockToken, &repo.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: "r"}), agentstore.ErrInvalidLockToken)
-	l3, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, repo.TagFilter{})
-	if err != nil || l3 == nil || l3.Item.(*repo.ActivityExecute).ID != 3 {
+	wantErr(t, e.p.AckWorkItem(e.ctx, lease.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: "r"}), agentstore.ErrInvalidLockToken)
+	l3, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, duroxide.TagFilter{})
+	if err != nil || l3 == nil || l3.Item.(*duroxide.ActivityExecute).ID != 3 {
 		t.Fatalf("worker fetch after cancel: %+v %v", l3, err)
 	}
 	// once every lease has expired all remaining items are visible: only
@@ -381,13 +381,13 @@ func testProviderAckOrderingScheduleAndCancel(t *testing.T, h *harness) {
 func testProviderAckDuplicateEventRollsBackAndKeepsLock(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.startInstance(t, "i1", nil)
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "go"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "go"})
 	it := e.fetch(t)
-	bad := repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta:      []repo.Event{ev("i1", 1, 2, &repo.ExternalEventEvent{Name: "go"}), ev("i1", 1, 1, &repo.ExternalEventEvent{Name: "dup"})},
-		WorkerItems:       []repo.WorkItem{activity("i1", 1, 2)},
-		OrchestratorItems: []repo.WorkItem{startItem("child", sp("i1"))},
-		Metadata:          repo.ExecutionMetadata{Status: sp(repo.StatusCompleted), Output: sp("x")}}
+	bad := duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta:      []duroxide.Event{ev("i1", 1, 2, &duroxide.ExternalEventEvent{Name: "go"}), ev("i1", 1, 1, &duroxide.ExternalEventEvent{Name: "dup"})},
+		WorkerItems:       []duroxide.WorkItem{activity("i1", 1, 2)},
+		OrchestratorItems: []duroxide.WorkItem{startItem("child", sp("i1"))},
+		Metadata:          duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("x")}}
 	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, bad), agentstore.ErrDuplicateEvent)
 	if d := e.depthsNow(t); d.WorkerQueue != 0 {
 		t.Fatalf("worker items survived rollback: %d", d.WorkerQueue)
@@ -397,7 +397,7 @@ func testProviderAckDuplicateEventRollsBackAndKeepsLock(t *testing.T, h *harness
 	if n := e.count(t, models.TableOrchestratorQueue); n != 1 {
 		t.Fatalf("orchestrator queue = %d rows, want the 1 fetched message", n)
 	}
-	if info, err := e.a.GetExecutionInfo(e.ctx, "i1", 1); err != nil || info.Status != repo.StatusRunning || info.EventCount != 1 {
+	if info, err := e.a.GetExecutionInfo(e.ctx, "i1", 1); err != nil || info.Status != duroxide.StatusRunning || info.EventCount != 1 {
 		t.Fatalf("execution after rollback = %+v, %v", info, err)
 	}
 	// lock kept: renew works, nobody else gets the instance
@@ -405,7 +405,7 @@ func testProviderAckDuplicateEventRollsBackAndKeepsLock(t *testing.T, h *harness
 		t.Fatalf("renew after duplicate: %v", err)
 	}
 	e.fetchNone(t)
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{ev("i1", 1, 2, &repo.ExternalEventEvent{Name: "go"})}})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.ExternalEventEvent{Name: "go"})}})
 	if hist, _ := e.p.Read(e.ctx, "i1"); len(hist) != 2 {
 		t.Fatalf("history = %d events, want 2", len(hist))
 	}
@@ -418,12 +418,12 @@ func testProviderAckDuplicateEventRollsBackAndKeepsLock(t *testing.T, h *harness
 func testProviderOrphanBatchesCreateNothing(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	// a batch for a never-started instance acked without metadata
-	e.enqueue(t, &repo.ExternalRaised{Instance: "ghost", Name: "x"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "ghost", Name: "x"})
 	it := e.fetch(t)
 	if it.OrchestrationName != "Unknown" || it.ExecutionID != 1 {
 		t.Fatalf("ghost item = %q exec %d", it.OrchestrationName, it.ExecutionID)
 	}
-	e.ack(t, it, repo.OrchestrationAck{})
+	e.ack(t, it, duroxide.OrchestrationAck{})
 	m, err := e.a.GetSystemMetrics(e.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func testProviderOrphanBatchesCreateNothing(t *testing.T, h *harness) {
 		t.Fatalf("orphan ack left rows: %+v, queue %+v", m, d)
 	}
 	// all-QueueMessage batches of unknown instances are dropped and the fetch moves on
-	e.enqueue(t, &repo.QueueMessage{Instance: "ghost2", Name: "q", Data: "1"})
+	e.enqueue(t, &duroxide.QueueMessage{Instance: "ghost2", Name: "q", Data: "1"})
 	e.enqueue(t, startItem("real", nil))
 	if it := e.fetch(t); it.Instance != "real" {
 		t.Fatalf("fetched %s, want real", it.Instance)
@@ -445,9 +445,9 @@ func testProviderOrphanBatchesCreateNothing(t *testing.T, h *harness) {
 		t.Fatalf("queue depth = %d, want 0 (only real's start, locked)", d.OrchestratorQueue)
 	}
 	// history acked without metadata is still readable
-	e.enqueue(t, &repo.ExternalRaised{Instance: "bare", Name: "x"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "bare", Name: "x"})
 	it = e.fetch(t)
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{startedEv("bare", 1, 1, nil)}})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("bare", 1, 1, nil)}})
 	if hist, err := e.p.Read(e.ctx, "bare"); err != nil || len(hist) != 1 {
 		t.Fatalf("read bare = %d, %v", len(hist), err)
 	}
@@ -468,11 +468,11 @@ func testProviderOrphanBatchesCreateNothing(t *testing.T, h *harness) {
 // ContinuedAsNew); a running execution has none.
 func testProviderCompletedAtForEveryTerminalStatus(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
-	for i, st := range []string{repo.StatusCompleted, repo.StatusFailed, repo.StatusContinuedAsNew} {
+	for i, st := range []string{duroxide.StatusCompleted, duroxide.StatusFailed, duroxide.StatusContinuedAsNew} {
 		inst := "i" + st
 		e.startInstance(t, inst, nil)
 		info, err := e.a.GetExecutionInfo(e.ctx, inst, 1)
-		if err != nil || info.CompletedAt != nil || info.Status != repo.StatusRunning {
+		if err != nil || info.CompletedAt != nil || info.Status != duroxide.StatusRunning {
 			t.Fatalf("running execution: %+v %v", info, err)
 		}
 		e.clock.Advance(time.Duration(i+1) * time.Second)
@@ -495,19 +495,19 @@ func testProviderContinueAsNewMultiExecution(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.startInstance(t, "i1", nil)
 	// the runtime ends execution 1 as ContinuedAsNew and enqueues ContinueAsNew
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "go"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "go"})
 	it := e.fetch(t)
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{ev("i1", 1, 2, &repo.OrchestrationContinuedAsNewEvent{Input: "next"})},
-		OrchestratorItems: []repo.WorkItem{&repo.ContinueAsNew{Instance: "i1", Orchestration: "Orch", Input: "next", Version: sp("1.0.0")}},
-		Metadata:          repo.ExecutionMetadata{Status: sp(repo.StatusContinuedAsNew), Output: sp("next")}})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.OrchestrationContinuedAsNewEvent{Input: "next"})},
+		OrchestratorItems: []duroxide.WorkItem{&duroxide.ContinueAsNew{Instance: "i1", Orchestration: "Orch", Input: "next", Version: sp("1.0.0")}},
+		Metadata:          duroxide.ExecutionMetadata{Status: sp(duroxide.StatusContinuedAsNew), Output: sp("next")}})
 	it = e.fetch(t)
 	if it.ExecutionID != 1 || len(it.History) != 2 {
 		t.Fatalf("CAN fetch: exec %d history %d", it.ExecutionID, len(it.History))
 	}
-	if _, ok := it.Messages[0].(*repo.ContinueAsNew); !ok {
+	if _, ok := it.Messages[0].(*duroxide.ContinueAsNew); !ok {
 		t.Fatalf("message %T", it.Messages[0])
 	}
-	e.ack(t, it, repo.OrchestrationAck{ExecutionID: 2, HistoryDelta: []repo.Event{startedEv("i1", 2, 1, nil)}, Metadata: runningMeta(nil)})
+	e.ack(t, it, duroxide.OrchestrationAck{ExecutionID: 2, HistoryDelta: []duroxide.Event{startedEv("i1", 2, 1, nil)}, Metadata: runningMeta(nil)})
 	hist, err := e.p.Read(e.ctx, "i1")
 	if err != nil || len(hist) != 1 || hist[0].ExecutionID != 2 {
 		t.Fatalf("read newest = %+v, %v", hist, err)
@@ -519,12 +519,12 @@ func testProviderContinueAsNewMultiExecution(t *testing.T, h *harness) {
 		t.Fatalf("executions = %v", ids)
 	}
 	// current_execution_id only grows
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "late"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "late"})
 	it = e.fetch(t)
 	if it.ExecutionID != 2 {
 		t.Fatalf("fetch exec = %d, want 2", it.ExecutionID)
 	}
-	e.ack(t, it, repo.OrchestrationAck{ExecutionID: 1, HistoryDelta: []repo.Event{ev("i1", 1, 3, &repo.ExternalEventEvent{Name: "late"})}})
+	e.ack(t, it, duroxide.OrchestrationAck{ExecutionID: 1, HistoryDelta: []duroxide.Event{ev("i1", 1, 3, &duroxide.ExternalEventEvent{Name: "late"})}})
 	if id, err := e.a.LatestExecutionID(e.ctx, "i1"); err != nil || id != 2 {
 		t.Fatalf("latest = %d, %v", id, err)
 	}
@@ -543,7 +543,7 @@ func testProviderCorruptHistory(t *testing.T, h *harness) {
 		e.startInstance(t, inst, nil)
 		// plant: history rows that do not decode
 		e.exec(t, "UPDATE "+e.st.Table(models.TableHistory)+" SET event_data = ? WHERE instance_id = ?", garbage, inst)
-		e.enqueue(t, &repo.ExternalRaised{Instance: inst, Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: inst, Name: "x"})
 		it := e.fetch(t)
 		if it.HistoryError == "" || len(it.History) != 0 || it.AttemptCount != 1 {
 			t.Fatalf("%q: history error %q, %d events, attempt %d", garbage, it.HistoryError, len(it.History), it.AttemptCount)
@@ -559,7 +559,7 @@ func testProviderCorruptHistory(t *testing.T, h *harness) {
 		wantErr(t, err, agentstore.ErrCorruptRow)
 		_, err = e.a.ReadHistory(e.ctx, inst)
 		wantErr(t, err, agentstore.ErrCorruptRow)
-		e.ack(t, it, repo.OrchestrationAck{Metadata: repo.ExecutionMetadata{Status: sp(repo.StatusFailed)}})
+		e.ack(t, it, duroxide.OrchestrationAck{Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusFailed)}})
 	}
 }
 
@@ -568,7 +568,7 @@ func testProviderCorruptHistory(t *testing.T, h *harness) {
 // locked until its lock expires, then reported again.
 func testProviderCorruptMessageIsReportedNotDropped(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "x"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "x"})
 	// plant: a work item of an unknown type
 	e.exec(t, "UPDATE "+e.st.Table(models.TableOrchestratorQueue)+` SET work_item = '{"Bogus":{}}'`)
 	_, err := e.p.FetchOrchestrationItem(e.ctx, time.Second, 0, nil)
@@ -596,13 +596,13 @@ func testProviderCustomStatusVersionGating(t *testing.T, h *harness) {
 		t.Fatalf("fresh instance: %+v %v", cs, err)
 	}
 	turn := func(id uint64, statuses ...*string) {
-		e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "x"})
 		it := e.fetch(t)
-		var delta []repo.Event
+		var delta []duroxide.Event
 		for i, s := range statuses {
-			delta = append(delta, ev("i1", 1, id+uint64(i), &repo.CustomStatusUpdatedEvent{Status: s}))
+			delta = append(delta, ev("i1", 1, id+uint64(i), &duroxide.CustomStatusUpdatedEvent{Status: s}))
 		}
-		e.ack(t, it, repo.OrchestrationAck{HistoryDelta: delta})
+		e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: delta})
 	}
 	turn(2, sp("a"), sp("b")) // two updates, one version bump, last wins
 	cs, err := e.p.GetCustomStatus(e.ctx, "i1", 0)
@@ -660,24 +660,24 @@ func testProviderTimersAndDelayedEnqueue(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.startInstance(t, "i1", nil)
 	fire := uint64(e.clock.Now().Add(10 * time.Second).UnixMilli())
-	e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "x"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "x"})
 	it := e.fetch(t)
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{ev("i1", 1, 2, &repo.TimerCreatedEvent{FireAtMS: fire})},
-		OrchestratorItems: []repo.WorkItem{&repo.TimerFired{Instance: "i1", ExecutionID: 1, ID: 2, FireAtMS: fire}}})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.TimerCreatedEvent{FireAtMS: fire})},
+		OrchestratorItems: []duroxide.WorkItem{&duroxide.TimerFired{Instance: "i1", ExecutionID: 1, ID: 2, FireAtMS: fire}}})
 	e.fetchNone(t)
 	if d, _ := e.a.GetQueueDepths(e.ctx); d.OrchestratorQueue != 0 {
 		t.Fatalf("depth counts invisible timer: %+v", d)
 	}
 	e.clock.Advance(10 * time.Second)
 	it = e.fetch(t)
-	if tf, ok := it.Messages[0].(*repo.TimerFired); !ok || tf.FireAtMS != fire {
+	if tf, ok := it.Messages[0].(*duroxide.TimerFired); !ok || tf.FireAtMS != fire {
 		t.Fatalf("timer message = %#v", it.Messages[0])
 	}
 	if err := e.p.AbandonOrchestrationItem(e.ctx, it.LockToken, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	// delayed enqueue
-	if err := e.p.EnqueueForOrchestrator(e.ctx, &repo.ExternalRaised{Instance: "i2", Name: "later"}, 3*time.Second); err != nil {
+	if err := e.p.EnqueueForOrchestrator(e.ctx, &duroxide.ExternalRaised{Instance: "i2", Name: "later"}, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	it = e.fetch(t)
@@ -702,7 +702,7 @@ func testProviderReadAndAppendWithExecution(t *testing.T, h *harness) {
 		t.Fatalf("unknown read = %v, %v", hist, err)
 	}
 	e.startInstance(t, "i1", nil)
-	extra := []repo.Event{ev("i1", 1, 2, &repo.ExternalEventEvent{Name: "a", Data: "1"}), ev("i1", 1, 3, &repo.ExternalEventEvent{Name: "b", Data: "2"})}
+	extra := []duroxide.Event{ev("i1", 1, 2, &duroxide.ExternalEventEvent{Name: "a", Data: "1"}), ev("i1", 1, 3, &duroxide.ExternalEventEvent{Name: "b", Data: "2"})}
 	if err := e.p.AppendWithExecution(e.ctx, "i1", 1, extra); err != nil {
 		t.Fatal(err)
 	}
@@ -711,10 +711,10 @@ func testProviderReadAndAppendWithExecution(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	hist, err := e.p.Read(e.ctx, "i1")
-	if err != nil || len(hist) != 3 || hist[2].Kind.(*repo.ExternalEventEvent).Data != "2" {
+	if err != nil || len(hist) != 3 || hist[2].Kind.(*duroxide.ExternalEventEvent).Data != "2" {
 		t.Fatalf("read = %+v, %v", hist, err)
 	}
-	wantErr(t, e.p.AppendWithExecution(e.ctx, "i1", 1, []repo.Event{ev("i1", 1, 0, &repo.ExternalEventEvent{})}), agentstore.ErrInvalidInput)
+	wantErr(t, e.p.AppendWithExecution(e.ctx, "i1", 1, []duroxide.Event{ev("i1", 1, 0, &duroxide.ExternalEventEvent{})}), agentstore.ErrInvalidInput)
 }
 
 // testProviderLongPollWakesOnEnqueue: a long-polling fetch (orchestration and
@@ -729,7 +729,7 @@ func testProviderLongPollWakesOnEnqueue(t *testing.T, h *harness) {
 		t.Fatalf("empty long poll: %v %v after %v", it, err, time.Since(start))
 	}
 	type res struct {
-		it  *repo.OrchestrationItem
+		it  *duroxide.OrchestrationItem
 		err error
 		d   time.Duration
 	}
@@ -749,10 +749,10 @@ func testProviderLongPollWakesOnEnqueue(t *testing.T, h *harness) {
 	wdone := make(chan res, 1)
 	go func() {
 		s := time.Now()
-		l, err := e.p.FetchWorkItem(e.ctx, testLock, 10*time.Second, nil, repo.TagFilter{})
-		var it *repo.OrchestrationItem
+		l, err := e.p.FetchWorkItem(e.ctx, testLock, 10*time.Second, nil, duroxide.TagFilter{})
+		var it *duroxide.OrchestrationItem
 		if l != nil {
-			it = &repo.OrchestrationItem{}
+			it = &duroxide.OrchestrationItem{}
 		}
 		wdone <- res{it, err, time.Since(s)}
 	}()
@@ -767,7 +767,7 @@ func testProviderLongPollWakesOnEnqueue(t *testing.T, h *harness) {
 	// a cancelled context ends the wait
 	ctx, cancel := context.WithTimeout(e.ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := e.p.FetchWorkItem(ctx, testLock, 10*time.Second, nil, repo.TagFilter{}); err == nil {
+	if _, err := e.p.FetchWorkItem(ctx, testLock, 10*time.Second, nil, duroxide.TagFilter{}); err == nil {
 		t.Fatalf("fetch with expired context returned no error")
 	}
 }
@@ -781,7 +781,7 @@ func testProviderConcurrentFetchOneInstanceExactlyOneWins(t *testing.T, h *harne
 		inst := fmt.Sprintf("i%d", round)
 		e.enqueue(t, startItem(inst, nil))
 		var mu sync.Mutex
-		var won []*repo.OrchestrationItem
+		var won []*duroxide.OrchestrationItem
 		var g errgroup.Group
 		for i := range 10 {
 			p := ps[i%len(ps)]
@@ -801,7 +801,7 @@ func testProviderConcurrentFetchOneInstanceExactlyOneWins(t *testing.T, h *harne
 		if len(won) != 1 || won[0].Instance != inst {
 			t.Fatalf("round %d: %d winners, want exactly 1", round, len(won))
 		}
-		e.ack(t, won[0], repo.OrchestrationAck{HistoryDelta: []repo.Event{startedEv(inst, 1, 1, nil)}, Metadata: runningMeta(nil)})
+		e.ack(t, won[0], duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv(inst, 1, 1, nil)}, Metadata: runningMeta(nil)})
 	}
 }
 
@@ -813,7 +813,7 @@ func testProviderConcurrentFetchManyInstancesNoneTwice(t *testing.T, h *harness)
 	ps := e.handles(t, 4)
 	for i := range 20 {
 		e.enqueue(t, startItem(fmt.Sprintf("i%02d", i), nil))
-		e.enqueue(t, &repo.ExternalRaised{Instance: fmt.Sprintf("i%02d", i), Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: fmt.Sprintf("i%02d", i), Name: "x"})
 	}
 	var mu sync.Mutex
 	got := map[string]int{}
@@ -854,14 +854,14 @@ func testProviderConcurrentAcksOneTokenExactlyOneSucceeds(t *testing.T, h *harne
 	ps := e.handles(t, 2)
 	e.startInstance(t, "i1", nil)
 	for round := range 5 {
-		e.enqueue(t, &repo.ExternalRaised{Instance: "i1", Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "x"})
 		it := e.fetch(t)
 		if it.Instance != "i1" {
 			t.Fatalf("fetched %s", it.Instance)
 		}
-		ack := repo.OrchestrationAck{ExecutionID: 1, // empty delta: only the lock claim protects against a double enqueue
+		ack := duroxide.OrchestrationAck{ExecutionID: 1, // empty delta: only the lock claim protects against a double enqueue
 			// a far-future timer: stays invisible, so later fetches see only i1
-			OrchestratorItems: []repo.WorkItem{&repo.TimerFired{Instance: fmt.Sprintf("t%d", round), ExecutionID: 1, ID: 1,
+			OrchestratorItems: []duroxide.WorkItem{&duroxide.TimerFired{Instance: fmt.Sprintf("t%d", round), ExecutionID: 1, ID: 1,
 				FireAtMS: uint64(e.clock.Now().Add(time.Hour).UnixMilli())}}}
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
@@ -948,7 +948,7 @@ func testProviderConcurrentSubOrchestrationFanOut(t *testing.T, h *harness) {
 		t.Fatal(werr)
 	}
 	for _, info := range infos {
-		if info.Status != repo.StatusCompleted {
+		if info.Status != duroxide.StatusCompleted {
 			t.Fatalf("%s: %s %v", info.InstanceID, info.Status, info.Output)
 		}
 	}
@@ -973,16 +973,16 @@ func testProviderConcurrentAckAndForceDelete(t *testing.T, h *harness) {
 	for round := range 8 {
 		inst := fmt.Sprintf("r%d", round)
 		e.startInstance(t, inst, nil)
-		e.enqueue(t, &repo.ExternalRaised{Instance: inst, Name: "x"})
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: inst, Name: "x"})
 		it := e.fetch(t)
 		var ackErr, delErr error
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			ackErr = e.p.AckOrchestrationItem(e.ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-				HistoryDelta: []repo.Event{ev(inst, 1, 2, &repo.ExternalEventEvent{Name: "x"})}, Metadata: runningMeta(nil),
-				WorkerItems: []repo.WorkItem{activity(inst, 1, 3)}})
+			ackErr = e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+				HistoryDelta: []duroxide.Event{ev(inst, 1, 2, &duroxide.ExternalEventEvent{Name: "x"})}, Metadata: runningMeta(nil),
+				WorkerItems: []duroxide.WorkItem{activity(inst, 1, 3)}})
 		}()
 		go func() {
 			defer wg.Done()
@@ -1064,9 +1064,9 @@ func testProviderRoundTripsPerTurn(t *testing.T, h *harness) {
 	if it.OrchestrationName != "Orch" || it.Version != "1.0.0" || it.ExecutionID != 1 || len(it.History) != 0 || len(it.Messages) != 1 {
 		t.Fatalf("fetch 1 = %q %q exec %d, %d events, %d messages", it.OrchestrationName, it.Version, it.ExecutionID, len(it.History), len(it.Messages))
 	}
-	err = p.AckOrchestrationItem(ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []repo.Event{startedEv("rt", 1, 1, nil), ev("rt", 1, 2, &repo.ActivityScheduledEvent{Name: "act", Input: "in"})},
-		WorkerItems:  []repo.WorkItem{activity("rt", 1, 2)},
+	err = p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{startedEv("rt", 1, 1, nil), ev("rt", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "in"})},
+		WorkerItems:  []duroxide.WorkItem{activity("rt", 1, 2)},
 		Metadata:     runningMeta(nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -1074,12 +1074,12 @@ func testProviderRoundTripsPerTurn(t *testing.T, h *harness) {
 	expect("ack (history, activity, metadata)", 1)
 
 	// the activity
-	lease, err := p.FetchWorkItem(ctx, testLock, 0, nil, repo.TagFilter{})
+	lease, err := p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{})
 	if err != nil || lease == nil {
 		t.Fatalf("fetch work: %v, %v", lease, err)
 	}
 	expect("worker fetch", 1)
-	if err := p.AckWorkItem(ctx, lease.LockToken, &repo.ActivityCompleted{Instance: "rt", ExecutionID: 1, ID: 2, Result: "out"}); err != nil {
+	if err := p.AckWorkItem(ctx, lease.LockToken, &duroxide.ActivityCompleted{Instance: "rt", ExecutionID: 1, ID: 2, Result: "out"}); err != nil {
 		t.Fatal(err)
 	}
 	expect("worker ack", 1)
@@ -1093,20 +1093,20 @@ func testProviderRoundTripsPerTurn(t *testing.T, h *harness) {
 	if it.OrchestrationName != "Orch" || it.ExecutionID != 1 || len(it.History) != 2 || len(it.Messages) != 1 {
 		t.Fatalf("fetch 2 = %q exec %d, %d events, %d messages", it.OrchestrationName, it.ExecutionID, len(it.History), len(it.Messages))
 	}
-	if _, ok := it.History[1].Kind.(*repo.ActivityScheduledEvent); !ok {
+	if _, ok := it.History[1].Kind.(*duroxide.ActivityScheduledEvent); !ok {
 		t.Fatalf("history[1] = %T", it.History[1].Kind)
 	}
-	err = p.AckOrchestrationItem(ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []repo.Event{ev("rt", 1, 3, &repo.ActivityCompletedEvent{Result: "out"}), ev("rt", 1, 4, &repo.OrchestrationCompletedEvent{Output: "out"})},
-		Metadata:     repo.ExecutionMetadata{Status: sp(repo.StatusCompleted), Output: sp("out"), OrchestrationName: sp("Orch"), OrchestrationVersion: sp("1.0.0")}})
+	err = p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{ev("rt", 1, 3, &duroxide.ActivityCompletedEvent{Result: "out"}), ev("rt", 1, 4, &duroxide.OrchestrationCompletedEvent{Output: "out"})},
+		Metadata:     duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("out"), OrchestrationName: sp("Orch"), OrchestrationVersion: sp("1.0.0")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect("ack (completion)", 1)
 
 	// a second ack of the same token: one statement, nothing written
-	err = p.AckOrchestrationItem(ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []repo.Event{ev("rt", 1, 5, &repo.OrchestrationCompletedEvent{Output: "again"})}})
+	err = p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{ev("rt", 1, 5, &duroxide.OrchestrationCompletedEvent{Output: "again"})}})
 	wantErr(t, err, agentstore.ErrInvalidLockToken)
 	expect("second ack", 1)
 
@@ -1120,7 +1120,7 @@ func testProviderRoundTripsPerTurn(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Status != repo.StatusCompleted || info.Output == nil || *info.Output != "out" {
+	if info.Status != duroxide.StatusCompleted || info.Output == nil || *info.Output != "out" {
 		t.Fatalf("instance = %s %v", info.Status, info.Output)
 	}
 	evs, err := p.Read(ctx, "rt")
@@ -1141,7 +1141,7 @@ func testProviderConcurrentTurnsSeeLatestHistory(t *testing.T, h *harness) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	first := h.New(t)
-	provs := []repo.Provider{first.Provider()}
+	provs := []duroxide.Provider{first.Provider()}
 	for range stores - 1 {
 		provs = append(provs, h.Open(t).Provider())
 	}
@@ -1158,7 +1158,7 @@ func testProviderConcurrentTurnsSeeLatestHistory(t *testing.T, h *harness) {
 		defer wg.Done()
 		for e := range events {
 			for i := range instances {
-				w := &repo.ExternalRaised{Instance: fmt.Sprintf("race%d", i), Name: "e", Data: fmt.Sprint(e)}
+				w := &duroxide.ExternalRaised{Instance: fmt.Sprintf("race%d", i), Name: "e", Data: fmt.Sprint(e)}
 				if err := provs[e%stores].EnqueueForOrchestrator(ctx, w, 0); err != nil {
 					errs <- err
 					return
@@ -1190,14 +1190,14 @@ func testProviderConcurrentTurnsSeeLatestHistory(t *testing.T, h *harness) {
 					if len(it.History) > 0 && it.History[len(it.History)-1].EventID != next-1 {
 						errs <- fmt.Errorf("%s: history ends at id %d with %d events", it.Instance, it.History[len(it.History)-1].EventID, len(it.History))
 					}
-					var delta []repo.Event
+					var delta []duroxide.Event
 					n := 0
 					for _, m := range it.Messages {
 						switch m := m.(type) {
-						case *repo.StartOrchestration:
+						case *duroxide.StartOrchestration:
 							delta = append(delta, startedEv(it.Instance, 1, next, nil))
-						case *repo.ExternalRaised:
-							delta = append(delta, ev(it.Instance, 1, next, &repo.ExternalEventEvent{Name: m.Name, Data: m.Data}))
+						case *duroxide.ExternalRaised:
+							delta = append(delta, ev(it.Instance, 1, next, &duroxide.ExternalEventEvent{Name: m.Name, Data: m.Data}))
 							n++
 						default:
 							errs <- fmt.Errorf("unexpected message %T", m)
@@ -1205,7 +1205,7 @@ func testProviderConcurrentTurnsSeeLatestHistory(t *testing.T, h *harness) {
 						}
 						next++
 					}
-					err = p.AckOrchestrationItem(loopCtx, it.LockToken, repo.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: runningMeta(nil)})
+					err = p.AckOrchestrationItem(loopCtx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: runningMeta(nil)})
 					switch {
 					case err == nil:
 						mu.Lock()
@@ -1246,7 +1246,7 @@ func testProviderConcurrentTurnsSeeLatestHistory(t *testing.T, h *harness) {
 			if e.EventID != uint64(j+1) {
 				t.Fatalf("%s: event %d has id %d", inst, j, e.EventID)
 			}
-			if x, ok := e.Kind.(*repo.ExternalEventEvent); ok {
+			if x, ok := e.Kind.(*duroxide.ExternalEventEvent); ok {
 				seen[x.Data]++
 			}
 		}
@@ -1291,12 +1291,12 @@ func testProviderWakeAcrossStores(t *testing.T, h *harness) {
 			var ok bool
 			var err error
 			if kind == "orchestration" {
-				var it *repo.OrchestrationItem
+				var it *duroxide.OrchestrationItem
 				it, err = waiter.Provider().FetchOrchestrationItem(ctx, time.Minute, 20*time.Second, nil)
 				ok = it != nil
 			} else {
-				var l *repo.WorkItemLease
-				l, err = waiter.Provider().FetchWorkItem(ctx, time.Minute, 20*time.Second, nil, repo.TagFilter{})
+				var l *duroxide.WorkItemLease
+				l, err = waiter.Provider().FetchWorkItem(ctx, time.Minute, 20*time.Second, nil, duroxide.TagFilter{})
 				ok = l != nil
 			}
 			done <- res{ok, err, time.Since(enqueued)}
@@ -1326,7 +1326,7 @@ func testProviderWakeAcrossStores(t *testing.T, h *harness) {
 	if err := waiter.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := waiter.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+	_, err := waiter.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 	if h.Dialect == agentstore.Postgres && err == nil {
 		t.Fatal("fetch on a closed store succeeded")
 	}

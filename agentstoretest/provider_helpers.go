@@ -8,15 +8,15 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // pEnv is one provider under test with its injected clock.
 type pEnv struct {
 	h     *harness
 	st    *agentstore.Store
-	p     repo.Provider
-	a     repo.ProviderAdmin
+	p     duroxide.Provider
+	a     duroxide.ProviderAdmin
 	clock *testClock
 	ctx   context.Context
 }
@@ -31,19 +31,19 @@ func newPEnv(t *testing.T, h *harness) *pEnv {
 }
 
 // other opens another Store handle on the same database and clock.
-func (e *pEnv) other(t *testing.T) repo.Provider {
+func (e *pEnv) other(t *testing.T) duroxide.Provider {
 	t.Helper()
 	return e.h.Open(t, agentstore.WithClock(e.clock.Now)).Provider()
 }
 
-func (e *pEnv) enqueue(t *testing.T, w repo.WorkItem) {
+func (e *pEnv) enqueue(t *testing.T, w duroxide.WorkItem) {
 	t.Helper()
 	if err := e.p.EnqueueForOrchestrator(e.ctx, w, 0); err != nil {
 		t.Fatalf("enqueue %s: %v", w.WorkItemType(), err)
 	}
 }
 
-func (e *pEnv) fetch(t *testing.T) *repo.OrchestrationItem {
+func (e *pEnv) fetch(t *testing.T) *duroxide.OrchestrationItem {
 	t.Helper()
 	it, err := e.p.FetchOrchestrationItem(e.ctx, testLock, 0, nil)
 	if err != nil {
@@ -66,7 +66,7 @@ func (e *pEnv) fetchNone(t *testing.T) {
 	}
 }
 
-func (e *pEnv) ack(t *testing.T, it *repo.OrchestrationItem, a repo.OrchestrationAck) {
+func (e *pEnv) ack(t *testing.T, it *duroxide.OrchestrationItem, a duroxide.OrchestrationAck) {
 	t.Helper()
 	if a.ExecutionID == 0 {
 		a.ExecutionID = it.ExecutionID
@@ -85,43 +85,43 @@ func (e *pEnv) startInstance(t *testing.T, inst string, parent *string) {
 	if it.Instance != inst {
 		t.Fatalf("fetched %s, want %s", it.Instance, inst)
 	}
-	e.ack(t, it, repo.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []repo.Event{startedEv(inst, 1, 1, parent)},
+	e.ack(t, it, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{startedEv(inst, 1, 1, parent)},
 		Metadata:     runningMeta(parent)})
 }
 
 // finishInstance completes (status) the current execution of inst via an external event turn.
 func (e *pEnv) finishInstance(t *testing.T, inst, status string, nextEvent uint64) {
 	t.Helper()
-	e.enqueue(t, &repo.ExternalRaised{Instance: inst, Name: "go", Data: "x"})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: inst, Name: "go", Data: "x"})
 	it := e.fetch(t)
 	if it.Instance != inst {
 		t.Fatalf("fetched %s, want %s", it.Instance, inst)
 	}
-	e.ack(t, it, repo.OrchestrationAck{HistoryDelta: []repo.Event{ev(inst, it.ExecutionID, nextEvent, &repo.OrchestrationCompletedEvent{Output: "done"})},
-		Metadata: repo.ExecutionMetadata{Status: sp(status), Output: sp("done")}})
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{ev(inst, it.ExecutionID, nextEvent, &duroxide.OrchestrationCompletedEvent{Output: "done"})},
+		Metadata: duroxide.ExecutionMetadata{Status: sp(status), Output: sp("done")}})
 }
 
-func startItem(inst string, parent *string) *repo.StartOrchestration {
-	return &repo.StartOrchestration{Instance: inst, Orchestration: "Orch", Input: "{}", Version: sp("1.0.0"), ParentInstance: parent, ExecutionID: 1}
+func startItem(inst string, parent *string) *duroxide.StartOrchestration {
+	return &duroxide.StartOrchestration{Instance: inst, Orchestration: "Orch", Input: "{}", Version: sp("1.0.0"), ParentInstance: parent, ExecutionID: 1}
 }
 
-func startedEv(inst string, exec, id uint64, parent *string) repo.Event {
-	return ev(inst, exec, id, &repo.OrchestrationStartedEvent{Name: "Orch", Version: "1.0.0", Input: "{}", ParentInstance: parent})
+func startedEv(inst string, exec, id uint64, parent *string) duroxide.Event {
+	return ev(inst, exec, id, &duroxide.OrchestrationStartedEvent{Name: "Orch", Version: "1.0.0", Input: "{}", ParentInstance: parent})
 }
 
-func ev(inst string, exec, id uint64, k repo.EventKind) repo.Event {
-	return repo.Event{EventID: id, InstanceID: inst, ExecutionID: exec, TimestampMS: 1, DuroxideVersion: "0.1.29", Kind: k}
+func ev(inst string, exec, id uint64, k duroxide.EventKind) duroxide.Event {
+	return duroxide.Event{EventID: id, InstanceID: inst, ExecutionID: exec, TimestampMS: 1, DuroxideVersion: "0.1.29", Kind: k}
 }
 
-func runningMeta(parent *string) repo.ExecutionMetadata {
-	return repo.ExecutionMetadata{Status: sp(repo.StatusRunning), OrchestrationName: sp("Orch"), OrchestrationVersion: sp("1.0.0"), ParentInstanceID: parent}
+func runningMeta(parent *string) duroxide.ExecutionMetadata {
+	return duroxide.ExecutionMetadata{Status: sp(duroxide.StatusRunning), OrchestrationName: sp("Orch"), OrchestrationVersion: sp("1.0.0"), ParentInstanceID: parent}
 }
 
 func sp(s string) *string { return &s }
 
-func activity(inst string, exec, id uint64) *repo.ActivityExecute {
-	return &repo.ActivityExecute{Instance: inst, ExecutionID: exec, ID: id, Name: "act", Input: "in"}
+func activity(inst string, exec, id uint64) *duroxide.ActivityExecute {
+	return &duroxide.ActivityExecute{Instance: inst, ExecutionID: exec, ID: id, Name: "act", Input: "in"}
 }
 
 func wantErr(t *testing.T, err, target error) {
@@ -129,9 +129,9 @@ func wantErr(t *testing.T, err, target error) {
 	if !errors.Is(err, target) {
 		t.Fatalf("error = %v, want errors.Is %v", err, target)
 	}
-	var pe *repo.ProviderError
+	var pe *duroxide.ProviderError
 	if !errors.As(err, &pe) {
-		t.Fatalf("error %v is not a *repo.ProviderError", err)
+		t.Fatalf("error %v is not a *duroxide.ProviderError", err)
 	}
 	if pe.Retryable || errors.Is(err, agentstore.ErrRetryable) {
 		t.Fatalf("error %v is retryable, want permanent", err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 func init() {
@@ -23,7 +23,7 @@ func init() {
 	)
 }
 
-func (e *pEnv) wfetch(t *testing.T, p repo.Provider, lock time.Duration, s *repo.SessionFetchConfig, f repo.TagFilter) *repo.WorkItemLease {
+func (e *pEnv) wfetch(t *testing.T, p duroxide.Provider, lock time.Duration, s *duroxide.SessionFetchConfig, f duroxide.TagFilter) *duroxide.WorkItemLease {
 	t.Helper()
 	if p == nil {
 		p = e.p
@@ -35,12 +35,12 @@ func (e *pEnv) wfetch(t *testing.T, p repo.Provider, lock time.Duration, s *repo
 	return l
 }
 
-func actID(t *testing.T, l *repo.WorkItemLease) uint64 {
+func actID(t *testing.T, l *duroxide.WorkItemLease) uint64 {
 	t.Helper()
 	if l == nil {
 		t.Fatalf("no work item, want one")
 	}
-	return l.Item.(*repo.ActivityExecute).ID
+	return l.Item.(*duroxide.ActivityExecute).ID
 }
 
 // testProviderWorkerQueueFIFOPeekLockAck: the worker queue hands out items
@@ -56,23 +56,23 @@ func testProviderWorkerQueueFIFOPeekLockAck(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 	}
-	l1 := e.wfetch(t, nil, testLock, nil, repo.TagFilter{})
-	l2 := e.wfetch(t, e.other(t), testLock, nil, repo.TagFilter{})
+	l1 := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{})
+	l2 := e.wfetch(t, e.other(t), testLock, nil, duroxide.TagFilter{})
 	if actID(t, l1) != 1 || actID(t, l2) != 2 || l1.AttemptCount != 1 || l1.LockToken == l2.LockToken {
 		t.Fatalf("FIFO broken: %d %d", actID(t, l1), actID(t, l2))
 	}
 	// ack deletes and enqueues the completion atomically
-	if err := e.p.AckWorkItem(e.ctx, l1.LockToken, &repo.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 1, Result: "r1"}); err != nil {
+	if err := e.p.AckWorkItem(e.ctx, l1.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 1, Result: "r1"}); err != nil {
 		t.Fatal(err)
 	}
 	it := e.fetch(t)
-	if c, ok := it.Messages[0].(*repo.ActivityCompleted); !ok || c.Result != "r1" || it.Instance != "i1" {
+	if c, ok := it.Messages[0].(*duroxide.ActivityCompleted); !ok || c.Result != "r1" || it.Instance != "i1" {
 		t.Fatalf("completion = %#v", it.Messages[0])
 	}
 	wantErr(t, e.p.AckWorkItem(e.ctx, l1.LockToken, nil), agentstore.ErrInvalidLockToken) // already acked
 	// l2's lock expires: it is handed out again before item 3, with attempt 2
 	e.clock.Advance(testLock)
-	l2b := e.wfetch(t, nil, testLock, nil, repo.TagFilter{})
+	l2b := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{})
 	if actID(t, l2b) != 2 || l2b.AttemptCount != 2 {
 		t.Fatalf("after expiry got %d attempt %d", actID(t, l2b), l2b.AttemptCount)
 	}
@@ -83,20 +83,20 @@ func testProviderWorkerQueueFIFOPeekLockAck(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	// wrong completion type
-	l3 := e.wfetch(t, nil, testLock, nil, repo.TagFilter{})
-	wantErr(t, e.p.AckWorkItem(e.ctx, l3.LockToken, &repo.ExternalRaised{Instance: "i1"}), agentstore.ErrInvalidInput)
-	if err := e.p.AckWorkItem(e.ctx, l3.LockToken, &repo.ActivityFailed{Instance: "i1", ExecutionID: 1, ID: 3,
-		Details: repo.ErrorDetails{Application: &repo.ApplicationError{Kind: repo.AppErrorKind{Name: "ActivityFailed"}, Message: "boom"}}}); err != nil {
+	l3 := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{})
+	wantErr(t, e.p.AckWorkItem(e.ctx, l3.LockToken, &duroxide.ExternalRaised{Instance: "i1"}), agentstore.ErrInvalidInput)
+	if err := e.p.AckWorkItem(e.ctx, l3.LockToken, &duroxide.ActivityFailed{Instance: "i1", ExecutionID: 1, ID: 3,
+		Details: duroxide.ErrorDetails{Application: &duroxide.ApplicationError{Kind: duroxide.AppErrorKind{Name: "ActivityFailed"}, Message: "boom"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if l := e.wfetch(t, nil, testLock, nil, repo.TagFilter{}); l != nil {
+	if l := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{}); l != nil {
 		t.Fatalf("queue should be empty, got %v", l.Item)
 	}
 	// the expired-then-acked lock: expired ack fails even if nobody re-fetched
 	if err := e.p.EnqueueForWorker(e.ctx, activity("i1", 1, 4)); err != nil {
 		t.Fatal(err)
 	}
-	l4 := e.wfetch(t, nil, time.Second, nil, repo.TagFilter{})
+	l4 := e.wfetch(t, nil, time.Second, nil, duroxide.TagFilter{})
 	e.clock.Advance(time.Second)
 	wantErr(t, e.p.AckWorkItem(e.ctx, l4.LockToken, nil), agentstore.ErrInvalidLockToken)
 }
@@ -110,12 +110,12 @@ func testProviderWorkerRenewAndAbandon(t *testing.T, h *harness) {
 	if err := e.p.EnqueueForWorker(e.ctx, activity("i1", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	l := e.wfetch(t, nil, time.Second, nil, repo.TagFilter{})
+	l := e.wfetch(t, nil, time.Second, nil, duroxide.TagFilter{})
 	if err := e.p.RenewWorkItemLock(e.ctx, l.LockToken, 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(1400 * time.Millisecond)
-	if got := e.wfetch(t, nil, time.Second, nil, repo.TagFilter{}); got != nil {
+	if got := e.wfetch(t, nil, time.Second, nil, duroxide.TagFilter{}); got != nil {
 		t.Fatalf("renewed item handed out again")
 	}
 	// abandon with delay hides the item
@@ -123,11 +123,11 @@ func testProviderWorkerRenewAndAbandon(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	wantErr(t, e.p.AbandonWorkItem(e.ctx, l.LockToken, 0, false), agentstore.ErrInvalidLockToken)
-	if got := e.wfetch(t, nil, time.Second, nil, repo.TagFilter{}); got != nil {
+	if got := e.wfetch(t, nil, time.Second, nil, duroxide.TagFilter{}); got != nil {
 		t.Fatalf("delayed item visible")
 	}
 	e.clock.Advance(2 * time.Second)
-	l = e.wfetch(t, nil, time.Second, nil, repo.TagFilter{})
+	l = e.wfetch(t, nil, time.Second, nil, duroxide.TagFilter{})
 	if l == nil || l.AttemptCount != 2 {
 		t.Fatalf("after delay: %+v", l)
 	}
@@ -135,7 +135,7 @@ func testProviderWorkerRenewAndAbandon(t *testing.T, h *harness) {
 	if err := e.p.AbandonWorkItem(e.ctx, l.LockToken, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	if l = e.wfetch(t, nil, time.Second, nil, repo.TagFilter{}); l.AttemptCount != 2 {
+	if l = e.wfetch(t, nil, time.Second, nil, duroxide.TagFilter{}); l.AttemptCount != 2 {
 		t.Fatalf("attempt = %d, want 2", l.AttemptCount)
 	}
 	// plant: a leased item at attempt 0 (every fetch counts one attempt)
@@ -143,7 +143,7 @@ func testProviderWorkerRenewAndAbandon(t *testing.T, h *harness) {
 	if err := e.p.AbandonWorkItem(e.ctx, l.LockToken, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	if l = e.wfetch(t, nil, time.Second, nil, repo.TagFilter{}); l.AttemptCount != 1 {
+	if l = e.wfetch(t, nil, time.Second, nil, duroxide.TagFilter{}); l.AttemptCount != 1 {
 		t.Fatalf("attempt = %d, want 1 (floor 0)", l.AttemptCount)
 	}
 }
@@ -159,27 +159,27 @@ func testProviderWorkerTags(t *testing.T, h *harness) {
 	cpu := activity("i1", 1, 2)
 	cpu.Tag = sp("cpu")
 	plain := activity("i1", 1, 3)
-	for _, a := range []*repo.ActivityExecute{gpu, cpu, plain} {
+	for _, a := range []*duroxide.ActivityExecute{gpu, cpu, plain} {
 		if err := e.p.EnqueueForWorker(e.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if l := e.wfetch(t, nil, testLock, nil, repo.TagFilter{Mode: repo.TagNone}); l != nil {
+	if l := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{Mode: duroxide.TagNone}); l != nil {
 		t.Fatalf("TagNone fetched")
 	}
-	if id := actID(t, e.wfetch(t, nil, testLock, nil, repo.TagFilter{})); id != 3 {
+	if id := actID(t, e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{})); id != 3 {
 		t.Fatalf("default-only got %d", id)
 	}
-	if id := actID(t, e.wfetch(t, nil, testLock, nil, repo.TagFilter{Mode: repo.TagTags, Tags: []string{"cpu"}})); id != 2 {
+	if id := actID(t, e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{"cpu"}})); id != 2 {
 		t.Fatalf("tags(cpu) got %d", id)
 	}
-	if l := e.wfetch(t, nil, testLock, nil, repo.TagFilter{Mode: repo.TagDefaultAnd, Tags: []string{"cpu"}}); l != nil {
+	if l := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{Mode: duroxide.TagDefaultAnd, Tags: []string{"cpu"}}); l != nil {
 		t.Fatalf("default_and(cpu) got %d", actID(t, l))
 	}
-	if id := actID(t, e.wfetch(t, nil, testLock, nil, repo.TagFilter{Mode: repo.TagAny})); id != 1 {
+	if id := actID(t, e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{Mode: duroxide.TagAny})); id != 1 {
 		t.Fatalf("any got %d", id)
 	}
-	_, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, repo.TagFilter{Mode: repo.TagTags})
+	_, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, duroxide.TagFilter{Mode: duroxide.TagTags})
 	wantErr(t, err, agentstore.ErrInvalidInput)
 }
 
@@ -192,26 +192,26 @@ func testProviderWorkerCorruptItemIsReportedNotDropped(t *testing.T, h *harness)
 	plain := activity("i1", 1, 1)
 	sess := activity("i1", 1, 2)
 	sess.SessionID = sp("s1")
-	for _, a := range []*repo.ActivityExecute{plain, sess} {
+	for _, a := range []*duroxide.ActivityExecute{plain, sess} {
 		if err := e.p.EnqueueForWorker(e.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// plant: work items that do not decode
 	e.exec(t, "UPDATE "+e.st.Table(models.TableWorkerQueue)+` SET work_item = '{"ActivityExecute":'`)
-	_, err := e.p.FetchWorkItem(e.ctx, time.Second, 0, nil, repo.TagFilter{})
+	_, err := e.p.FetchWorkItem(e.ctx, time.Second, 0, nil, duroxide.TagFilter{})
 	wantErr(t, err, agentstore.ErrCorruptRow)
-	_, err = e.p.FetchWorkItem(e.ctx, time.Second, 0, &repo.SessionFetchConfig{OwnerID: "A"}, repo.TagFilter{})
+	_, err = e.p.FetchWorkItem(e.ctx, time.Second, 0, &duroxide.SessionFetchConfig{OwnerID: "A"}, duroxide.TagFilter{})
 	wantErr(t, err, agentstore.ErrCorruptRow)
 	// both are locked until expiry, then reported again
-	if l, err := e.p.FetchWorkItem(e.ctx, time.Second, 0, &repo.SessionFetchConfig{OwnerID: "A"}, repo.TagFilter{}); l != nil || err != nil {
+	if l, err := e.p.FetchWorkItem(e.ctx, time.Second, 0, &duroxide.SessionFetchConfig{OwnerID: "A"}, duroxide.TagFilter{}); l != nil || err != nil {
 		t.Fatalf("locked corrupt item handed out: %v %v", l, err)
 	}
 	e.clock.Advance(time.Second)
 	if d, err := e.a.GetQueueDepths(e.ctx); err != nil || d.WorkerQueue != 2 {
 		t.Fatalf("corrupt items dropped: depth %+v (%v) after their locks expired, want 2", d, err)
 	}
-	_, err = e.p.FetchWorkItem(e.ctx, time.Second, 0, nil, repo.TagFilter{})
+	_, err = e.p.FetchWorkItem(e.ctx, time.Second, 0, nil, duroxide.TagFilter{})
 	wantErr(t, err, agentstore.ErrCorruptRow)
 }
 
@@ -226,8 +226,8 @@ func testProviderWorkerTokenForgery(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 	}
-	l1 := e.wfetch(t, nil, testLock, nil, repo.TagFilter{})
-	l2 := e.wfetch(t, nil, testLock, nil, repo.TagFilter{})
+	l1 := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{})
+	l2 := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{})
 	if l1 == nil || l2 == nil {
 		t.Fatal("want two leases")
 	}
@@ -247,11 +247,11 @@ func testProviderWorkerTokenForgery(t *testing.T, h *harness) {
 		wantErr(t, e.p.AckWorkItem(e.ctx, tok, nil), agentstore.ErrInvalidLockToken)
 		wantErr(t, e.p.RenewWorkItemLock(e.ctx, tok, time.Second), agentstore.ErrInvalidLockToken)
 		wantErr(t, e.p.AbandonWorkItem(e.ctx, tok, 0, false), agentstore.ErrInvalidLockToken)
-		wantErr(t, e.p.AckWorkItem(e.ctx, tok, &repo.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 1, Result: "r"}),
+		wantErr(t, e.p.AckWorkItem(e.ctx, tok, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 1, Result: "r"}),
 			agentstore.ErrInvalidLockToken)
 	}
 	// the real leases are untouched: both renew and ack once
-	for _, l := range []*repo.WorkItemLease{l1, l2} {
+	for _, l := range []*duroxide.WorkItemLease{l1, l2} {
 		if err := e.p.RenewWorkItemLock(e.ctx, l.LockToken, testLock); err != nil {
 			t.Fatalf("renew after forgeries: %v", err)
 		}
@@ -260,7 +260,7 @@ func testProviderWorkerTokenForgery(t *testing.T, h *harness) {
 		}
 		wantErr(t, e.p.AckWorkItem(e.ctx, l.LockToken, nil), agentstore.ErrInvalidLockToken)
 	}
-	if l := e.wfetch(t, nil, testLock, nil, repo.TagFilter{}); l != nil {
+	if l := e.wfetch(t, nil, testLock, nil, duroxide.TagFilter{}); l != nil {
 		t.Fatalf("queue should be empty, fetched %v", l.Item)
 	}
 }
@@ -275,7 +275,7 @@ func testProviderWakeSmallPoolNoListener(t *testing.T, h *harness) {
 	other := h.Open(t)
 	done := make(chan error, 1)
 	go func() {
-		l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 10*time.Second, nil, repo.TagFilter{})
+		l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 10*time.Second, nil, duroxide.TagFilter{})
 		if err == nil && l == nil {
 			err = errors.New("no item before the poll timeout")
 		}

@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentstore/agentstore/orchloop"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // benchOrchestration: N orchestrations, each start -> one activity ->
@@ -124,7 +124,7 @@ func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
 		return 0, werr
 	}
 	for i, info := range infos {
-		if info.Status != repo.StatusCompleted || info.Output == nil || *info.Output != strconv.Itoa(i+1) {
+		if info.Status != duroxide.StatusCompleted || info.Output == nil || *info.Output != strconv.Itoa(i+1) {
 			return 0, fmt.Errorf("instance %s: status %s output %v", info.InstanceID, info.Status, info.Output)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // benchQueue: 8 workers claim+complete N items of the session queue, of the
@@ -193,13 +194,13 @@ func (b *bench) workerQueueRate(ctx context.Context, d, sync string) (float64, e
 	defer cleanup()
 	p := st.Provider()
 	if err := fill(b.sz.queueItems, func(i int) error {
-		return p.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: fmt.Sprintf("inst-%d", i), ExecutionID: 1, ID: 2,
+		return p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: fmt.Sprintf("inst-%d", i), ExecutionID: 1, ID: 2,
 			Name: "noop", Input: fmt.Sprintf(`{"job":%d}`, i)})
 	}); err != nil {
 		return 0, fmt.Errorf("enqueue: %w", err)
 	}
 	return drain(ctx, b.sz.queueItems, b.sz.queueWorkers, func(ctx context.Context, _ int) (bool, error) {
-		l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, repo.TagFilter{})
+		l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 		if err != nil || l == nil {
 			return false, err
 		}

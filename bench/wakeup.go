@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // benchWakeup: a fetcher waits (FetchOrchestrationItem / FetchWorkItem
@@ -48,7 +48,7 @@ func (b *bench) benchWakeup(ctx context.Context, d string) {
 	}
 }
 
-func wakeupSamples(ctx context.Context, fetcher, enqueuer repo.Provider, kind string, n int) (lat, enq []time.Duration, err error) {
+func wakeupSamples(ctx context.Context, fetcher, enqueuer duroxide.Provider, kind string, n int) (lat, enq []time.Duration, err error) {
 	type got struct {
 		at  time.Time
 		err error
@@ -58,7 +58,7 @@ func wakeupSamples(ctx context.Context, fetcher, enqueuer repo.Provider, kind st
 		go func() {
 			switch kind {
 			case "work item":
-				l, err := fetcher.FetchWorkItem(ctx, time.Minute, 2*time.Second, nil, repo.TagFilter{})
+				l, err := fetcher.FetchWorkItem(ctx, time.Minute, 2*time.Second, nil, duroxide.TagFilter{})
 				at := time.Now()
 				if err == nil && l == nil {
 					err = fmt.Errorf("fetch timed out (2 s) without the item")
@@ -74,7 +74,7 @@ func wakeupSamples(ctx context.Context, fetcher, enqueuer repo.Provider, kind st
 					err = fmt.Errorf("fetch timed out (2 s) without the item")
 				}
 				if err == nil {
-					err = fetcher.AckOrchestrationItem(ctx, it.LockToken, repo.OrchestrationAck{ExecutionID: it.ExecutionID})
+					err = fetcher.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: it.ExecutionID})
 				}
 				ch <- got{at, err}
 			}
@@ -83,10 +83,10 @@ func wakeupSamples(ctx context.Context, fetcher, enqueuer repo.Provider, kind st
 		t0 := time.Now()
 		switch kind {
 		case "work item":
-			err = enqueuer.EnqueueForWorker(ctx, &repo.ActivityExecute{Instance: fmt.Sprintf("wake-%d", i), ExecutionID: 1, ID: 2, Name: "noop", Input: "x"})
+			err = enqueuer.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: fmt.Sprintf("wake-%d", i), ExecutionID: 1, ID: 2, Name: "noop", Input: "x"})
 		default:
 			v := "1.0.0"
-			err = enqueuer.EnqueueForOrchestrator(ctx, &repo.StartOrchestration{Instance: fmt.Sprintf("wake-%d-%d", i, time.Now().UnixNano()),
+			err = enqueuer.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: fmt.Sprintf("wake-%d-%d", i, time.Now().UnixNano()),
 				Orchestration: "noop", Input: "x", Version: &v, ExecutionID: 1}, 0)
 		}
 		t1 := time.Now()

@@ -1,5 +1,5 @@
 // Package orchloop is a minimal durable-orchestration replay loop written
-// only against repo.Provider: no framework, no coroutines. Each turn it
+// only against duroxide.Provider: no framework, no coroutines. Each turn it
 // fetches an instance, turns the fetched messages into history events,
 // re-runs the orchestration function from the start over the whole history
 // (replay), and acks the new events together with the activities, timers
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // Orchestration is a deterministic orchestration function. It is re-run
@@ -30,7 +31,7 @@ type Activity func(ctx context.Context, input string) (string, error)
 
 // Engine runs orchestrator and worker loops over a provider.
 type Engine struct {
-	P              repo.Provider
+	P              duroxide.Provider
 	Orchestrations map[string]Orchestration
 	Activities     map[string]Activity
 	LockTimeout    time.Duration    // default 30 s
@@ -99,7 +100,7 @@ func (e *Engine) logf(format string, args ...any) {
 // Start enqueues a new orchestration instance.
 func (e *Engine) Start(ctx context.Context, instance, orchestration, input string) error {
 	v := e.version()
-	return e.P.EnqueueForOrchestrator(ctx, &repo.StartOrchestration{Instance: instance, Orchestration: orchestration,
+	return e.P.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: instance, Orchestration: orchestration,
 		Input: input, Version: &v, ExecutionID: 1}, 0)
 }
 
@@ -135,15 +136,15 @@ func (e *Engine) loop(ctx context.Context, turn func(context.Context) (bool, err
 
 // WorkTurn runs at most one activity; it reports whether it found one.
 func (e *Engine) WorkTurn(ctx context.Context) (bool, error) {
-	lease, err := e.P.FetchWorkItem(ctx, e.lock(), e.poll(), nil, repo.TagFilter{})
+	lease, err := e.P.FetchWorkItem(ctx, e.lock(), e.poll(), nil, duroxide.TagFilter{})
 	if err != nil || lease == nil {
 		return false, err
 	}
-	ae, ok := lease.Item.(*repo.ActivityExecute)
+	ae, ok := lease.Item.(*duroxide.ActivityExecute)
 	if !ok {
 		return true, e.P.AckWorkItem(ctx, lease.LockToken, nil)
 	}
-	var completion repo.WorkItem
+	var completion duroxide.WorkItem
 	fn := e.Activities[ae.Name]
 	var res string
 	if fn == nil {
@@ -152,15 +153,15 @@ func (e *Engine) WorkTurn(ctx context.Context) (bool, error) {
 		res, err = fn(ctx, ae.Input)
 	}
 	if err != nil {
-		completion = &repo.ActivityFailed{Instance: ae.Instance, ExecutionID: ae.ExecutionID, ID: ae.ID,
-			Details: repo.ErrorDetails{Application: &repo.ApplicationError{Kind: repo.AppErrorKind{Name: "ActivityFailed"}, Message: err.Error()}}}
+		completion = &duroxide.ActivityFailed{Instance: ae.Instance, ExecutionID: ae.ExecutionID, ID: ae.ID,
+			Details: duroxide.ErrorDetails{Application: &duroxide.ApplicationError{Kind: duroxide.AppErrorKind{Name: "ActivityFailed"}, Message: err.Error()}}}
 	} else {
-		completion = &repo.ActivityCompleted{Instance: ae.Instance, ExecutionID: ae.ExecutionID, ID: ae.ID, Result: res}
+		completion = &duroxide.ActivityCompleted{Instance: ae.Instance, ExecutionID: ae.ExecutionID, ID: ae.ID, Result: res}
 	}
 	e.logf("worker: %s ran %s(%q) -> %q", ae.Instance, ae.Name, ae.Input, res)
 	e.count(func(s *Stats) { s.Activities++ })
 	err = e.P.AckWorkItem(ctx, lease.LockToken, completion)
-	if errors.Is(err, repo.ErrInvalidLockToken) {
+	if errors.Is(err, duroxide.ErrInvalidLockToken) {
 		e.logf("worker: activity %s/%d was cancelled or lost", ae.Instance, ae.ID)
 		return true, nil
 	}
@@ -189,10 +190,10 @@ func (e *Engine) OrchestrationTurn(ctx context.Context) (bool, error) {
 }
 
 // turn computes the ack of one fetched item.
-func (e *Engine) turn(it *repo.OrchestrationItem) (repo.OrchestrationAck, error) {
-	ack := repo.OrchestrationAck{ExecutionID: it.ExecutionID}
+func (e *Engine) turn(it *duroxide.OrchestrationItem) (duroxide.OrchestrationAck, error) {
+	ack := duroxide.OrchestrationAck{ExecutionID: it.ExecutionID}
 	if it.HistoryError != "" {
-		ack.Metadata.Status, ack.Metadata.Output = ptr(repo.StatusFailed), ptr(it.HistoryError)
+		ack.Metadata.Status, ack.Metadata.Output = ptr(duroxide.StatusFailed), ptr(it.HistoryError)
 		return ack, nil
 	}
 	c := &Ctx{instance: it.Instance, exec: it.ExecutionID, now: e.now(), version: e.version()}
@@ -201,13 +202,13 @@ func (e *Engine) turn(it *repo.OrchestrationItem) (repo.OrchestrationAck, error)
 	}
 	c.nextID++
 	c.events = append(c.events, it.History...)
-	var started *repo.OrchestrationStartedEvent
+	var started *duroxide.OrchestrationStartedEvent
 	terminal := false
 	for _, ev := range it.History {
 		switch k := ev.Kind.(type) {
-		case *repo.OrchestrationStartedEvent:
+		case *duroxide.OrchestrationStartedEvent:
 			started = k
-		case *repo.OrchestrationCompletedEvent, *repo.OrchestrationFailedEvent:
+		case *duroxide.OrchestrationCompletedEvent, *duroxide.OrchestrationFailedEvent:
 			terminal = true
 		}
 	}
@@ -216,28 +217,28 @@ func (e *Engine) turn(it *repo.OrchestrationItem) (repo.OrchestrationAck, error)
 	}
 	for _, m := range it.Messages {
 		switch m := m.(type) {
-		case *repo.StartOrchestration:
+		case *duroxide.StartOrchestration:
 			if started == nil {
-				started = &repo.OrchestrationStartedEvent{Name: m.Orchestration, Version: deref(m.Version, e.version()), Input: m.Input,
+				started = &duroxide.OrchestrationStartedEvent{Name: m.Orchestration, Version: deref(m.Version, e.version()), Input: m.Input,
 					ParentInstance: m.ParentInstance, ParentID: m.ParentID}
 				c.add(started, nil)
 			}
-		case *repo.ActivityCompleted:
+		case *duroxide.ActivityCompleted:
 			if m.ExecutionID == it.ExecutionID {
-				c.add(&repo.ActivityCompletedEvent{Result: m.Result}, ptr(m.ID))
+				c.add(&duroxide.ActivityCompletedEvent{Result: m.Result}, ptr(m.ID))
 			}
-		case *repo.ActivityFailed:
+		case *duroxide.ActivityFailed:
 			if m.ExecutionID == it.ExecutionID {
-				c.add(&repo.ActivityFailedEvent{Details: m.Details}, ptr(m.ID))
+				c.add(&duroxide.ActivityFailedEvent{Details: m.Details}, ptr(m.ID))
 			}
-		case *repo.TimerFired:
+		case *duroxide.TimerFired:
 			if m.ExecutionID == it.ExecutionID {
-				c.add(&repo.TimerFiredEvent{FireAtMS: m.FireAtMS}, ptr(m.ID))
+				c.add(&duroxide.TimerFiredEvent{FireAtMS: m.FireAtMS}, ptr(m.ID))
 			}
-		case *repo.SubOrchCompleted:
-			c.add(&repo.SubOrchestrationCompletedEvent{Result: m.Result}, ptr(m.ParentID))
-		case *repo.SubOrchFailed:
-			c.add(&repo.SubOrchestrationFailedEvent{Details: m.Details}, ptr(m.ParentID))
+		case *duroxide.SubOrchCompleted:
+			c.add(&duroxide.SubOrchestrationCompletedEvent{Result: m.Result}, ptr(m.ParentID))
+		case *duroxide.SubOrchFailed:
+			c.add(&duroxide.SubOrchestrationFailedEvent{Details: m.Details}, ptr(m.ParentID))
 		}
 	}
 	if started == nil { // messages for an instance that never started
@@ -255,22 +256,22 @@ func (e *Engine) turn(it *repo.OrchestrationItem) (repo.OrchestrationAck, error)
 			ferr = errors.New("nondeterminism: " + c.nondeterminism)
 		}
 	}
-	md := repo.ExecutionMetadata{Status: ptr(repo.StatusRunning), OrchestrationName: ptr(started.Name),
+	md := duroxide.ExecutionMetadata{Status: ptr(duroxide.StatusRunning), OrchestrationName: ptr(started.Name),
 		OrchestrationVersion: ptr(started.Version), ParentInstanceID: started.ParentInstance}
 	switch {
 	case ferr != nil:
-		details := repo.ErrorDetails{Application: &repo.ApplicationError{Kind: repo.AppErrorKind{Name: "OrchestrationFailed"}, Message: ferr.Error()}}
-		c.add(&repo.OrchestrationFailedEvent{Details: details}, nil)
-		md.Status, md.Output = ptr(repo.StatusFailed), ptr(ferr.Error())
+		details := duroxide.ErrorDetails{Application: &duroxide.ApplicationError{Kind: duroxide.AppErrorKind{Name: "OrchestrationFailed"}, Message: ferr.Error()}}
+		c.add(&duroxide.OrchestrationFailedEvent{Details: details}, nil)
+		md.Status, md.Output = ptr(duroxide.StatusFailed), ptr(ferr.Error())
 		if started.ParentInstance != nil && started.ParentID != nil {
-			c.orch = append(c.orch, &repo.SubOrchFailed{ParentInstance: *started.ParentInstance, ParentID: *started.ParentID, Details: details})
+			c.orch = append(c.orch, &duroxide.SubOrchFailed{ParentInstance: *started.ParentInstance, ParentID: *started.ParentID, Details: details})
 		}
 		e.logf("orchestrator: %s failed: %v", it.Instance, ferr)
 	case done:
-		c.add(&repo.OrchestrationCompletedEvent{Output: out}, nil)
-		md.Status, md.Output = ptr(repo.StatusCompleted), ptr(out)
+		c.add(&duroxide.OrchestrationCompletedEvent{Output: out}, nil)
+		md.Status, md.Output = ptr(duroxide.StatusCompleted), ptr(out)
 		if started.ParentInstance != nil && started.ParentID != nil {
-			c.orch = append(c.orch, &repo.SubOrchCompleted{ParentInstance: *started.ParentInstance, ParentID: *started.ParentID, Result: out})
+			c.orch = append(c.orch, &duroxide.SubOrchCompleted{ParentInstance: *started.ParentInstance, ParentID: *started.ParentID, Result: out})
 		}
 		e.logf("orchestrator: %s completed -> %q", it.Instance, out)
 	default:
@@ -286,10 +287,10 @@ type Ctx struct {
 	exec     uint64
 	now      time.Time
 	version  string
-	events   []repo.Event // history + delta so far
-	delta    []repo.Event
-	work     []repo.WorkItem
-	orch     []repo.WorkItem
+	events   []duroxide.Event // history + delta so far
+	delta    []duroxide.Event
+	work     []duroxide.WorkItem
+	orch     []duroxide.WorkItem
 	nextID   uint64
 	seq      int // index of the next scheduling call
 
@@ -299,8 +300,8 @@ type Ctx struct {
 // Instance returns the orchestration instance id.
 func (c *Ctx) Instance() string { return c.instance }
 
-func (c *Ctx) add(k repo.EventKind, source *uint64) repo.Event {
-	ev := repo.Event{EventID: c.nextID, SourceEventID: source, InstanceID: c.instance, ExecutionID: c.exec,
+func (c *Ctx) add(k duroxide.EventKind, source *uint64) duroxide.Event {
+	ev := duroxide.Event{EventID: c.nextID, SourceEventID: source, InstanceID: c.instance, ExecutionID: c.exec,
 		TimestampMS: uint64(c.now.UnixMilli()), DuroxideVersion: "agentstore-orchloop", Kind: k}
 	c.nextID++
 	c.events = append(c.events, ev)
@@ -310,11 +311,11 @@ func (c *Ctx) add(k repo.EventKind, source *uint64) repo.Event {
 
 // schedule returns the seq-th scheduling event, creating it with mk when
 // the history has none yet (new = true).
-func (c *Ctx) schedule(mk func() repo.EventKind) (ev repo.Event, isNew bool) {
+func (c *Ctx) schedule(mk func() duroxide.EventKind) (ev duroxide.Event, isNew bool) {
 	n := 0
 	for _, e := range c.events {
 		switch e.Kind.(type) {
-		case *repo.ActivityScheduledEvent, *repo.TimerCreatedEvent, *repo.SubOrchestrationScheduledEvent:
+		case *duroxide.ActivityScheduledEvent, *duroxide.TimerCreatedEvent, *duroxide.SubOrchestrationScheduledEvent:
 			if n == c.seq {
 				c.seq++
 				want := mk()
@@ -330,7 +331,7 @@ func (c *Ctx) schedule(mk func() repo.EventKind) (ev repo.Event, isNew bool) {
 	return c.add(mk(), nil), true
 }
 
-func (c *Ctx) completion(id uint64) *repo.Event {
+func (c *Ctx) completion(id uint64) *duroxide.Event {
 	for i := range c.events {
 		if s := c.events[i].SourceEventID; s != nil && *s == id {
 			return &c.events[i]
@@ -342,15 +343,15 @@ func (c *Ctx) completion(id uint64) *repo.Event {
 // Activity schedules (once) the activity name(input) and returns its result
 // once it completed; err is set if it failed.
 func (c *Ctx) Activity(name, input string) (result string, done bool, err error) {
-	ev, isNew := c.schedule(func() repo.EventKind { return &repo.ActivityScheduledEvent{Name: name, Input: input} })
+	ev, isNew := c.schedule(func() duroxide.EventKind { return &duroxide.ActivityScheduledEvent{Name: name, Input: input} })
 	if isNew {
-		c.work = append(c.work, &repo.ActivityExecute{Instance: c.instance, ExecutionID: c.exec, ID: ev.EventID, Name: name, Input: input})
+		c.work = append(c.work, &duroxide.ActivityExecute{Instance: c.instance, ExecutionID: c.exec, ID: ev.EventID, Name: name, Input: input})
 		return "", false, nil
 	}
 	switch k := kindOf(c.completion(ev.EventID)).(type) {
-	case *repo.ActivityCompletedEvent:
+	case *duroxide.ActivityCompletedEvent:
 		return k.Result, true, nil
-	case *repo.ActivityFailedEvent:
+	case *duroxide.ActivityFailedEvent:
 		return "", true, errors.New(k.Details.Message())
 	}
 	return "", false, nil
@@ -359,12 +360,12 @@ func (c *Ctx) Activity(name, input string) (result string, done bool, err error)
 // Timer starts (once) a durable timer of d and reports whether it fired.
 func (c *Ctx) Timer(d time.Duration) bool {
 	fire := uint64(c.now.Add(d).UnixMilli())
-	ev, isNew := c.schedule(func() repo.EventKind { return &repo.TimerCreatedEvent{FireAtMS: fire} })
+	ev, isNew := c.schedule(func() duroxide.EventKind { return &duroxide.TimerCreatedEvent{FireAtMS: fire} })
 	if isNew {
-		c.orch = append(c.orch, &repo.TimerFired{Instance: c.instance, ExecutionID: c.exec, ID: ev.EventID, FireAtMS: fire})
+		c.orch = append(c.orch, &duroxide.TimerFired{Instance: c.instance, ExecutionID: c.exec, ID: ev.EventID, FireAtMS: fire})
 		return false
 	}
-	_, ok := kindOf(c.completion(ev.EventID)).(*repo.TimerFiredEvent)
+	_, ok := kindOf(c.completion(ev.EventID)).(*duroxide.TimerFiredEvent)
 	return ok
 }
 
@@ -372,25 +373,25 @@ func (c *Ctx) Timer(d time.Duration) bool {
 // returns its output once it completed; err is set if it failed.
 func (c *Ctx) SubOrchestration(name, input string) (output string, done bool, err error) {
 	child := ""
-	ev, isNew := c.schedule(func() repo.EventKind {
+	ev, isNew := c.schedule(func() duroxide.EventKind {
 		child = c.instance + "::sub::" + strconv.FormatUint(c.nextID, 10)
-		return &repo.SubOrchestrationScheduledEvent{Name: name, Instance: child, Input: input}
+		return &duroxide.SubOrchestrationScheduledEvent{Name: name, Instance: child, Input: input}
 	})
 	if isNew {
-		c.orch = append(c.orch, &repo.StartOrchestration{Instance: child, Orchestration: name, Input: input, Version: ptr(c.version),
+		c.orch = append(c.orch, &duroxide.StartOrchestration{Instance: child, Orchestration: name, Input: input, Version: ptr(c.version),
 			ParentInstance: ptr(c.instance), ParentID: ptr(ev.EventID), ExecutionID: 1})
 		return "", false, nil
 	}
 	switch k := kindOf(c.completion(ev.EventID)).(type) {
-	case *repo.SubOrchestrationCompletedEvent:
+	case *duroxide.SubOrchestrationCompletedEvent:
 		return k.Result, true, nil
-	case *repo.SubOrchestrationFailedEvent:
+	case *duroxide.SubOrchestrationFailedEvent:
 		return "", true, errors.New(k.Details.Message())
 	}
 	return "", false, nil
 }
 
-func kindOf(ev *repo.Event) repo.EventKind {
+func kindOf(ev *duroxide.Event) duroxide.EventKind {
 	if ev == nil {
 		return nil
 	}
@@ -408,12 +409,12 @@ func deref(s *string, def string) string {
 
 // Wait polls admin until every instance reached a terminal status and
 // returns their infos in order.
-func Wait(ctx context.Context, admin repo.ProviderAdmin, instances []string, every time.Duration) ([]*repo.InstanceInfo, error) {
-	out := make([]*repo.InstanceInfo, len(instances))
+func Wait(ctx context.Context, admin duroxide.ProviderAdmin, instances []string, every time.Duration) ([]*duroxide.InstanceInfo, error) {
+	out := make([]*duroxide.InstanceInfo, len(instances))
 	for i := 0; i < len(instances); {
 		info, err := admin.GetInstanceInfo(ctx, instances[i])
 		switch {
-		case err == nil && repo.IsTerminalStatus(info.Status):
+		case err == nil && duroxide.IsTerminalStatus(info.Status):
 			out[i] = info
 			i++
 			continue

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/orchloop"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // drive runs turns on one goroutine until no work is left.
@@ -87,10 +87,10 @@ func TestProviderOrchloopReplayActivityTimerSubOrchestration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if infos[0].Status != repo.StatusCompleted || *infos[0].Output != "xx+xx!xx!" {
+	if infos[0].Status != duroxide.StatusCompleted || *infos[0].Output != "xx+xx!xx!" {
 		t.Fatalf("p1 = %s %v", infos[0].Status, *infos[0].Output)
 	}
-	if infos[1].Status != repo.StatusFailed || *infos[1].Output != "boom" {
+	if infos[1].Status != duroxide.StatusFailed || *infos[1].Output != "boom" {
 		t.Fatalf("b1 = %s %v", infos[1].Status, *infos[1].Output)
 	}
 	hist, err := st.ProviderAdmin().ReadHistory(ctx, "p1")

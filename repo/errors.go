@@ -1,6 +1,9 @@
-// Package repo defines agentstore's repository interfaces, the domain types
-// they exchange and the error sentinels of their contracts. The root package
-// agentstore implements every interface with GORM, for SQLite and
+// Package repo defines agentstore's session API: the Sessions and
+// SessionQueue repository interfaces, the domain types they exchange
+// (sessions, messages, compaction records, summaries, todos, plans, queue
+// items) and the error sentinels of both domains. The durable-orchestration
+// provider's contract and wire types are in the sub-package repo/duroxide.
+// The root package agentstore implements both with GORM, for SQLite and
 // PostgreSQL, and re-exports the sentinels.
 package repo
 

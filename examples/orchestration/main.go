@@ -25,7 +25,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/orchloop"
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 func main() {
@@ -126,7 +126,7 @@ func run() error {
 
 	failed := 0
 	for _, info := range infos {
-		if info.Status != repo.StatusCompleted {
+		if info.Status != duroxide.StatusCompleted {
 			failed++
 			fmt.Printf("%s: %s %v\n", info.InstanceID, info.Status, deref(info.Output))
 		}
@@ -150,7 +150,7 @@ func run() error {
 		return fmt.Errorf("%d orchestrations did not complete", failed)
 	}
 	if !*keep {
-		res, err := st.ProviderAdmin().DeleteInstanceBulk(ctx, repo.InstanceFilter{InstanceIDs: ids, Limit: len(ids)})
+		res, err := st.ProviderAdmin().DeleteInstanceBulk(ctx, duroxide.InstanceFilter{InstanceIDs: ids, Limit: len(ids)})
 		if err != nil {
 			return fmt.Errorf("clean up: %w", err)
 		}

@@ -1,8 +1,10 @@
-package repo
+package duroxide
 
 import (
 	"errors"
 	"strings"
+
+	"github.com/agentstore/agentstore/repo"
 )
 
 // providerSentinel is a sentinel error that also matches a more general one.
@@ -21,7 +23,7 @@ var (
 	// ErrInvalidLockToken: the lock token is unknown, expired, already used
 	// by an ack, or was removed (cancelled activity, deleted instance). It
 	// also matches ErrLockLost. Permanent.
-	ErrInvalidLockToken error = &providerSentinel{msg: "agentstore: invalid lock token", parent: ErrLockLost}
+	ErrInvalidLockToken error = &providerSentinel{msg: "agentstore: invalid lock token", parent: repo.ErrLockLost}
 	// ErrInstanceRunning: a non-forced delete named an instance whose
 	// current execution is Running. Permanent; nothing was deleted.
 	ErrInstanceRunning = errors.New("agentstore: instance is Running")
@@ -64,7 +66,7 @@ func (e *ProviderError) Unwrap() []error {
 		out = append(out, e.Err)
 	}
 	if e.Retryable {
-		out = append(out, ErrRetryable)
+		out = append(out, repo.ErrRetryable)
 	}
 	return out
 }
@@ -76,7 +78,7 @@ func IsRetryableProviderError(err error) bool {
 	if errors.As(err, &pe) {
 		return pe.Retryable
 	}
-	return errors.Is(err, ErrRetryable)
+	return errors.Is(err, repo.ErrRetryable)
 }
 
 // ToInfrastructureError converts the error to the ErrorDetails a runtime
