@@ -158,7 +158,7 @@ func TestCLI(t *testing.T) {
 			r = run(t, 1, args("verify", "--dsn", dsn, "--json")...)
 			rep = agentstore.VerifyReport{}
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Issues) != 1 ||
-				rep.Issues[0].Kind != agentstore.MissingIndex || rep.Issues[0].Object != idx {
+				rep.Issues[0].Kind != agentstore.IssueMissingIndex || rep.Issues[0].Object != idx {
 				t.Fatalf("verify --json after dropping %s: %v\n%s", idx, err, r.stdout)
 			}
 			// migrate repairs it; the DSN may come from the environment.

@@ -124,7 +124,7 @@ func (liteCatalog) connectionIssues(db *gorm.DB) ([]SchemaIssue, error) {
 	if on != 0 {
 		return nil, nil
 	}
-	return []SchemaIssue{{Kind: ForeignKeysDisabled, Object: "foreign_keys", Expected: "ON", Actual: "OFF",
+	return []SchemaIssue{{Kind: IssueForeignKeysDisabled, Object: "foreign_keys", Expected: "ON", Actual: "OFF",
 		Fix: "PRAGMA foreign_keys = ON on every connection (agentstore.Open's sqlite DSN does this; add _foreign_keys=on to your driver DSN)"}}, nil
 }
 

@@ -19,31 +19,31 @@ type IssueKind string
 
 // The kinds of issue Verify reports.
 const (
-	// MissingTable: a table of the models does not exist.
-	MissingTable IssueKind = "missing_table"
-	// MissingColumn: a column of the models does not exist in its table.
-	MissingColumn IssueKind = "missing_column"
-	// ColumnTypeMismatch: a column's type differs from the model's type.
-	ColumnTypeMismatch IssueKind = "column_type_mismatch"
-	// NullabilityMismatch: a column is NULL where the model says NOT NULL, or the reverse.
-	NullabilityMismatch IssueKind = "nullability_mismatch"
-	// PrimaryKeyMismatch: the table's primary key is missing or has other columns.
-	PrimaryKeyMismatch IssueKind = "primary_key_mismatch"
-	// MissingIndex: an index the models declare (by its generated name) does not exist.
-	MissingIndex IssueKind = "missing_index"
-	// IndexMismatch: an index exists but its columns, uniqueness or WHERE predicate differ.
-	IndexMismatch IssueKind = "index_mismatch"
-	// MissingForeignKey: a foreign key the models declare does not exist.
-	MissingForeignKey IssueKind = "missing_foreign_key"
-	// ForeignKeyMismatch: a foreign key exists but its ON DELETE action or columns differ.
-	ForeignKeyMismatch IssueKind = "foreign_key_mismatch"
-	// SchemaVersionBehind: the recorded schema version is older than SchemaVersion (or absent).
-	SchemaVersionBehind IssueKind = "schema_version_behind"
-	// SchemaVersionAhead: the database was migrated by a newer agentstore.
-	SchemaVersionAhead IssueKind = "schema_version_ahead"
-	// ForeignKeysDisabled: SQLite's foreign_keys pragma is OFF on the
+	// IssueMissingTable: a table of the models does not exist.
+	IssueMissingTable IssueKind = "missing_table"
+	// IssueMissingColumn: a column of the models does not exist in its table.
+	IssueMissingColumn IssueKind = "missing_column"
+	// IssueColumnTypeMismatch: a column's type differs from the model's type.
+	IssueColumnTypeMismatch IssueKind = "column_type_mismatch"
+	// IssueNullabilityMismatch: a column is NULL where the model says NOT NULL, or the reverse.
+	IssueNullabilityMismatch IssueKind = "nullability_mismatch"
+	// IssuePrimaryKeyMismatch: the table's primary key is missing or has other columns.
+	IssuePrimaryKeyMismatch IssueKind = "primary_key_mismatch"
+	// IssueMissingIndex: an index the models declare (by its generated name) does not exist.
+	IssueMissingIndex IssueKind = "missing_index"
+	// IssueIndexMismatch: an index exists but its columns, uniqueness or WHERE predicate differ.
+	IssueIndexMismatch IssueKind = "index_mismatch"
+	// IssueMissingForeignKey: a foreign key the models declare does not exist.
+	IssueMissingForeignKey IssueKind = "missing_foreign_key"
+	// IssueForeignKeyMismatch: a foreign key exists but its ON DELETE action or columns differ.
+	IssueForeignKeyMismatch IssueKind = "foreign_key_mismatch"
+	// IssueSchemaVersionBehind: the recorded schema version is older than SchemaVersion (or absent).
+	IssueSchemaVersionBehind IssueKind = "schema_version_behind"
+	// IssueSchemaVersionAhead: the database was migrated by a newer agentstore.
+	IssueSchemaVersionAhead IssueKind = "schema_version_ahead"
+	// IssueForeignKeysDisabled: SQLite's foreign_keys pragma is OFF on the
 	// connection, so foreign keys and ON DELETE CASCADE silently do nothing.
-	ForeignKeysDisabled IssueKind = "foreign_keys_disabled"
+	IssueForeignKeysDisabled IssueKind = "foreign_keys_disabled"
 )
 
 // SchemaIssue is one difference between the live database and the models.
@@ -191,11 +191,11 @@ func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
 			if v == nil {
 				actual = "none recorded"
 			}
-			rep.Issues = append(rep.Issues, SchemaIssue{Kind: SchemaVersionBehind, Table: s.cfg.prefix + models.TableSchemaVersion,
+			rep.Issues = append(rep.Issues, SchemaIssue{Kind: IssueSchemaVersionBehind, Table: s.cfg.prefix + models.TableSchemaVersion,
 				Object: "version", Expected: fmt.Sprint(SchemaVersion), Actual: actual,
 				Fix: fmt.Sprintf("run `agentstore migrate` (Store.Migrate) or apply the Flyway migrations up to V%d", SchemaVersion)})
 		case rep.DatabaseVersion > SchemaVersion:
-			rep.Issues = append(rep.Issues, SchemaIssue{Kind: SchemaVersionAhead, Table: s.cfg.prefix + models.TableSchemaVersion,
+			rep.Issues = append(rep.Issues, SchemaIssue{Kind: IssueSchemaVersionAhead, Table: s.cfg.prefix + models.TableSchemaVersion,
 				Object: "version", Expected: fmt.Sprint(SchemaVersion), Actual: fmt.Sprint(rep.DatabaseVersion),
 				Fix: "upgrade this program to the agentstore release that wrote the schema"})
 		}
@@ -311,7 +311,7 @@ func (s *Store) unqualify(table string) string {
 // compareTable lists the differences between exp and the live table lt (nil = missing).
 func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []SchemaIssue {
 	if lt == nil {
-		return []SchemaIssue{{Kind: MissingTable, Table: exp.name, Fix: s.fixSQL(db, func(m gorm.Migrator) error { return m.CreateTable(exp.model) })}}
+		return []SchemaIssue{{Kind: IssueMissingTable, Table: exp.name, Fix: s.fixSQL(db, func(m gorm.Migrator) error { return m.CreateTable(exp.model) })}}
 	}
 	var out []SchemaIssue
 	qt := s.quoted(strings.TrimPrefix(exp.name, s.cfg.prefix))
@@ -325,12 +325,12 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			} else {
 				fix = s.fixSQL(db, func(m gorm.Migrator) error { return m.AddColumn(exp.model, c.field.Name) })
 			}
-			out = append(out, SchemaIssue{Kind: MissingColumn, Table: exp.name, Object: c.name, Expected: c.rawType, Fix: fix})
+			out = append(out, SchemaIssue{Kind: IssueMissingColumn, Table: exp.name, Object: c.name, Expected: c.rawType, Fix: fix})
 			continue
 		}
 		if s.normType(lc.typ) == c.typ && c.field.AutoIncrement && !lc.autoInc {
 			// serial = integer type + sequence default: the sequence is gone.
-			out = append(out, SchemaIssue{Kind: ColumnTypeMismatch, Table: exp.name, Object: c.name, Expected: c.rawType,
+			out = append(out, SchemaIssue{Kind: IssueColumnTypeMismatch, Table: exp.name, Object: c.name, Expected: c.rawType,
 				Actual: lc.typ + " (no sequence default or identity)",
 				Fix: fmt.Sprintf("ALTER TABLE %s ALTER COLUMN \"%s\" ADD GENERATED BY DEFAULT AS IDENTITY;\n"+
 					"SELECT setval(pg_get_serial_sequence('%s', '%s'), COALESCE(MAX(\"%s\"), 0) + 1, false) FROM %s;",
@@ -341,7 +341,7 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			if !s.has(CapAlterColumns) {
 				fix = s.rebuildAdvice(exp.name, fmt.Sprintf("declare %s as %s", c.name, c.rawType))
 			}
-			out = append(out, SchemaIssue{Kind: ColumnTypeMismatch, Table: exp.name, Object: c.name, Expected: c.rawType, Actual: lc.typ, Fix: fix})
+			out = append(out, SchemaIssue{Kind: IssueColumnTypeMismatch, Table: exp.name, Object: c.name, Expected: c.rawType, Actual: lc.typ, Fix: fix})
 		}
 		if lc.notNull != c.notNull {
 			e, a, op := "NOT NULL", "NULL", "SET NOT NULL"
@@ -352,11 +352,11 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			if !s.has(CapAlterColumns) {
 				fix = s.rebuildAdvice(exp.name, fmt.Sprintf("declare %s %s", c.name, e))
 			}
-			out = append(out, SchemaIssue{Kind: NullabilityMismatch, Table: exp.name, Object: c.name, Expected: e, Actual: a, Fix: fix})
+			out = append(out, SchemaIssue{Kind: IssueNullabilityMismatch, Table: exp.name, Object: c.name, Expected: e, Actual: a, Fix: fix})
 		}
 	}
 	if !slices.Equal(exp.pk, lt.pk) {
-		out = append(out, SchemaIssue{Kind: PrimaryKeyMismatch, Table: exp.name, Object: "primary key",
+		out = append(out, SchemaIssue{Kind: IssuePrimaryKeyMismatch, Table: exp.name, Object: "primary key",
 			Expected: "(" + strings.Join(exp.pk, ", ") + ")", Actual: "(" + strings.Join(lt.pk, ", ") + ")",
 			Fix: s.rebuildOr(exp.name, fmt.Sprintf(`ALTER TABLE %s ADD PRIMARY KEY ("%s")`, qt, strings.Join(exp.pk, `", "`)))})
 	}
@@ -366,11 +366,11 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			return s.fixSQL(db, func(m gorm.Migrator) error { return m.CreateIndex(exp.model, ei.name) })
 		}
 		if !ok {
-			out = append(out, SchemaIssue{Kind: MissingIndex, Table: exp.name, Object: ei.name, Expected: describeIndex(ei.unique, ei.cols, ei.where), Fix: create()})
+			out = append(out, SchemaIssue{Kind: IssueMissingIndex, Table: exp.name, Object: ei.name, Expected: describeIndex(ei.unique, ei.cols, ei.where), Fix: create()})
 			continue
 		}
 		if li.unique != ei.unique || !slices.Equal(li.cols, ei.cols) || normPredicate(li.where) != normPredicate(ei.where) {
-			out = append(out, SchemaIssue{Kind: IndexMismatch, Table: exp.name, Object: ei.name,
+			out = append(out, SchemaIssue{Kind: IssueIndexMismatch, Table: exp.name, Object: ei.name,
 				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: describeIndex(li.unique, li.cols, li.where),
 				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
 		}
@@ -393,7 +393,7 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			return s.fixSQL(db, func(m gorm.Migrator) error { return m.CreateConstraint(exp.model, fk.name) })
 		}
 		if found == nil {
-			out = append(out, SchemaIssue{Kind: MissingForeignKey, Table: exp.name, Object: fk.name, Expected: want, Fix: addFix()})
+			out = append(out, SchemaIssue{Kind: IssueMissingForeignKey, Table: exp.name, Object: fk.name, Expected: want, Fix: addFix()})
 			continue
 		}
 		if !slices.Equal(found.cols, fk.cols) || found.refTable != fk.refTable || !slices.Equal(found.refCols, fk.refCols) ||
@@ -402,7 +402,7 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			if s.has(CapAlterColumns) {
 				fix = fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT \"%s\";\n%s", qt, found.name, fix)
 			}
-			out = append(out, SchemaIssue{Kind: ForeignKeyMismatch, Table: exp.name, Object: fk.name, Expected: want,
+			out = append(out, SchemaIssue{Kind: IssueForeignKeyMismatch, Table: exp.name, Object: fk.name, Expected: want,
 				Actual: describeFK(found.cols, found.refTable, found.refCols, found.onDelete), Fix: fix})
 		}
 	}

@@ -68,7 +68,7 @@ func TestVerify_FreshlyMigratedIsClean(t *testing.T) {
 		other := mustVerify(t, h.Open(t, agentstore.WithTablePrefix("other_")))
 		var missing int
 		for _, i := range other.Issues {
-			if i.Kind == agentstore.MissingTable {
+			if i.Kind == agentstore.IssueMissingTable {
 				missing++
 				if !strings.HasPrefix(i.Table, "other_") || !strings.Contains(i.Fix, "CREATE TABLE") {
 					t.Errorf("issue %s: want an other_ table and a CREATE TABLE fix", i)
@@ -215,13 +215,13 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 			}
 		}
 		exec("DROP INDEX " + qi(plainIdx.Name))
-		expect(agentstore.MissingIndex, models.TableSessions, plainIdx.Name)
+		expect(agentstore.IssueMissingIndex, models.TableSessions, plainIdx.Name)
 
 		// A partial index recreated without its predicate.
 		if partialIdx != nil {
 			exec("DROP INDEX " + qi(partialIdx.Name))
 			exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s ("%s")`, partialIdx.Name, q(models.TableSessions), partialIdx.Fields[0].DBName))
-			expect(agentstore.IndexMismatch, models.TableSessions, partialIdx.Name)
+			expect(agentstore.IssueIndexMismatch, models.TableSessions, partialIdx.Name)
 		}
 
 		// An index with a descending column recreated all ascending.
@@ -235,7 +235,7 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 			if desc {
 				exec("DROP INDEX " + qi(idx.Name))
 				exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s (%s)`, idx.Name, q(models.TableQueue), strings.Join(cols, ", ")))
-				expect(agentstore.IndexMismatch, models.TableQueue, idx.Name)
+				expect(agentstore.IssueIndexMismatch, models.TableQueue, idx.Name)
 				break
 			}
 		}
@@ -251,7 +251,7 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 			}
 			exec("DROP INDEX " + qi(idx.Name))
 			exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s (%s)`, idx.Name, q(models.TableMessages), strings.Join(cols, ", ")))
-			expect(agentstore.IndexMismatch, models.TableMessages, idx.Name)
+			expect(agentstore.IssueIndexMismatch, models.TableMessages, idx.Name)
 			break
 		}
 
@@ -259,13 +259,13 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 		if h.Dialect == agentstore.Postgres {
 			oq := modelInfo(t, &models.OrchestratorQueueItem{}, prefix)
 			exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" DROP DEFAULT`, q(models.TableOrchestratorQueue), oq.PrioritizedPrimaryField.DBName))
-			expect(agentstore.ColumnTypeMismatch, models.TableOrchestratorQueue, oq.PrioritizedPrimaryField.DBName)
+			expect(agentstore.IssueColumnTypeMismatch, models.TableOrchestratorQueue, oq.PrioritizedPrimaryField.DBName)
 		}
 
 		// A dropped column (SQLite >= 3.35 drops plain columns in place).
 		dropCol := plainColumn(t, modelInfo(t, &models.Message{}, prefix), func(f *schema.Field) bool { return !f.NotNull })
 		exec(fmt.Sprintf(`ALTER TABLE %s DROP COLUMN "%s"`, q(models.TableMessages), dropCol))
-		expect(agentstore.MissingColumn, models.TableMessages, dropCol)
+		expect(agentstore.IssueMissingColumn, models.TableMessages, dropCol)
 
 		// A changed column type: an integer column becomes text.
 		typeCol := plainColumn(t, modelInfo(t, &models.Todo{}, prefix), func(f *schema.Field) bool { return f.DataType == schema.Int })
@@ -296,14 +296,14 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 				return strings.Replace(s, " ON DELETE CASCADE", "", 1)
 			})
 		}
-		expect(agentstore.ColumnTypeMismatch, models.TableTodos, typeCol)
-		expect(agentstore.NullabilityMismatch, models.TableCompacts, nullCol)
-		expect(agentstore.MissingForeignKey, models.TableSummaries, dropFK)
-		expect(agentstore.ForeignKeyMismatch, models.TablePlans, weakFK)
+		expect(agentstore.IssueColumnTypeMismatch, models.TableTodos, typeCol)
+		expect(agentstore.IssueNullabilityMismatch, models.TableCompacts, nullCol)
+		expect(agentstore.IssueMissingForeignKey, models.TableSummaries, dropFK)
+		expect(agentstore.IssueForeignKeyMismatch, models.TablePlans, weakFK)
 
 		// A missing table.
 		exec("DROP TABLE " + q(models.TableActivitySessions))
-		expect(agentstore.MissingTable, models.TableActivitySessions, "")
+		expect(agentstore.IssueMissingTable, models.TableActivitySessions, "")
 
 		rep := mustVerify(t, st)
 		sort.Strings(want)
@@ -314,11 +314,11 @@ func TestVerify_FindsDriftAndFixesApply(t *testing.T) {
 			if i.Fix == "" || !strings.HasPrefix(i.String(), string(i.Kind)+" table="+i.Table) {
 				t.Errorf("issue without fix or badly rendered: %s", i)
 			}
-			if i.Kind == agentstore.ColumnTypeMismatch && i.Object == typeCol &&
+			if i.Kind == agentstore.IssueColumnTypeMismatch && i.Object == typeCol &&
 				(!strings.EqualFold(i.Actual, "text") || strings.EqualFold(i.Expected, "text")) {
 				t.Errorf("type mismatch expected=%q actual=%q, want a non-text expectation and text found", i.Expected, i.Actual)
 			}
-			if i.Kind == agentstore.ForeignKeyMismatch && (!strings.Contains(i.Expected, "CASCADE") || strings.Contains(i.Actual, "CASCADE")) {
+			if i.Kind == agentstore.IssueForeignKeyMismatch && (!strings.Contains(i.Expected, "CASCADE") || strings.Contains(i.Actual, "CASCADE")) {
 				t.Errorf("fk mismatch expected=%q actual=%q", i.Expected, i.Actual)
 			}
 		}
@@ -359,15 +359,15 @@ func TestVerify_SchemaVersion(t *testing.T) {
 		if err := db.Where("1 = 1").Delete(&models.SchemaVersionRow{}).Error; err != nil {
 			t.Fatal(err)
 		}
-		check(agentstore.SchemaVersionBehind, "none recorded", 0)
+		check(agentstore.IssueSchemaVersionBehind, "none recorded", 0)
 		if err := db.Create(&models.SchemaVersionRow{Version: agentstore.SchemaVersion - 1, AppliedAt: newTestClock().Now()}).Error; err != nil {
 			t.Fatal(err)
 		}
-		check(agentstore.SchemaVersionBehind, fmt.Sprint(agentstore.SchemaVersion-1), agentstore.SchemaVersion-1)
+		check(agentstore.IssueSchemaVersionBehind, fmt.Sprint(agentstore.SchemaVersion-1), agentstore.SchemaVersion-1)
 		if err := db.Create(&models.SchemaVersionRow{Version: agentstore.SchemaVersion + 1, AppliedAt: newTestClock().Now()}).Error; err != nil {
 			t.Fatal(err)
 		}
-		check(agentstore.SchemaVersionAhead, fmt.Sprint(agentstore.SchemaVersion+1), agentstore.SchemaVersion+1)
+		check(agentstore.IssueSchemaVersionAhead, fmt.Sprint(agentstore.SchemaVersion+1), agentstore.SchemaVersion+1)
 		if err := db.Where("version > ?", agentstore.SchemaVersion-1).Delete(&models.SchemaVersionRow{}).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +432,7 @@ func TestVerify_ReportJSON(t *testing.T) {
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}
-		if len(back.Issues) != len(rep.Issues) || back.Issues[0].Kind != agentstore.MissingTable || back.Dialect != h.Dialect {
+		if len(back.Issues) != len(rep.Issues) || back.Issues[0].Kind != agentstore.IssueMissingTable || back.Dialect != h.Dialect {
 			t.Fatalf("JSON round trip lost data: %s", b)
 		}
 		if !strings.Contains(string(b), `"kind":"missing_table"`) {
