@@ -86,15 +86,13 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 		usage.CacheCreationInputTokens, now}
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		var h sessionHead
-		if ss.s.has(CapFastPaths | CapRowLocks) {
+		if fp, ok := ss.s.d.(sessionFastPaths); ok && ss.s.has(CapFastPaths) {
 			// Fast path, one round trip: lock the row, read the old head
 			// and advance it.
 			tc, targs := ss.tenantCond("tenant_id")
 			args := append([]any{k}, setArgs...)
 			args = append(append(args, sessionID), targs...)
-			res := tx.Raw("UPDATE "+st+" AS s SET last_seq = o.last_seq + ?,"+set+
-				" FROM (SELECT id, last_seq, current_leaf_id FROM "+st+" WHERE id = ?"+tc+" FOR UPDATE) AS o"+
-				" WHERE s.id = o.id RETURNING o.last_seq, o.current_leaf_id", args...).Scan(&h)
+			res := tx.Raw(fp.appendAdvanceSQL(st, set, tc), args...).Scan(&h)
 			if res.Error != nil {
 				return translateError(res.Error)
 			}
