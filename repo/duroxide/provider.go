@@ -5,7 +5,6 @@ import (
 	"time"
 )
 
-//
 type Provider interface {
 	// Name returns the provider's name.
 	Name() string
