@@ -5,6 +5,16 @@ import (
 	"time"
 )
 
+// Provider is the storage contract of a durable-orchestration runtime
+// (duroxide's Provider trait): an orchestrator queue whose messages are
+// locked per instance in turns, an append-only history per execution, a
+// worker peek-lock queue with optional session affinity, and custom status.
+//
+// Every error is a *ProviderError. Errors matching ErrRetryable are
+// transient (deadlock, serialization failure, busy SQLite, lost connection,
+// pool timeout); all others are permanent. Lock-token failures match
+// ErrInvalidLockToken (and ErrLockLost); input refused before any SQL
+// matches ErrInvalidInput; undecodable stored rows match ErrCorruptRow.
 type Provider interface {
 	// Name returns the provider's name.
 	Name() string
@@ -95,6 +105,9 @@ type Provider interface {
 	Admin() ProviderAdmin
 }
 
+// ProviderAdmin is the management surface of a Provider (duroxide's
+// ProviderAdmin). Errors are *ProviderError as for Provider; unknown
+// instances or executions match ErrNotFound where documented.
 type ProviderAdmin interface {
 	// ListInstances returns every instance id, newest first.
 	ListInstances(ctx context.Context) ([]string, error)
