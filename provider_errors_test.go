@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/repo"
@@ -37,24 +36,11 @@ func TestProviderErrorContract(t *testing.T) {
 	}
 }
 
-func TestProviderTransientFailuresAreRetryable(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, h *harness) {
-		e := newPEnv(t, h)
-		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-		defer cancel()
-		_, err := e.p.FetchOrchestrationItem(ctx, testLock, 0, nil)
-		var pe *duroxide.ProviderError
-		if !errors.As(err, &pe) || !pe.Retryable || !errors.Is(err, agentstore.ErrRetryable) || pe.Op != "fetch_orchestration_item" {
-			t.Fatalf("deadline error = %#v", err)
-		}
-		err = e.p.EnqueueForWorker(ctx, activity("i1", 1, 1))
-		if !errors.As(err, &pe) || !pe.Retryable {
-			t.Fatalf("enqueue deadline error = %v", err)
-		}
-	})
-}
-
-func TestProviderCustomTablePrefixAndMemoryStore(t *testing.T) {
+// TestProviderMemoryStore: the provider works end to end (start turn,
+// worker item, admin list) on a migrated sqlite::memory: store. (The
+// custom-table-prefix half of this test is the conformance test
+// Errors/ProviderCustomTablePrefix.)
+func TestProviderMemoryStore(t *testing.T) {
 	cycle := func(t *testing.T, st *agentstore.Store) {
 		t.Helper()
 		ctx := context.Background()
@@ -78,9 +64,6 @@ func TestProviderCustomTablePrefixAndMemoryStore(t *testing.T) {
 			t.Fatalf("list = %v %v", ids, err)
 		}
 	}
-	forEachDialect(t, func(t *testing.T, h *harness) {
-		cycle(t, h.New(t, agentstore.WithTablePrefix("orch_")))
-	})
 	t.Run("sqlite-memory", func(t *testing.T) {
 		st, err := agentstore.Open(context.Background(), "sqlite::memory:")
 		if err != nil {
@@ -91,25 +74,5 @@ func TestProviderCustomTablePrefixAndMemoryStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		cycle(t, st)
-	})
-}
-
-func TestProviderRejectsInvalidUTF8(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, h *harness) {
-		e := newPEnv(t, h)
-		bad := "bad\xff"
-		wantErr(t, e.p.EnqueueForOrchestrator(e.ctx, &duroxide.ExternalRaised{Instance: "i1", Name: bad}, 0), agentstore.ErrInvalidInput)
-		wantErr(t, e.p.EnqueueForWorker(e.ctx, activity(bad, 1, 1)), agentstore.ErrInvalidInput)
-		e.enqueue(t, startItem("i1", nil))
-		it := e.fetch(t)
-		wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []duroxide.Event{ev("i1", 1, 1, &duroxide.ExternalEventEvent{Name: "x", Data: bad})}}), agentstore.ErrInvalidInput)
-		wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-			Metadata: duroxide.ExecutionMetadata{Output: sp(bad)}}), agentstore.ErrInvalidInput)
-		// nothing was written and the lock is still usable
-		e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
-		if m, _ := e.a.GetSystemMetrics(e.ctx); m.TotalEvents != 1 {
-			t.Fatalf("metrics = %+v", m)
-		}
 	})
 }

@@ -6,16 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/google/uuid"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/agentstoretest"
-	"github.com/agentstore/agentstore/models"
 )
 
 // TestConformance runs the exported conformance suite (package
@@ -109,85 +106,4 @@ func TestOpen_PasswordNeverInErrors(t *testing.T) {
 	if got := agentstore.RedactDSN(dsn); strings.Contains(got, pw) {
 		t.Fatalf("RedactDSN leaks the password: %s", got)
 	}
-}
-
-func TestMigrate_IdempotentAndRecordsVersion(t *testing.T) {
-	t.Parallel()
-	forEachDialect(t, func(t *testing.T, h *harness) {
-		st := h.New(t)
-		for i := 0; i < 2; i++ {
-			if err := st.Migrate(context.Background()); err != nil {
-				t.Fatalf("second Migrate: %v", err)
-			}
-		}
-		var versions []int64
-		if err := st.DB(context.Background()).Model(&models.SchemaVersionRow{}).Pluck("version", &versions).Error; err != nil {
-			t.Fatal(err)
-		}
-		if len(versions) != 1 || versions[0] != agentstore.SchemaVersion {
-			t.Fatalf("schema versions = %v, want [%d]", versions, agentstore.SchemaVersion)
-		}
-		for _, m := range models.All() {
-			if !st.DB(context.Background()).Migrator().HasTable(m) {
-				t.Errorf("table for %T missing", m)
-			}
-		}
-	})
-}
-
-func TestMigrate_ConcurrentStores(t *testing.T) {
-	t.Parallel()
-	forEachDialect(t, func(t *testing.T, h *harness) {
-		const n = 8
-		stores := make([]*agentstore.Store, n)
-		for i := range stores {
-			stores[i] = h.Open(t)
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, n)
-		for i := range stores {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = stores[i].Migrate(context.Background())
-			}()
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Errorf("store %d: Migrate: %v", i, err)
-			}
-		}
-	})
-}
-
-func TestForeignKeysCascade(t *testing.T) {
-	t.Parallel()
-	forEachDialect(t, func(t *testing.T, h *harness) {
-		st := h.New(t)
-		db := st.DB(context.Background())
-		now := newTestClock().Now()
-		sid := uuid.New()
-		if err := db.Create(&models.Session{ID: sid, SessionType: "main", State: "created", Config: models.JSON(`{}`),
-			Permissions: models.JSON(`{}`), CreatedAt: now, UpdatedAt: now}).Error; err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Create(&models.Message{SessionID: sid, Seq: 1, ID: "m1", Role: "user",
-			Content: models.VerbatimJSON(`[]`), CreatedAt: now}).Error; err != nil {
-			t.Fatal(err)
-		}
-		// A message for a session that does not exist must be refused.
-		if err := db.Create(&models.Message{SessionID: uuid.New(), Seq: 1, ID: "m1", Role: "user",
-			Content: models.VerbatimJSON(`[]`), CreatedAt: now}).Error; err == nil {
-			t.Fatal("foreign key not enforced: orphan message inserted")
-		}
-		if err := db.Delete(&models.Session{ID: sid}).Error; err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		db.Model(&models.Message{}).Count(&n)
-		if n != 0 {
-			t.Fatalf("%d messages survived their session's delete (cascade off)", n)
-		}
-	})
 }

@@ -1,0 +1,92 @@
+package agentstoretest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo/duroxide"
+)
+
+func init() {
+	register("Errors",
+		test{"ProviderTransientFailuresAreRetryable", testProviderTransientFailuresAreRetryable},
+		test{"ProviderCustomTablePrefix", testProviderCustomTablePrefix},
+		test{"ProviderRejectsInvalidUTF8", testProviderRejectsInvalidUTF8},
+	)
+}
+
+// testProviderTransientFailuresAreRetryable: a call whose context deadline
+// has passed fails with a retryable *duroxide.ProviderError (errors.Is
+// ErrRetryable) naming the operation, for fetches and enqueues alike.
+func testProviderTransientFailuresAreRetryable(t *testing.T, h *harness) {
+	e := newPEnv(t, h)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := e.p.FetchOrchestrationItem(ctx, testLock, 0, nil)
+	var pe *duroxide.ProviderError
+	if !errors.As(err, &pe) || !pe.Retryable || !errors.Is(err, agentstore.ErrRetryable) || pe.Op != "fetch_orchestration_item" {
+		t.Fatalf("deadline error = %#v", err)
+	}
+	err = e.p.EnqueueForWorker(ctx, activity("i1", 1, 1))
+	if !errors.As(err, &pe) || !pe.Retryable {
+		t.Fatalf("enqueue deadline error = %v", err)
+	}
+}
+
+// providerPrefixCycle runs one start turn with a worker item through st's
+// provider (enqueue, fetch, ack, worker fetch) and lists the instance.
+func providerPrefixCycle(t *testing.T, st *agentstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	p := st.Provider()
+	if err := p.EnqueueForOrchestrator(ctx, startItem("i1", nil), 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, testLock, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %v %v", it, err)
+	}
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, WorkerItems: []duroxide.WorkItem{activity("i1", 1, 2)}, Metadata: runningMeta(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{})
+	if err != nil || l == nil {
+		t.Fatalf("worker fetch: %v %v", l, err)
+	}
+	if ids, err := st.ProviderAdmin().ListInstances(ctx); err != nil || len(ids) != 1 {
+		t.Fatalf("list = %v %v", ids, err)
+	}
+}
+
+// testProviderCustomTablePrefix: the provider works end to end (start
+// turn, worker item, admin list) on a store migrated with a custom table
+// prefix.
+func testProviderCustomTablePrefix(t *testing.T, h *harness) {
+	providerPrefixCycle(t, h.New(t, agentstore.WithTablePrefix("orch_")))
+}
+
+// testProviderRejectsInvalidUTF8: invalid UTF-8 in an enqueued message, a
+// worker item, a history event or the execution metadata of an ack is
+// refused with a permanent ErrInvalidInput; nothing is written and the
+// turn's lock stays usable.
+func testProviderRejectsInvalidUTF8(t *testing.T, h *harness) {
+	e := newPEnv(t, h)
+	bad := "bad\xff"
+	wantErr(t, e.p.EnqueueForOrchestrator(e.ctx, &duroxide.ExternalRaised{Instance: "i1", Name: bad}, 0), agentstore.ErrInvalidInput)
+	wantErr(t, e.p.EnqueueForWorker(e.ctx, activity(bad, 1, 1)), agentstore.ErrInvalidInput)
+	e.enqueue(t, startItem("i1", nil))
+	it := e.fetch(t)
+	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []duroxide.Event{ev("i1", 1, 1, &duroxide.ExternalEventEvent{Name: "x", Data: bad})}}), agentstore.ErrInvalidInput)
+	wantErr(t, e.p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+		Metadata: duroxide.ExecutionMetadata{Output: sp(bad)}}), agentstore.ErrInvalidInput)
+	// nothing was written and the lock is still usable
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
+	if m, _ := e.a.GetSystemMetrics(e.ctx); m.TotalEvents != 1 {
+		t.Fatalf("metrics = %+v", m)
+	}
+}
