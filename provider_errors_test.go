@@ -16,7 +16,7 @@ func TestProviderErrorContract(t *testing.T) {
 	if pe.Error() != "fetch_work_item: deadlock" || !errors.Is(pe, repo.ErrRetryable) || !errors.Is(pe, base) || !duroxide.IsRetryableProviderError(pe) {
 		t.Fatalf("retryable ProviderError: %q", pe.Error())
 	}
-	if d := pe.ToInfrastructureError(); d.Infrastructure == nil || d.Infrastructure.Operation != "fetch_work_item" || !d.Infrastructure.Retryable {
+	if d := duroxide.ToInfrastructureError(pe); d.Infrastructure == nil || d.Infrastructure.Operation != "fetch_work_item" || !d.Infrastructure.Retryable {
 		t.Fatalf("infrastructure details = %+v", d)
 	}
 	perm := &duroxide.ProviderError{Op: "ack", Message: "Invalid lock token", Err: duroxide.ErrInvalidLockToken}

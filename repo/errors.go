@@ -48,3 +48,33 @@ func (e *CorruptRowError) Error() string {
 
 // Unwrap returns ErrCorruptRow and the decoding error.
 func (e *CorruptRowError) Unwrap() []error { return []error{ErrCorruptRow, e.Err} }
+
+// Error is the error type of every repository method of both domains (the
+// session API here and the provider of package repo/duroxide, whose
+// ProviderError is this type): the operation, a message, whether retrying
+// may succeed, and the cause. Classify it with errors.Is against the
+// sentinels (ErrNotFound, ErrConflict, ErrInvalidInput, ErrCorruptRow,
+// ErrLockLost, ErrRetryable and the provider's): Unwrap returns Err, whose
+// chain carries them, and ErrRetryable when Retryable. errors.As reaches
+// the *CorruptRowError of an undecodable row through it.
+type Error struct {
+	Op        string // operation, e.g. "append_messages", "ack_orchestration_item"
+	Message   string // human-readable reason (names the session, instance or row concerned)
+	Retryable bool   // transient (deadlock, serialization failure, busy, connection, pool timeout)
+	Err       error  // underlying error; may be nil
+}
+
+// Error returns "op: message".
+func (e *Error) Error() string { return e.Op + ": " + e.Message }
+
+// Unwrap returns Err and, for retryable errors, ErrRetryable.
+func (e *Error) Unwrap() []error {
+	out := make([]error, 0, 2)
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	if e.Retryable {
+		out = append(out, ErrRetryable)
+	}
+	return out
+}

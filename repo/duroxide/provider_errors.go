@@ -2,7 +2,6 @@ package duroxide
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/agentstore/agentstore/repo"
 )
@@ -40,36 +39,11 @@ var (
 )
 
 // ProviderError is the error type of every Provider and ProviderAdmin
-// method: the operation, a message, and whether retrying may succeed.
-// Unwrap exposes Err (which carries the sentinels: ErrInvalidLockToken,
+// method: agentstore's one error type of both domains, repo.Error (the
+// operation, a message, whether retrying may succeed, the cause). Unwrap
+// exposes Err (which carries the sentinels: ErrInvalidLockToken,
 // ErrNotFound, ...) and, when Retryable, ErrRetryable.
-type ProviderError struct {
-	Op        string // operation, e.g. "ack_orchestration_item"
-	Message   string // human-readable reason
-	Retryable bool   // transient (deadlock, serialization failure, busy, connection, pool timeout)
-	Err       error  // underlying error; may be nil
-}
-
-// Error returns "op: message".
-func (e *ProviderError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Op)
-	b.WriteString(": ")
-	b.WriteString(e.Message)
-	return b.String()
-}
-
-// Unwrap returns Err and, for retryable errors, ErrRetryable.
-func (e *ProviderError) Unwrap() []error {
-	out := make([]error, 0, 2)
-	if e.Err != nil {
-		out = append(out, e.Err)
-	}
-	if e.Retryable {
-		out = append(out, repo.ErrRetryable)
-	}
-	return out
-}
+type ProviderError = repo.Error
 
 // IsRetryableProviderError reports whether err is a retryable *ProviderError
 // (or otherwise matches ErrRetryable).
@@ -81,8 +55,18 @@ func IsRetryableProviderError(err error) bool {
 	return errors.Is(err, repo.ErrRetryable)
 }
 
-// ToInfrastructureError converts the error to the ErrorDetails a runtime
-// records when a provider failure ends an activity or orchestration.
-func (e *ProviderError) ToInfrastructureError() ErrorDetails {
-	return ErrorDetails{Infrastructure: &InfrastructureError{Operation: e.Op, Message: e.Message, Retryable: e.Retryable}}
+// ToInfrastructureError converts a provider failure to the ErrorDetails a
+// runtime records when it ends an activity or orchestration: the
+// operation, message and retryability of its *ProviderError, or (for any
+// other error) operation "unknown" with the error's text.
+func ToInfrastructureError(err error) ErrorDetails {
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return ErrorDetails{Infrastructure: &InfrastructureError{Operation: pe.Op, Message: pe.Message, Retryable: pe.Retryable}}
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	return ErrorDetails{Infrastructure: &InfrastructureError{Operation: "unknown", Message: msg, Retryable: errors.Is(err, repo.ErrRetryable)}}
 }
