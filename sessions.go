@@ -23,7 +23,9 @@ func (s *Store) Sessions() repo.Sessions { return sessionsAPI{&sessionStore{s: s
 
 // SessionQueue returns the per-session durable queue of the store (every
 // tenant). See repo.SessionQueue for the contract.
-func (s *Store) SessionQueue() repo.SessionQueue { return sessionQueueAPI{&sessionQueue{sessionStore{s: s}}} }
+func (s *Store) SessionQueue() repo.SessionQueue {
+	return sessionQueueAPI{&sessionQueue{sessionStore{s: s}}}
+}
 
 // TenantView is a tenant-scoped view of a Store: its repositories only see
 // sessions whose tenant id is the view's tenant. Loading, listing,
