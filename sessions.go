@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
@@ -327,19 +330,15 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 			lastSeq, msgCount, version = k, k, 1
 		} else {
 			tc, targs := ss.tenantCond("tenant_id")
-			args := []any{row.ParentID, row.SessionType, row.AgentType, row.AgentDescription, row.TenantID, row.State,
-				row.Config, row.Permissions, row.CurrentLeafID, row.Summary, row.TotalInputTokens, row.TotalOutputTokens,
-				row.TotalCacheReadTokens, row.TotalCacheCreationTokens, row.CurrentInputTokens, row.TotalCostUSD,
-				row.StaticContextHash, row.Error, row.ForkedFromSessionID, row.ForkedFromSeq, row.ExpiresAt, row.UpdatedAt,
-				k, k, row.ID, sess.Version}
+			set, args, err := sessionUpdateSet(&row)
+			if err != nil {
+				return err
+			}
+			args = append(args, k, k, row.ID, sess.Version)
 			args = append(args, targs...)
 			var ret struct{ LastSeq, MessageCount, Version int64 }
-			res := tx.Raw(`UPDATE `+ss.s.quoted(models.TableSessions)+` SET parent_id = ?, session_type = ?, agent_type = ?,
- agent_description = ?, tenant_id = ?, state = ?, config = ?, permissions = ?, current_leaf_id = ?, summary = ?,
- total_input_tokens = ?, total_output_tokens = ?, total_cache_read_tokens = ?, total_cache_creation_tokens = ?,
- current_input_tokens = ?, total_cost_usd = ?, static_context_hash = ?, error = ?, forked_from_session_id = ?,
- forked_from_seq = ?, expires_at = ?, updated_at = ?, last_seq = last_seq + ?, message_count = message_count + ?,
- version = version + 1
+			res := tx.Raw(`UPDATE `+ss.s.quoted(models.TableSessions)+` SET `+set+`,
+ last_seq = last_seq + ?, message_count = message_count + ?, version = version + 1
  WHERE id = ? AND version = ?`+tc+` RETURNING last_seq, message_count, version`, args...).Scan(&ret)
 			if res.Error != nil {
 				return translateError(res.Error)
@@ -516,7 +515,9 @@ func (ss *sessionStore) Load(ctx context.Context, id uuid.UUID, opts ...repo.Loa
 	return out, nil
 }
 
-const messageCols = "seq, id, parent_id, role, content, is_sidechain, is_compact_summary, usage, metadata, model, request_id, environment, created_at"
+// messageCols are the columns of a message read, in scanMessages's order
+// ("usage" quoted: it is a reserved word in some SQL dialects).
+const messageCols = `seq, id, parent_id, role, content, is_sidechain, is_compact_summary, "usage", metadata, model, request_id, environment, created_at`
 
 // loadMessages reads the messages selected by o in one query, ordered by seq.
 func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.LoadOptions) ([]repo.Message, error) {
@@ -891,4 +892,43 @@ func (ss *sessionStore) ListChildren(ctx context.Context, parentID uuid.UUID) ([
 		return nil, fmt.Errorf("list children of %s: %w", parentID, translateError(err))
 	}
 	return ids, nil
+}
+
+// sessionUpdateFields are the columns Save's UPDATE writes from the row:
+// every column of models.Session except the key, created_at and the
+// counters Save advances itself (last_seq, message_count, version),
+// derived from the model so that a column added to it is written too.
+var sessionUpdateFields = sync.OnceValues(func() ([]*schema.Field, error) {
+	sch, err := schema.Parse(&models.Session{}, &sync.Map{}, models.NewNamer("", ""))
+	if err != nil {
+		return nil, fmt.Errorf("parse session model: %w", err)
+	}
+	skip := map[string]bool{"id": true, "created_at": true, "last_seq": true, "message_count": true, "version": true}
+	var out []*schema.Field
+	for _, name := range sch.DBNames {
+		if f := sch.FieldsByDBName[name]; !skip[name] && !f.IgnoreMigration {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+})
+
+// sessionUpdateSet returns Save's SET list ("col = ?, ...") and its values from row.
+func sessionUpdateSet(row *models.Session) (string, []any, error) {
+	fields, err := sessionUpdateFields()
+	if err != nil {
+		return "", nil, err
+	}
+	rv := reflect.ValueOf(row).Elem()
+	var b strings.Builder
+	args := make([]any, 0, len(fields)+4)
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(`"` + f.DBName + `" = ?`)
+		v, _ := f.ValueOf(context.Background(), rv)
+		args = append(args, v)
+	}
+	return b.String(), args, nil
 }
