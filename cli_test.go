@@ -2,16 +2,21 @@ package agentstore_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
 )
 
 // buildCLI compiles cmd/agentstore into a temporary directory.
@@ -107,9 +112,27 @@ func TestCLI(t *testing.T) {
 			if r := run(t, 0, "ddl", "--dialect", string(d), "--prefix", "claude_", "--flyway", dir); r.stdout != "" {
 				t.Fatalf("ddl --flyway printed to stdout: %q", r.stdout)
 			}
-			got, err := os.ReadFile(filepath.Join(dir, agentstore.FlywayFileName))
-			if err != nil || string(got) != want {
-				t.Fatalf("--flyway file differs from agentstore.DDL (%v)", err)
+			// The files, in version order, are the chain DDL prints.
+			sqls, _ := filepath.Glob(filepath.Join(dir, "V*__*.sql"))
+			slices.SortFunc(sqls, func(a, b string) int { return cmp.Compare(flywayVersion(a), flywayVersion(b)) })
+			var got []string
+			for _, p := range sqls {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(b))
+			}
+			if len(got) != int(agentstore.SchemaVersion) || strings.Join(got, "\n") != want {
+				t.Fatalf("--flyway wrote %d files that differ from agentstore.DDL (want %d)", len(got), agentstore.SchemaVersion)
+			}
+			// Re-running writes the same files; a changed file is refused (exit 2).
+			run(t, 0, "ddl", "--dialect", string(d), "--prefix", "claude_", "--flyway", dir)
+			if err := os.WriteFile(sqls[0], []byte("-- edited\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if r := run(t, 2, "ddl", "--dialect", string(d), "--prefix", "claude_", "--flyway", dir); !strings.Contains(r.stderr, "different content") {
+				t.Fatalf("ddl --flyway over an edited file: %s", r.stderr)
 			}
 		}
 		want, _ := agentstore.DDL(agentstore.Postgres, agentstore.WithSchema("tenant_a"))
@@ -128,13 +151,48 @@ func TestCLI(t *testing.T) {
 			}
 			args := func(a ...string) []string { return append(a, extra...) }
 
-			// Nothing migrated yet: issues, exit 1, one per line.
-			r := run(t, 1, args("verify", "--dsn", dsn)...)
-			if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) < 2 || !strings.HasPrefix(lines[0], "missing_table ") {
-				t.Fatalf("verify on an empty database printed:\n%s", r.stdout)
+			if h.Dialect == agentstore.SQLite {
+				// verify opens read-only: a missing file is an error (exit 2), never created.
+				run(t, 2, args("verify", "--dsn", dsn)...)
+				if _, err := os.Stat(strings.TrimPrefix(dsn, "sqlite:")); !os.IsNotExist(err) {
+					t.Fatalf("verify created the SQLite file (%v)", err)
+				}
+				run(t, 0, args("migrate", "--dsn", dsn)...)
+				st := h.Open(t)
+				if _, err := st.SQLDB().ExecContext(context.Background(), `DROP TABLE "`+st.TablePrefix()+`plans"`); err != nil {
+					t.Fatal(err)
+				}
+				_ = st.Close()
+				r := run(t, 1, args("verify", "--dsn", dsn)...)
+				if !strings.HasPrefix(r.stdout, "missing_table ") {
+					t.Fatalf("verify without the plans table printed:\n%s", r.stdout)
+				}
+				if _, err := st.SQLDB().ExecContext(context.Background(), "SELECT 1"); err == nil {
+					t.Fatal("store still open")
+				}
+				st = h.Open(t)
+				// put the table back the way V1 made it: recreate from scratch
+				if _, err := st.SQLDB().ExecContext(context.Background(), `DROP TABLE "`+st.TablePrefix()+`schema_version"`); err != nil {
+					t.Fatal(err)
+				}
+				_ = st.Close()
+				if err := os.Remove(strings.TrimPrefix(dsn, "sqlite:")); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// Nothing migrated yet: issues, exit 1, one per line.
+				r := run(t, 1, args("verify", "--dsn", dsn)...)
+				if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) < 2 || !strings.HasPrefix(lines[0], "missing_table ") {
+					t.Fatalf("verify on an empty database printed:\n%s", r.stdout)
+				}
 			}
-			run(t, 0, args("migrate", "--dsn", dsn)...)
-			run(t, 0, args("verify", "--dsn", dsn)...)
+			r := run(t, 0, args("migrate", "--dsn", dsn)...)
+			if !strings.Contains(r.stdout, fmt.Sprintf("from schema version 0 to %d", agentstore.SchemaVersion)) {
+				t.Fatalf("migrate printed %q", r.stdout)
+			}
+			if r := run(t, 0, args("verify", "--dsn", dsn)...); !strings.HasPrefix(r.stdout, "ok: ") || strings.Count(r.stdout, "\n") != 1 {
+				t.Fatalf("verify on a clean schema printed %q, want one ok line", r.stdout)
+			}
 			r = run(t, 0, args("verify", "--dsn", dsn, "--json")...)
 			var rep agentstore.VerifyReport
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || !rep.OK() || rep.Tables == 0 {
@@ -168,8 +226,26 @@ func TestCLI(t *testing.T) {
 				t.Fatalf("migrate with AGENTSTORE_DSN: %v\n%s", err, out)
 			}
 			run(t, 0, args("verify", "--dsn", dsn)...)
+			// A database ahead of this binary: migrate and verify refuse with exit 1.
+			st2 := h.Open(t)
+			if _, err := st2.SQLDB().ExecContext(context.Background(), fmt.Sprintf(`INSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP)`,
+				quotedTable(h, st2, models.TableSchemaVersion), agentstore.SchemaVersion+1)); err != nil {
+				t.Fatal(err)
+			}
+			if r := run(t, 1, args("migrate", "--dsn", dsn)...); !strings.Contains(r.stderr, "newer than") {
+				t.Fatalf("migrate on an ahead database: %s", r.stderr)
+			}
+			if r := run(t, 1, args("verify", "--dsn", dsn)...); !strings.Contains(r.stdout, "schema_version_ahead") {
+				t.Fatalf("verify on an ahead database: %s", r.stdout)
+			}
+			if _, err := st2.SQLDB().ExecContext(context.Background(), fmt.Sprintf(`DELETE FROM %s WHERE version = %d`,
+				quotedTable(h, st2, models.TableSchemaVersion), agentstore.SchemaVersion+1)); err != nil {
+				t.Fatal(err)
+			}
 			// Another prefix sees nothing.
-			run(t, 1, args("verify", "--dsn", dsn, "--prefix", "nope_")...)
+			if h.Dialect == agentstore.Postgres {
+				run(t, 1, args("verify", "--dsn", dsn, "--prefix", "nope_")...)
+			}
 		})
 	})
 
@@ -192,4 +268,11 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("bad schema error printed the password:\n%s", r.stderr)
 		}
 	})
+}
+
+// flywayVersion returns the version of a V<n>__x.sql path.
+func flywayVersion(p string) int {
+	b := filepath.Base(p)
+	n, _ := strconv.Atoi(b[1:strings.Index(b, "__")])
+	return n
 }

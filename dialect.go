@@ -193,6 +193,14 @@ type dialect interface {
 	newWaker(s *Store, onWake func(kind string)) waker
 	// catalog reads the live schema for Verify.
 	catalog() catalogReader
+	// normalizeDDL rewrites one statement GORM generated into the
+	// dialect's canonical spelling (SQLite: standard quoting).
+	normalizeDDL(stmt string) string
+	// applyNoTx applies a migration that cannot run in a transaction
+	// (PostgreSQL CREATE INDEX CONCURRENTLY), serialised against other
+	// migrators; it re-checks the recorded version first and repairs what
+	// an interrupted earlier attempt left (INVALID indexes).
+	applyNoTx(ctx context.Context, s *Store, version int64, stmts []string) error
 }
 
 // dialectConn is what a dialect's open or wrap hands the Store.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"time"
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/jackc/pgx/v5"
@@ -58,6 +60,12 @@ func (pgDialect) open(_ context.Context, target string, cfg *config) (*dialectCo
 	}
 	if cfg.pool.ConnectTimeout > 0 {
 		pc.ConnectTimeout = cfg.pool.ConnectTimeout
+	}
+	if cfg.readOnly {
+		if pc.RuntimeParams == nil {
+			pc.RuntimeParams = map[string]string{}
+		}
+		pc.RuntimeParams["default_transaction_read_only"] = "on"
 	}
 	db := stdlib.OpenDB(*pc)
 	applyPool(db, cfg.pool)
@@ -125,4 +133,92 @@ func (pgDialect) translateDriverError(err error) (error, bool) {
 		return fmt.Errorf("%w: %w", ErrRetryable, err), true
 	}
 	return nil, false
+}
+
+// normalizeDDL: GORM's PostgreSQL DDL is already canonical.
+func (pgDialect) normalizeDDL(stmt string) string { return stmt }
+
+// applyNoTx runs a migration outside a transaction on one connection that
+// holds a session-level advisory lock (with CapAdvisoryLocks): it re-reads
+// the recorded version, drops the INVALID indexes an interrupted CREATE
+// INDEX CONCURRENTLY of this step left, and runs the statements in order
+// (the last records the version).
+func (pgDialect) applyNoTx(ctx context.Context, s *Store, version int64, stmts []string) error {
+	conn, err := s.sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if s.cfg.schema != "" {
+		if _, err := conn.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS "`+s.cfg.schema+`"`); err != nil {
+			return err
+		}
+	}
+	if s.has(CapAdvisoryLocks) {
+		// Poll with pg_try_advisory_lock: a session blocked inside
+		// pg_advisory_lock holds a snapshot, and CREATE INDEX CONCURRENTLY
+		// waits for every snapshot, so a blocking wait would deadlock with
+		// the holder's index build.
+		for {
+			var got bool
+			if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", s.migrateLockKey()).Scan(&got); err != nil {
+				return fmt.Errorf("take migration lock: %w", err)
+			}
+			if got {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		defer func() {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", s.migrateLockKey())
+		}()
+	}
+	var cur *int64
+	if err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM "+s.quoted(models.TableSchemaVersion)).Scan(&cur); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if cur != nil && *cur >= version {
+		return nil
+	}
+	nsp := s.cfg.schema
+	for _, st := range stmts {
+		if name := concurrentIndexName(st); name != "" {
+			// An interrupted CONCURRENTLY build leaves an INVALID index that
+			// IF NOT EXISTS would keep: drop it so the build runs again.
+			var invalid bool
+			err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+				JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE c.relname = $1 AND n.nspname = COALESCE(NULLIF($2, ''), current_schema()) AND NOT i.indisvalid)`, name, nsp).Scan(&invalid)
+			if err != nil {
+				return fmt.Errorf("check index %s: %w", name, err)
+			}
+			if invalid {
+				q := `"` + name + `"`
+				if nsp != "" {
+					q = `"` + nsp + `".` + q
+				}
+				if _, err := conn.ExecContext(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+q); err != nil {
+					return fmt.Errorf("drop invalid index %s: %w", name, err)
+				}
+			}
+		}
+		if _, err := conn.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("%.80s: %w", st, err)
+		}
+	}
+	return nil
+}
+
+var concurrentIndexRE = regexp.MustCompile(`(?i)CREATE (?:UNIQUE )?INDEX CONCURRENTLY (?:IF NOT EXISTS )?"([^"]+)"`)
+
+// concurrentIndexName returns the index a CREATE INDEX CONCURRENTLY builds.
+func concurrentIndexName(stmt string) string {
+	if m := concurrentIndexRE.FindStringSubmatch(stmt); m != nil {
+		return m[1]
+	}
+	return ""
 }

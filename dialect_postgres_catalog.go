@@ -19,9 +19,11 @@ func loadPostgresCatalog(db *gorm.DB, nsp string) (map[string]*liveTable, error)
 	var cols []struct {
 		Tbl, Col, Typ    string
 		NotNull, AutoInc bool
+		Dflt             *string
 	}
 	if err := db.Raw(`SELECT c.relname AS tbl, a.attname AS col, format_type(a.atttypid, a.atttypmod) AS typ, a.attnotnull AS not_null,
-			(a.attidentity <> '' OR COALESCE(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%') AS auto_inc
+			(a.attidentity <> '' OR COALESCE(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%') AS auto_inc,
+			pg_get_expr(d.adbin, d.adrelid) AS dflt
 		FROM pg_catalog.pg_attribute a
 		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -36,14 +38,16 @@ func loadPostgresCatalog(db *gorm.DB, nsp string) (map[string]*liveTable, error)
 			t = newLiveTable()
 			tables[c.Tbl] = t
 		}
-		t.cols[c.Col] = liveColumn{typ: c.Typ, notNull: c.NotNull, autoInc: c.AutoInc}
+		t.cols[c.Col] = liveColumn{typ: c.Typ, notNull: c.NotNull, autoInc: c.AutoInc, dflt: c.Dflt}
 	}
 	var idx []struct {
 		Tbl, Idx          string
 		IsUnique, Primary bool
+		Valid, Constraint bool
 		Pred, Cols        string
 	}
-	if err := db.Raw(`SELECT t.relname AS tbl, i.relname AS idx, x.indisunique AS is_unique, x.indisprimary AS "primary",
+	if err := db.Raw(`SELECT t.relname AS tbl, i.relname AS idx, x.indisunique AS is_unique, x.indisprimary AS "primary", x.indisvalid AS valid,
+			EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.conindid = x.indexrelid AND k.contype IN ('p', 'u', 'x')) AS "constraint",
 			COALESCE(pg_get_expr(x.indpred, x.indrelid), '') AS pred,
 			COALESCE((SELECT string_agg(COALESCE(a.attname, '-') ||
 					CASE WHEN ((x.indoption::int2[])[k.ord - 1] & 1) = 1 THEN ' DESC' ELSE '' END, ',' ORDER BY k.ord)
@@ -65,7 +69,7 @@ func loadPostgresCatalog(db *gorm.DB, nsp string) (map[string]*liveTable, error)
 		if r.Primary {
 			t.pk = cs
 		}
-		t.indexes[r.Idx] = liveIndex{unique: r.IsUnique, where: r.Pred, cols: cs}
+		t.indexes[r.Idx] = liveIndex{unique: r.IsUnique, where: r.Pred, cols: cs, constraint: r.Primary || r.Constraint, invalid: !r.Valid}
 	}
 	var fks []struct {
 		Tbl, Name, RefTbl, OnDel, Cols, RefCols string

@@ -55,6 +55,10 @@ func sqliteDSN(path string, cfg *config) string {
 	if path == ":memory:" {
 		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
 	}
+	if cfg.readOnly {
+		// No journal-mode switch (a write) and no BEGIN IMMEDIATE.
+		params = "mode=ro&_busy_timeout=10000&_foreign_keys=on&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
+	}
 	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
 	return "file:" + r.Replace(path) + "?" + params
 }
@@ -130,4 +134,15 @@ func (liteDialect) translateDriverError(err error) (error, bool) {
 		}
 	}
 	return err, true
+}
+
+// normalizeDDL rewrites GORM's SQLite DDL into standard quoting:
+// identifiers in double quotes (GORM writes backticks) and string defaults
+// in single quotes (GORM writes DEFAULT "main", which SQLite reads as a
+// string only through its double-quoted-string quirk).
+func (liteDialect) normalizeDDL(stmt string) string { return normalizeSQLiteDDL(stmt) }
+
+// applyNoTx: every SQLite migration runs in a transaction.
+func (liteDialect) applyNoTx(context.Context, *Store, int64, []string) error {
+	return errors.New("SQLite migrations run in transactions; a migration marked executeInTransaction=false has no SQLite form")
 }

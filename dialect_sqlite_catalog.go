@@ -33,13 +33,14 @@ func loadSQLiteCatalog(db *gorm.DB) (map[string]*liveTable, error) {
 			Name, Type string
 			NotNull    int
 			PK         int
+			Dflt       *string
 		}
-		if err := db.Raw(`SELECT name, type, "notnull" AS not_null, pk FROM pragma_table_info(?) ORDER BY cid`, name).Scan(&cols).Error; err != nil {
+		if err := db.Raw(`SELECT name, type, "notnull" AS not_null, pk, dflt_value AS dflt FROM pragma_table_info(?) ORDER BY cid`, name).Scan(&cols).Error; err != nil {
 			return nil, fmt.Errorf("read columns of %s: %w", name, err)
 		}
 		pk := map[int]string{}
 		for _, c := range cols {
-			t.cols[c.Name] = liveColumn{typ: c.Type, notNull: c.NotNull != 0, autoInc: true}
+			t.cols[c.Name] = liveColumn{typ: c.Type, notNull: c.NotNull != 0, autoInc: true, dflt: c.Dflt}
 			if c.PK > 0 {
 				pk[c.PK] = c.Name
 			}
@@ -50,9 +51,10 @@ func loadSQLiteCatalog(db *gorm.DB) (map[string]*liveTable, error) {
 		var idx []struct {
 			Name   string
 			Unique int
+			Origin string
 			SQL    *string
 		}
-		if err := db.Raw(`SELECT l.name AS name, l."unique" AS "unique", m.sql AS sql FROM pragma_index_list(?) AS l
+		if err := db.Raw(`SELECT l.name AS name, l."unique" AS "unique", l.origin AS origin, m.sql AS sql FROM pragma_index_list(?) AS l
 			LEFT JOIN sqlite_master AS m ON m.type = 'index' AND m.name = l.name`, name).Scan(&idx).Error; err != nil {
 			return nil, fmt.Errorf("read indexes of %s: %w", name, err)
 		}
@@ -65,7 +67,8 @@ func loadSQLiteCatalog(db *gorm.DB) (map[string]*liveTable, error) {
 				Scan(&ic).Error; err != nil {
 				return nil, fmt.Errorf("read index %s: %w", ix.Name, err)
 			}
-			li := liveIndex{unique: ix.Unique != 0}
+			// origin "c": CREATE INDEX; "u"/"pk": a UNIQUE or PRIMARY KEY constraint
+			li := liveIndex{unique: ix.Unique != 0, constraint: ix.Origin != "c"}
 			for _, c := range ic {
 				col := "-"
 				if c.Name != nil {

@@ -1,6 +1,9 @@
 package agentstore
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // The parts of the SQLite dialect that need no driver, shared by the cgo
 // build (dialect_sqlite.go) and its stand-in (dialect_sqlite_nocgo.go), so
@@ -27,4 +30,19 @@ func checkSQLiteConfig(cfg *config) error {
 		return configf("WithSchema is PostgreSQL only; SQLite has no schemas")
 	}
 	return nil
+}
+
+var (
+	liteDefaultRE = regexp.MustCompile(`DEFAULT "((?:[^"]|"")*)"`)
+)
+
+// normalizeSQLiteDDL: backtick identifiers become double-quoted, and
+// DEFAULT "x" becomes DEFAULT 'x'.
+func normalizeSQLiteDDL(stmt string) string {
+	stmt = liteDefaultRE.ReplaceAllStringFunc(stmt, func(m string) string {
+		v := liteDefaultRE.FindStringSubmatch(m)[1]
+		v = strings.ReplaceAll(strings.ReplaceAll(v, `""`, `"`), `'`, `''`)
+		return "DEFAULT '" + v + "'"
+	})
+	return strings.ReplaceAll(stmt, "`", `"`)
 }

@@ -42,3 +42,8 @@ func (liteUnavailable) castParam(string) string             { return "?" }
 func (liteUnavailable) migrateLock(*gorm.DB, *Store) error  { return errLiteUnavailable }
 func (liteUnavailable) newWaker(*Store, func(string)) waker { return nil }
 func (liteUnavailable) catalog() catalogReader              { return nil }
+
+func (liteUnavailable) normalizeDDL(stmt string) string { return normalizeSQLiteDDL(stmt) }
+func (liteUnavailable) applyNoTx(context.Context, *Store, int64, []string) error {
+	return errLiteUnavailable
+}

@@ -94,6 +94,7 @@ type config struct {
 	sqliteSync   string
 	pollInterval time.Duration
 	capsOff      Capability // WithoutCapabilities
+	readOnly     bool       // WithReadOnly
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -212,6 +213,18 @@ func WithPollInterval(d time.Duration) Option {
 			return configf("poll interval %v must be between 1ms and 1m", d)
 		}
 		c.pollInterval = d
+		return nil
+	})
+}
+
+// WithReadOnly opens the database for reading only (Open; New ignores
+// it): a SQLite file is opened with mode=ro (a missing file is an error,
+// never created) and PostgreSQL sessions default to read-only transactions
+// (default_transaction_read_only). Every write then fails. `agentstore
+// verify` opens its database this way.
+func WithReadOnly() Option {
+	return optionFunc(func(c *config) error {
+		c.readOnly = true
 		return nil
 	})
 }

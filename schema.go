@@ -2,11 +2,8 @@ package agentstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -20,61 +17,6 @@ import (
 
 // SchemaVersion is the schema version this build of agentstore writes and expects.
 const SchemaVersion = models.SchemaVersion
-
-// Migrate creates or alters every table, index and foreign key of both
-// domains with GORM AutoMigrate and records SchemaVersion. It is idempotent
-// and safe when several processes call it at once: on PostgreSQL it runs in
-// one transaction holding an advisory lock keyed by schema and prefix (and
-// creates the schema if missing); on SQLite it runs in one BEGIN IMMEDIATE
-// transaction. On a database without advisory locks
-// (WithoutCapabilities(CapAdvisoryLocks)) a run that collides with a
-// concurrent one is retried, up to 5 times. Use it for development and tests; production databases can
-// be built from the exported DDL (see DDL) by Flyway and checked with Verify.
-func (s *Store) Migrate(ctx context.Context) error {
-	err := s.migrateOnce(ctx)
-	if s.has(CapAdvisoryLocks) || s.has(CapSingleWriter) {
-		return err
-	}
-	for i := 1; i <= 5 && (errors.Is(err, ErrConflict) || errors.Is(err, ErrRetryable)) && ctx.Err() == nil; i++ {
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(i*20) * time.Millisecond):
-		}
-		err = s.migrateOnce(ctx)
-	}
-	return err
-}
-
-// migrateOnce is one Migrate transaction.
-func (s *Store) migrateOnce(ctx context.Context) error {
-	mdb, err := s.migrationDB()
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	err = mdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := s.d.migrateLock(tx, s); err != nil {
-			return err
-		}
-		if err := tx.AutoMigrate(models.All()...); err != nil {
-			return fmt.Errorf("automigrate: %w", err)
-		}
-		var n int64
-		if err := tx.Model(&models.SchemaVersionRow{}).Where("version = ?", SchemaVersion).Count(&n).Error; err != nil {
-			return fmt.Errorf("read schema version: %w", err)
-		}
-		if n == 0 {
-			row := models.SchemaVersionRow{Version: SchemaVersion, AppliedAt: s.now()}
-			if err := tx.Create(&row).Error; err != nil {
-				return fmt.Errorf("record schema version: %w", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("migrate: %w", translateError(err))
-	}
-	return nil
-}
 
 // migrationDB returns a GORM handle on the store's pool with its own
 // schema cache in which the model defaults are normalised (see
@@ -145,13 +87,13 @@ func (l *ddlLogger) Trace(_ context.Context, _ time.Time, fc func() (string, int
 	l.mu.Unlock()
 }
 
-// DDL returns the SQL that creates the whole agentstore schema (both
-// domains, every index and foreign key, and the schema-version row) on an
-// empty database of dialect d, honouring WithTablePrefix and WithSchema. It
-// is generated from the same models Migrate uses, by running GORM's
-// CreateTable in dry-run mode; no database is contacted. The result is a
-// Flyway-ready baseline migration (see WriteFlyway).
-func DDL(d Dialect, opts ...Option) (string, error) {
+// modelsDDL returns the SQL GORM generates from the head models (both
+// domains, every index and foreign key, and the schema-version row) for an
+// empty database of dialect d, honouring WithTablePrefix and WithSchema, by
+// running CreateTable in dry-run mode; no database is contacted. It is the
+// reference a new migration is written from (and what V1 was generated
+// from); tests compare the chain's result with it. Not a migration.
+func modelsDDL(d Dialect, opts ...Option) (string, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return "", err
@@ -197,7 +139,7 @@ func DDL(d Dialect, opts ...Option) (string, error) {
 		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS \"%s\";\n\n", cfg.schema)
 	}
 	for _, st := range orderDDL(rec.stmts) {
-		b.WriteString(st)
+		b.WriteString(dl.normalizeDDL(st))
 		b.WriteString(";\n")
 	}
 	n := models.NewNamer(cfg.prefix, cfg.schema)
@@ -212,26 +154,6 @@ func quoteQualified(name string) string {
 		parts[i] = `"` + p + `"`
 	}
 	return strings.Join(parts, ".")
-}
-
-// FlywayFileName is the name of the exported baseline migration.
-const FlywayFileName = "V1__agentstore_baseline.sql"
-
-// WriteFlyway writes the DDL of dialect d (see DDL; the same options) to
-// dir/V1__agentstore_baseline.sql, creating dir if needed, so Flyway can
-// apply it as the baseline migration.
-func WriteFlyway(dir string, d Dialect, opts ...Option) error {
-	ddl, err := DDL(d, opts...)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write flyway migration: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, FlywayFileName), []byte(ddl), 0o644); err != nil {
-		return fmt.Errorf("write flyway migration: %w", err)
-	}
-	return nil
 }
 
 // orderDDL drops introspection queries and sorts each run of CREATE INDEX

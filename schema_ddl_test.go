@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,37 +21,35 @@ import (
 	"github.com/agentstore/agentstore/migrations"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite the Flyway files under migrations/ from agentstore.DDL")
-
 // TestDDLGolden fails when the committed Flyway files differ from DDL().
 // Regenerate them with: go test -run TestDDLGolden -update .
+// TestDDLGolden: DDL() is the committed chain (default prefix, no schema)
+// concatenated, and migrations.FS holds exactly the committed files.
 func TestDDLGolden(t *testing.T) {
 	t.Parallel()
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
-			dir := filepath.Join("migrations", string(d))
-			if *updateGolden {
-				if err := agentstore.WriteFlyway(dir, d); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := agentstore.DDL(d)
+			chain, err := migrations.Chain(string(d))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := os.ReadFile(filepath.Join(dir, agentstore.FlywayFileName))
-			if err != nil {
-				t.Fatalf("%v (generate with: go test -run TestDDLGolden -update .)", err)
-			}
-			if string(got) != want {
-				t.Fatalf("%s/%s is stale: DDL(%s) differs at %s.\nRegenerate with: go test -run TestDDLGolden -update .",
-					dir, agentstore.FlywayFileName, d, firstDiff(string(got), want))
-			}
-			if !*updateGolden {
-				emb, err := fs.ReadFile(migrations.FS, string(d)+"/"+agentstore.FlywayFileName)
-				if err != nil || !bytes.Equal(emb, got) {
-					t.Fatalf("migrations.FS does not hold the committed %s file: %v", d, err)
+			var want strings.Builder
+			for i, m := range chain {
+				disk, err := os.ReadFile(filepath.Join("migrations", string(d), m.File))
+				if err != nil || !bytes.Equal(disk, []byte(m.SQL)) {
+					t.Fatalf("migrations.FS does not hold the committed %s/%s: %v", d, m.File, err)
 				}
+				if i > 0 {
+					want.WriteString("\n")
+				}
+				want.WriteString(m.SQL)
+			}
+			got, err := agentstore.DDL(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want.String() {
+				t.Fatalf("DDL(%s) is not the committed chain: differs at %s", d, firstDiff(want.String(), got))
 			}
 		})
 	}
@@ -142,14 +138,22 @@ type ddlCase struct {
 	name   string
 	prefix string // "" = default
 	schema bool   // PostgreSQL: put the tables in a named schema via WithSchema
+	// models: build from the DDL GORM generates from the head models
+	// (ModelsDDL) instead of the migration chain (DDL).
+	models bool
 }
 
 var ddlCases = []ddlCase{{name: "default"}, {name: "prefix_and_schema", prefix: "claude_", schema: true}}
 
 // storeFromExportedDDL creates the schema of c with the real CLI from
-// DDL() and opens a store on it (not migrated).
+// DDL() (or ModelsDDL() for c.models) and opens a store on it (not
+// migrated).
 func storeFromExportedDDL(t *testing.T, h *harness, c ddlCase, opts ...agentstore.Option) *agentstore.Store {
 	t.Helper()
+	ddlOf := agentstore.DDL
+	if c.models {
+		ddlOf = agentstore.ModelsDDL
+	}
 	var ddlOpts []agentstore.Option
 	if c.prefix != "" {
 		ddlOpts = append(ddlOpts, agentstore.WithTablePrefix(c.prefix))
@@ -158,7 +162,7 @@ func storeFromExportedDDL(t *testing.T, h *harness, c ddlCase, opts ...agentstor
 	dsn := h.DSN
 	switch h.Dialect {
 	case agentstore.SQLite:
-		ddl, err := agentstore.DDL(agentstore.SQLite, ddlOpts...)
+		ddl, err := ddlOf(agentstore.SQLite, ddlOpts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +175,7 @@ func storeFromExportedDDL(t *testing.T, h *harness, c ddlCase, opts ...agentstor
 			// The DDL names the schema and creates it.
 			ddlOpts = append(ddlOpts, agentstore.WithSchema(schema))
 			openOpts = append(openOpts, agentstore.WithSchema(schema))
-			ddl, err := agentstore.DDL(agentstore.Postgres, ddlOpts...)
+			ddl, err := ddlOf(agentstore.Postgres, ddlOpts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,7 +186,7 @@ func storeFromExportedDDL(t *testing.T, h *harness, c ddlCase, opts ...agentstor
 			if _, err := admin.ExecContext(context.Background(), `CREATE SCHEMA "`+schema+`"`); err != nil {
 				t.Fatal(err)
 			}
-			ddl, err := agentstore.DDL(agentstore.Postgres, ddlOpts...)
+			ddl, err := ddlOf(agentstore.Postgres, ddlOpts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -342,9 +346,11 @@ func TestDDLExported_MigrateChangesNothing(t *testing.T) {
 	})
 }
 
-// TestDDLExported_MatchesMigrate: the exported DDL and Migrate build the
-// same catalog (columns, types, nullability, defaults, indexes,
-// constraints), and re-running Migrate on its own schema changes nothing.
+// TestDDLExported_MatchesMigrate: the head of the migration chain equals
+// the models: Migrate (the chain) and the DDL GORM generates from the head
+// models build the same catalog (columns, types, nullability, defaults,
+// indexes, constraints), so a model change without a new migration fails
+// here; and re-running Migrate on its own schema changes nothing.
 func TestDDLExported_MatchesMigrate(t *testing.T) {
 	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
@@ -354,7 +360,7 @@ func TestDDLExported_MatchesMigrate(t *testing.T) {
 		if h.Dialect == agentstore.SQLite {
 			hh.DSN = "sqlite:" + filepath.Join(t.TempDir(), "exported.db")
 		}
-		exported := storeFromExportedDDL(t, &hh, ddlCases[0])
+		exported := storeFromExportedDDL(t, &hh, ddlCase{name: "models", models: true})
 		anon := func(st *agentstore.Store, snap string) string {
 			if st.Dialect() != agentstore.Postgres {
 				return snap

@@ -44,6 +44,19 @@ const (
 	// IssueForeignKeysDisabled: SQLite's foreign_keys pragma is OFF on the
 	// connection, so foreign keys and ON DELETE CASCADE silently do nothing.
 	IssueForeignKeysDisabled IssueKind = "foreign_keys_disabled"
+	// IssueExtraColumn: a column the models no longer have (left by an
+	// older release or added by hand). Its fix drops it, with its data.
+	IssueExtraColumn IssueKind = "extra_column"
+	// IssueExtraIndex: an index the models no longer declare (a PRIMARY
+	// KEY or UNIQUE-constraint index is never reported). Migrate drops it.
+	IssueExtraIndex IssueKind = "extra_index"
+	// IssueDefaultMismatch: a column's DEFAULT differs from the model's
+	// (or one of them has none).
+	IssueDefaultMismatch IssueKind = "default_mismatch"
+	// IssueInvalidIndex: a PostgreSQL index marked INVALID (left by a
+	// failed or interrupted CREATE INDEX CONCURRENTLY): it is kept up to
+	// date but never used. Migrate rebuilds it.
+	IssueInvalidIndex IssueKind = "invalid_index"
 )
 
 // SchemaIssue is one difference between the live database and the models.
@@ -354,6 +367,33 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			}
 			out = append(out, SchemaIssue{Kind: IssueNullabilityMismatch, Table: exp.name, Object: c.name, Expected: e, Actual: a, Fix: fix})
 		}
+		if !c.field.AutoIncrement {
+			want, got := expectedDefault(c.field), ""
+			if lc.dflt != nil {
+				got = normDefault(*lc.dflt)
+			}
+			if want != got {
+				fix := fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" DROP DEFAULT`, qt, c.name)
+				if want != "" {
+					fix = fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" SET DEFAULT %s`, qt, c.name, sqlLiteral(want))
+				}
+				if !s.has(CapAlterColumns) {
+					fix = s.rebuildAdvice(exp.name, fmt.Sprintf("declare %s DEFAULT %s", c.name, orNone(want)))
+				}
+				out = append(out, SchemaIssue{Kind: IssueDefaultMismatch, Table: exp.name, Object: c.name,
+					Expected: orNone(want), Actual: orNone(got), Fix: fix})
+			}
+		}
+	}
+	known := map[string]bool{}
+	for _, c := range exp.cols {
+		known[c.name] = true
+	}
+	for _, name := range sortedKeys(lt.cols) {
+		if !known[name] {
+			out = append(out, SchemaIssue{Kind: IssueExtraColumn, Table: exp.name, Object: name, Actual: lt.cols[name].typ,
+				Fix: fmt.Sprintf(`ALTER TABLE %s DROP COLUMN "%s"`, qt, name)})
+		}
 	}
 	if !slices.Equal(exp.pk, lt.pk) {
 		out = append(out, SchemaIssue{Kind: IssuePrimaryKeyMismatch, Table: exp.name, Object: "primary key",
@@ -369,10 +409,26 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *liveTable) []S
 			out = append(out, SchemaIssue{Kind: IssueMissingIndex, Table: exp.name, Object: ei.name, Expected: describeIndex(ei.unique, ei.cols, ei.where), Fix: create()})
 			continue
 		}
+		if li.invalid {
+			out = append(out, SchemaIssue{Kind: IssueInvalidIndex, Table: exp.name, Object: ei.name,
+				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: "INVALID",
+				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
+			continue
+		}
 		if li.unique != ei.unique || !slices.Equal(li.cols, ei.cols) || normPredicate(li.where) != normPredicate(ei.where) {
 			out = append(out, SchemaIssue{Kind: IssueIndexMismatch, Table: exp.name, Object: ei.name,
 				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: describeIndex(li.unique, li.cols, li.where),
 				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
+		}
+	}
+	declared := map[string]bool{}
+	for _, ei := range exp.indexes {
+		declared[ei.name] = true
+	}
+	for _, name := range sortedKeys(lt.indexes) {
+		if li := lt.indexes[name]; !declared[name] && !li.constraint {
+			out = append(out, SchemaIssue{Kind: IssueExtraIndex, Table: exp.name, Object: name,
+				Actual: describeIndex(li.unique, li.cols, li.where), Fix: fmt.Sprintf("DROP INDEX %s", s.quotedIndex(name))})
 		}
 	}
 	for _, fk := range exp.fks {
@@ -475,7 +531,7 @@ func (s *Store) fixSQL(db *gorm.DB, fn func(m gorm.Migrator) error) (fix string)
 	}
 	var out []string
 	for _, st := range orderDDL(rec.stmts) {
-		out = append(out, st+";")
+		out = append(out, s.d.normalizeDDL(st)+";")
 	}
 	if len(out) == 0 {
 		return fallback
@@ -520,6 +576,7 @@ var reCast = regexp.MustCompile(`::(character varying|double precision|timestamp
 type liveColumn struct {
 	typ     string
 	notNull bool
+	dflt    *string // the DEFAULT expression as the catalog spells it; nil = none
 	// autoInc: PostgreSQL column with a sequence default or identity (always true on SQLite).
 	autoInc bool
 }
@@ -528,6 +585,10 @@ type liveIndex struct {
 	unique bool
 	where  string
 	cols   []string
+	// constraint: the index backs a PRIMARY KEY or UNIQUE constraint (never an extra index).
+	constraint bool
+	// invalid: PostgreSQL marks the index INVALID.
+	invalid bool
 }
 
 type liveFK struct {
@@ -554,4 +615,57 @@ func splitList(s string) []string {
 		return nil
 	}
 	return strings.Split(s, ",")
+}
+
+// expectedDefault is the model's DEFAULT for f, normalised ("" = none).
+func expectedDefault(f *schema.Field) string {
+	if !f.HasDefaultValue || f.DefaultValue == "" {
+		return ""
+	}
+	return normDefault(f.DefaultValue)
+}
+
+// normDefault normalises a DEFAULT expression for comparison: casts
+// ('main'::character varying), enclosing parentheses and one level of
+// quotes are dropped, booleans are lower-cased.
+func normDefault(d string) string {
+	d = strings.TrimSpace(d)
+	for strings.HasPrefix(d, "(") && strings.HasSuffix(d, ")") {
+		d = strings.TrimSpace(d[1 : len(d)-1])
+	}
+	d = reCast.ReplaceAllString(d, "")
+	if len(d) >= 2 && (d[0] == '\'' && d[len(d)-1] == '\'' || d[0] == '"' && d[len(d)-1] == '"') {
+		q := d[:1]
+		d = strings.ReplaceAll(d[1:len(d)-1], q+q, q)
+	}
+	if strings.EqualFold(d, "true") || strings.EqualFold(d, "false") {
+		d = strings.ToLower(d)
+	}
+	return d
+}
+
+// sqlLiteral quotes a normalised default for SQL (numbers and booleans bare).
+func sqlLiteral(v string) string {
+	if v == "true" || v == "false" || reNumber.MatchString(v) {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+var reNumber = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+
+func orNone(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

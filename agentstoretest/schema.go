@@ -82,8 +82,15 @@ func testMigrate_IdempotentAndRecordsVersion(t *testing.T, h *harness) {
 	if err := st.DB(context.Background()).Model(&models.SchemaVersionRow{}).Pluck("version", &versions).Error; err != nil {
 		t.Fatal(err)
 	}
-	if len(versions) != 1 || versions[0] != agentstore.SchemaVersion {
-		t.Fatalf("schema versions = %v, want [%d]", versions, agentstore.SchemaVersion)
+	// One row per applied migration, 1..SchemaVersion, each once.
+	if int64(len(versions)) != agentstore.SchemaVersion {
+		t.Fatalf("schema versions = %v, want 1..%d once each", versions, agentstore.SchemaVersion)
+	}
+	slices.Sort(versions)
+	for i, v := range versions {
+		if v != int64(i+1) {
+			t.Fatalf("schema versions = %v, want 1..%d once each", versions, agentstore.SchemaVersion)
+		}
 	}
 	rep := verifyClean(t, st) // a missing table of any model is a MissingTable issue
 	if rep.Tables != len(models.All()) || rep.DatabaseVersion != agentstore.SchemaVersion {
@@ -396,13 +403,13 @@ func testVerify_FindsDriftAndFixesApply(t *testing.T, h *harness) {
 			q(models.TablePlans), weakFK, q(models.TableSessions)))
 	case agentstore.SQLite:
 		rebuildSQLiteTable(t, db, prefix+models.TableTodos, func(s string) string {
-			return regexp.MustCompile("`"+typeCol+"` integer").ReplaceAllString(s, "`"+typeCol+"` text")
+			return regexp.MustCompile("([`\"]"+typeCol+"[`\"]) integer").ReplaceAllString(s, "$1 text")
 		})
 		rebuildSQLiteTable(t, db, prefix+models.TableCompacts, func(s string) string {
-			return regexp.MustCompile("(`"+nullCol+"` [a-z0-9()]+) NOT NULL").ReplaceAllString(s, "$1")
+			return regexp.MustCompile("([`\"]"+nullCol+"[`\"] [a-z0-9()]+) NOT NULL").ReplaceAllString(s, "$1")
 		})
 		rebuildSQLiteTable(t, db, prefix+models.TableSummaries, func(s string) string {
-			return regexp.MustCompile(",CONSTRAINT `"+dropFK+"` FOREIGN KEY [^)]*\\)[^)]*\\)( ON DELETE CASCADE)?").ReplaceAllString(s, "")
+			return regexp.MustCompile(",CONSTRAINT [`\"]"+dropFK+"[`\"] FOREIGN KEY [^)]*\\)[^)]*\\)( ON DELETE CASCADE)?").ReplaceAllString(s, "")
 		})
 		rebuildSQLiteTable(t, db, prefix+models.TablePlans, func(s string) string {
 			return strings.Replace(s, " ON DELETE CASCADE", "", 1)

@@ -39,10 +39,10 @@ func (Instance) TableName(n schema.Namer) string { return tableName(n, TableInst
 type Execution struct {
 	InstanceID           string  `gorm:"type:text;primaryKey;not null"`
 	ExecutionID          int64   `gorm:"primaryKey;not null;autoIncrement:false"`
-	Status               string  `gorm:"type:text;not null;default:Running"`
+	Status               string  `gorm:"type:text;not null;default:Running;index"` // V2: ListInstancesByStatus
 	Output               *string `gorm:"type:text"`
 	StartedAt            int64   `gorm:"not null"`
-	CompletedAt          *int64
+	CompletedAt          *int64  `gorm:"index"` // V2: DeleteInstanceBulk / PruneExecutionsBulk CompletedBefore
 	DuroxideVersionMajor *int32
 	DuroxideVersionMinor *int32
 	DuroxideVersionPatch *int32

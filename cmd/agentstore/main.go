@@ -28,7 +28,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"syscall"
@@ -44,14 +43,17 @@ const (
 )
 
 const usage = `usage:
-  agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S] [--flyway DIR]
+  agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S]            # the whole chain, to stdout
+  agentstore ddl --dialect D --format flyway|goose|golang-migrate --dir DIR [--version-offset N] [--prefix P] [--schema S]
+  agentstore ddl --dialect D --flyway DIR                                       # = --format flyway --dir DIR
   agentstore migrate --dsn DSN [--prefix P] [--schema S]
   agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
   agentstore version
 
 DSN: postgres://user:pass@host:5432/db?sslmode=disable, sqlite:PATH or sqlite::memory:
      (or set AGENTSTORE_DSN instead of --dsn, to keep a password off the command line)
-exit status: 0 ok, 1 verify found issues, 2 could not run
+exit status: 0 ok; 1 verify found issues, or the database's schema is newer than this binary;
+             2 could not run (bad usage, unreachable database, a migration failed)
 `
 
 func main() {
@@ -150,7 +152,10 @@ func (c *common) options() []agentstore.Option {
 func cmdDDL(args []string, stdout, stderr io.Writer) int {
 	c := newFlags("ddl", stderr, false)
 	dialect := c.fs.String("dialect", "", "postgres or sqlite (required)")
-	flyway := c.fs.String("flyway", "", "write DIR/"+agentstore.FlywayFileName+" instead of printing")
+	flyway := c.fs.String("flyway", "", "write the chain for Flyway into DIR (same as --format flyway --dir DIR)")
+	format := c.fs.String("format", "", "write the chain as files for flyway, goose or golang-migrate (needs --dir)")
+	dir := c.fs.String("dir", "", "directory the --format files are written to")
+	offset := c.fs.Int64("version-offset", 0, "add N to every file's version (to sit after an application's own migrations)")
 	if code, done := c.parse(args, stderr); done {
 		return code
 	}
@@ -160,12 +165,30 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if *flyway != "" {
-		if err := agentstore.WriteFlyway(*flyway, d, c.options()...); err != nil {
+		if *format != "" && *format != string(agentstore.FormatFlyway) || *dir != "" && *dir != *flyway {
+			fmt.Fprintf(stderr, "agentstore ddl: --flyway DIR is --format flyway --dir DIR; do not combine it with another format or dir\n")
+			return exitError
+		}
+		*format, *dir = string(agentstore.FormatFlyway), *flyway
+	}
+	if *format != "" || *dir != "" {
+		if *format == "" || *dir == "" {
+			fmt.Fprintf(stderr, "agentstore ddl: --format and --dir go together\n")
+			return exitError
+		}
+		paths, err := agentstore.ExportMigrations(*dir, d, agentstore.ExportConfig{Format: agentstore.MigrationFormat(*format), VersionOffset: *offset}, c.options()...)
+		for _, p := range paths {
+			fmt.Fprintf(stderr, "wrote %s\n", p)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "agentstore ddl: %v\n", err)
 			return exitError
 		}
-		fmt.Fprintf(stderr, "wrote %s\n", filepath.Join(*flyway, agentstore.FlywayFileName))
 		return exitOK
+	}
+	if *offset != 0 {
+		fmt.Fprintf(stderr, "agentstore ddl: --version-offset needs --format and --dir\n")
+		return exitError
 	}
 	ddl, err := agentstore.DDL(d, c.options()...)
 	if err != nil {
@@ -180,7 +203,7 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 }
 
 // open parses the DSN flags and opens the store; it prints why on failure.
-func (c *common) open(ctx context.Context, cmd string, stderr io.Writer) (*agentstore.Store, bool) {
+func (c *common) open(ctx context.Context, cmd string, stderr io.Writer, extra ...agentstore.Option) (*agentstore.Store, bool) {
 	if c.dsn == "" {
 		c.dsn = os.Getenv("AGENTSTORE_DSN")
 	}
@@ -188,7 +211,7 @@ func (c *common) open(ctx context.Context, cmd string, stderr io.Writer) (*agent
 		fmt.Fprintf(stderr, "agentstore %s: --dsn is required\n%s", cmd, usage)
 		return nil, false
 	}
-	st, err := agentstore.Open(ctx, c.dsn, c.options()...)
+	st, err := agentstore.Open(ctx, c.dsn, append(c.options(), extra...)...)
 	if err != nil {
 		// Open's errors never contain the password; RedactDSN names the target.
 		fmt.Fprintf(stderr, "agentstore %s: open %s: %v\n", cmd, agentstore.RedactDSN(c.dsn), err)
@@ -207,11 +230,19 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitError
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
+	from, err := st.RecordedSchemaVersion(ctx)
+	if err != nil {
 		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "migrated %s to schema version %d (prefix %q", agentstore.RedactDSN(c.dsn), agentstore.SchemaVersion, st.TablePrefix())
+	if err := st.Migrate(ctx); err != nil {
+		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		if errors.Is(err, agentstore.ErrSchemaAhead) {
+			return exitIssues
+		}
+		return exitError
+	}
+	fmt.Fprintf(stdout, "migrated %s from schema version %d to %d (prefix %q", agentstore.RedactDSN(c.dsn), from, agentstore.SchemaVersion, st.TablePrefix())
 	if st.Schema() != "" {
 		fmt.Fprintf(stdout, ", schema %q", st.Schema())
 	}
@@ -225,7 +256,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, done := c.parse(args, stderr); done {
 		return code
 	}
-	st, ok := c.open(ctx, "verify", stderr)
+	st, ok := c.open(ctx, "verify", stderr, agentstore.WithReadOnly())
 	if !ok {
 		return exitError
 	}
@@ -245,6 +276,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		for _, is := range rep.Issues {
 			fmt.Fprintln(stdout, is.String())
+		}
+		if rep.OK() {
+			fmt.Fprintf(stdout, "ok: %s schema version %d, %d tables match the models\n", rep.Dialect, rep.DatabaseVersion, rep.Tables)
 		}
 	}
 	if !rep.OK() {
