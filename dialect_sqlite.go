@@ -110,8 +110,14 @@ func (liteDialect) offline() (gorm.Dialector, func() error, error) {
 func (liteDialect) castParam(string) string { return "?" }
 
 // migrateLock: Migrate's BEGIN IMMEDIATE transaction already holds the
-// database's write lock.
-func (liteDialect) migrateLock(*gorm.DB, *Store) error { return nil }
+// database's write lock. It reads sqlite_master once so the connection
+// reloads a schema another connection or process changed: SQLite checks a
+// DDL statement against the connection's cached schema when preparing it,
+// before the transaction re-reads the schema cookie.
+func (liteDialect) migrateLock(tx *gorm.DB, _ *Store) error {
+	var n int64
+	return tx.Raw("SELECT COUNT(*) FROM sqlite_master").Scan(&n).Error
+}
 
 func (liteDialect) newWaker(s *Store, onWake func(kind string)) waker {
 	return newLiteWatcher(s, func() { onWake(notifyOrch); onWake(notifyWork) })

@@ -1,0 +1,136 @@
+package migrations_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentstore/agentstore/migrations"
+)
+
+// released pins the Flyway checksum of every released migration file. A
+// released file never changes: Flyway refuses (validate) a database whose
+// history records another checksum. A new migration is added here when it
+// is released; an entry is never edited.
+var released = map[string]int32{
+	"postgres/V1__agentstore_baseline.sql":     -2022403588, // 0.1.0
+	"sqlite/V1__agentstore_baseline.sql":       -332758851,  // 0.1.0
+	"postgres/V2__provider_status_indexes.sql": 1292511532,  // 0.2.0
+	"sqlite/V2__provider_status_indexes.sql":   -398017780,  // 0.2.0
+}
+
+// TestReleasedFilesNeverChange: every committed migration is pinned, its
+// checksum (computed as Flyway computes it) is the pinned one, and the
+// embedded FS holds exactly the committed bytes.
+func TestReleasedFilesNeverChange(t *testing.T) {
+	files, err := filepath.Glob("*/V*__*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no migration files: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		seen[f] = true
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, ok := released[f]
+		if !ok {
+			t.Errorf("%s is not pinned: add its checksum %d to released when it ships", f, migrations.FlywayChecksum(string(b)))
+			continue
+		}
+		if got := migrations.FlywayChecksum(string(b)); got != want {
+			t.Errorf("%s changed: checksum %d, released as %d. A released migration never changes; put the change in a new V<n> file", f, got, want)
+		}
+		emb, err := migrations.FS.ReadFile(filepath.ToSlash(f))
+		if err != nil || string(emb) != string(b) {
+			t.Errorf("migrations.FS does not hold the committed %s: %v", f, err)
+		}
+	}
+	for f := range released {
+		if !seen[f] {
+			t.Errorf("released migration %s is missing", f)
+		}
+	}
+}
+
+// TestChainsAgree: both dialects have the same versions and descriptions,
+// versions start at 1 without gaps, and every file records its own version.
+func TestChainsAgree(t *testing.T) {
+	pg, err := migrations.Chain("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lite, err := migrations.Chain("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pg) != len(lite) {
+		t.Fatalf("postgres has %d migrations, sqlite %d", len(pg), len(lite))
+	}
+	for i := range pg {
+		if pg[i].Version != lite[i].Version || pg[i].Description != lite[i].Description {
+			t.Errorf("V%d: postgres %s, sqlite %s", i+1, pg[i].File, lite[i].File)
+		}
+		for _, m := range []migrations.Migration{pg[i], lite[i]} {
+			rec := "VALUES (" + itoa(m.Version) + ", CURRENT_TIMESTAMP)"
+			if !strings.Contains(m.SQL, `INSERT INTO "agentstore_schema_version" (version, applied_at) `+rec) {
+				t.Errorf("%s does not record its version (%s)", m.File, rec)
+			}
+		}
+		if lite[i].NoTransaction {
+			t.Errorf("sqlite %s is marked executeInTransaction=false", lite[i].File)
+		}
+	}
+}
+
+// TestFlywayChecksum: the checksum ignores line terminators (LF, CRLF, CR)
+// and a leading byte-order mark, as Flyway's does.
+func TestFlywayChecksum(t *testing.T) {
+	a := migrations.FlywayChecksum("SELECT 1;\nSELECT 2;\n")
+	for _, v := range []string{"SELECT 1;\r\nSELECT 2;\r\n", "\uFEFFSELECT 1;\nSELECT 2;", "SELECT 1;\rSELECT 2;"} {
+		if got := migrations.FlywayChecksum(v); got != a {
+			t.Errorf("checksum of %q = %d, want %d", v, got, a)
+		}
+	}
+	if migrations.FlywayChecksum("SELECT 1;\nSELECT 3;\n") == a {
+		t.Error("different content, same checksum")
+	}
+}
+
+// TestRender: the committed files name tables, indexes and constraints
+// with the default prefix; Render moves them to another prefix and schema
+// and leaves nothing of the default prefix behind.
+func TestRender(t *testing.T) {
+	pg, err := migrations.Chain("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range pg {
+		if migrations.Render(m.SQL, migrations.DefaultPrefix, "") != m.SQL {
+			t.Fatalf("%s: rendering for the default prefix changed it", m.File)
+		}
+		out := migrations.Render(m.SQL, "claude_", "agents")
+		if strings.Contains(out, "agentstore_") {
+			t.Fatalf("%s rendered for prefix claude_ still names agentstore_:\n%s", m.File, out)
+		}
+		if !strings.Contains(out, `"agents"."claude_`) {
+			t.Fatalf("%s rendered for schema agents has no qualified table", m.File)
+		}
+	}
+	got := migrations.Render(`DROP INDEX IF EXISTS "idx_agentstore_x"; CREATE INDEX "idx_agentstore_y" ON "agentstore_queue" ("a");`, "p_", "s")
+	want := `DROP INDEX IF EXISTS "s"."idx_p_x"; CREATE INDEX "idx_p_y" ON "s"."p_queue" ("a");`
+	if got != want {
+		t.Fatalf("Render = %s, want %s", got, want)
+	}
+}
+
+func itoa(v int64) string {
+	b := []byte{}
+	for v > 0 || len(b) == 0 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+		v /= 10
+	}
+	return string(b)
+}
