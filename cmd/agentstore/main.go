@@ -1,22 +1,29 @@
 // Command agentstore exports, applies and checks the agentstore schema.
 //
-//	agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S] [--flyway DIR]
+//	agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S]
+//	agentstore ddl --dialect D --format flyway|goose|golang-migrate --dir DIR [--version-offset N]
+//	agentstore ddl --dialect D --flyway DIR
 //	agentstore migrate --dsn DSN [--prefix P] [--schema S]
 //	agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
 //	agentstore version
 //
-// ddl prints the DDL generated from the GORM models to stdout, or with
-// --flyway writes DIR/V1__agentstore_baseline.sql. migrate runs
-// Store.Migrate. verify runs Store.Verify and prints one issue per line
-// (or the whole report as JSON with --json).
+// ddl prints the whole migration chain (agentstore.DDL) to stdout, or
+// writes it as one file per migration in a tool's layout
+// (agentstore.ExportMigrations; --flyway DIR is --format flyway --dir DIR);
+// it refuses to overwrite a file whose content differs. migrate runs
+// Store.Migrate and prints the versions it moved the database from and to.
+// verify opens the database read-only, runs Store.Verify and prints one
+// issue per line (or the whole report as JSON with --json), or one "ok:"
+// line.
 //
 // The DSN may come from the AGENTSTORE_DSN environment variable instead of
 // --dsn.
 //
-// Exit status: 0 success (verify: no issues); 1 verify found issues; 2 the
-// command could not run (usage error, bad option, unreachable database,
-// failed migration). Errors go to stderr; a DSN's password is never
-// printed.
+// Exit status: 0 success (verify: no issues); 1 verify found issues, or
+// migrate found the database's schema newer than this binary (nothing
+// changed); 2 the command could not run (usage error, bad option,
+// unreachable database, failed migration, a changed file in the way of
+// ddl). Errors go to stderr; a DSN's password is never printed.
 package main
 
 import (
