@@ -254,6 +254,13 @@ type driverErrorTranslator interface {
 	translateDriverError(err error) (mapped error, ok bool)
 }
 
+// connectFailureClassifier is implemented by a dialect whose driver marks
+// failed connection attempts (see translateError).
+type connectFailureClassifier interface {
+	// isConnectFailure reports whether err is a failed attempt to connect.
+	isConnectFailure(err error) bool
+}
+
 // registered lists the dialects compiled into this binary, in DSN-matching
 // order (each dialect file adds itself in init).
 var registered []dialect

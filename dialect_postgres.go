@@ -42,12 +42,17 @@ func (pgDialect) capabilities() Capability {
 		CapValidatedJSON | CapPartialIndexes | CapAlterColumns | CapFastPaths
 }
 
+// matchDSN accepts URLs (postgres://, postgresql://) and libpq key=value
+// DSNs ("host=db user=app dbname=agents sslmode=disable", GORM's form).
 func (pgDialect) matchDSN(dsn string) (string, bool, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || pgKeyValueRE.MatchString(dsn) {
 		return dsn, true, nil
 	}
 	return "", false, nil
 }
+
+// pgKeyValueRE recognises a libpq key=value DSN by its first keyword.
+var pgKeyValueRE = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|sslrootcert|connect_timeout|application_name|options|target_session_attrs|service)\s*=`)
 
 func (pgDialect) ownsGorm(name string) bool { return name == "postgres" }
 
@@ -113,6 +118,13 @@ func (pgDialect) newWaker(s *Store, onWake func(kind string)) waker {
 }
 
 func (pgDialect) catalog() catalogReader { return pgCatalog{} }
+
+// isConnectFailure: pgconn wraps a failed connection attempt (including
+// one that ran out of the pool's ConnectTimeout) in *pgconn.ConnectError.
+func (pgDialect) isConnectFailure(err error) bool {
+	var connErr *pgconn.ConnectError
+	return errors.As(err, &connErr)
+}
 
 // translateDriverError maps PostgreSQL errors by SQLSTATE.
 func (pgDialect) translateDriverError(err error) (error, bool) {

@@ -66,6 +66,18 @@ func translateError(err error) error {
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		// The caller's own deadline or cancellation: retrying with the same
+		// context cannot succeed, so it is not ErrRetryable. A connection
+		// attempt that timed out (the pool's ConnectTimeout) is the server's
+		// failure and stays retryable.
+		for _, d := range registered {
+			if c, ok := d.(connectFailureClassifier); ok && c.isConnectFailure(err) {
+				return fmt.Errorf("%w: %w", ErrRetryable, err)
+			}
+		}
+		return err
+	}
 	for _, d := range registered {
 		if t, ok := d.(driverErrorTranslator); ok {
 			if mapped, ok := t.translateDriverError(err); ok {
@@ -73,8 +85,7 @@ func translateError(err error) error {
 			}
 		}
 	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: %w", ErrRetryable, err)
 	}
 	var netErr net.Error

@@ -278,7 +278,8 @@ type Store struct {
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.
-// postgres:// and postgresql:// select PostgreSQL; sqlite:PATH and
+// postgres:// and postgresql:// URLs and libpq key=value DSNs ("host=db
+// user=app dbname=agents") select PostgreSQL; sqlite:PATH and
 // sqlite::memory: select SQLite. Errors never contain the DSN's password.
 func ParseDSN(dsn string) (Dialect, string, error) {
 	d, target, err := resolveDSN(dsn)
@@ -291,7 +292,7 @@ func ParseDSN(dsn string) (Dialect, string, error) {
 // resolveDSN finds the registered dialect of dsn.
 func resolveDSN(dsn string) (dialect, string, error) {
 	if dsn == "" {
-		return nil, "", configf("empty DSN: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
+		return nil, "", configf("empty DSN: use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:")
 	}
 	for _, d := range registered {
 		target, ok, err := d.matchDSN(dsn)
@@ -305,9 +306,9 @@ func resolveDSN(dsn string) (dialect, string, error) {
 	// Name the scheme only when it looks like one: the rest of an
 	// unknown DSN may hold a password (host=... password=...).
 	if i := strings.Index(dsn, ":"); i > 0 && schemeRE.MatchString(dsn[:i]) {
-		return nil, "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:", clip(dsn[:i]))
+		return nil, "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:", clip(dsn[:i]))
 	}
-	return nil, "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:")
+	return nil, "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:")
 }
 
 // RedactDSN returns dsn with any password replaced by "xxxxx", for logs.

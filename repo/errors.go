@@ -28,8 +28,11 @@ var (
 	// released, or is held under another token.
 	ErrLockLost = errors.New("agentstore: lock lost")
 	// ErrRetryable marks transient database failures (deadlock,
-	// serialization failure, busy SQLite, lost connection, pool timeout).
-	// errors.Is(err, ErrRetryable) tells a caller it may try again.
+	// serialization failure, busy SQLite, lost connection, a connection
+	// attempt that timed out). errors.Is(err, ErrRetryable) tells a caller
+	// it may try again. A call ended by the caller's own context deadline
+	// or cancellation is not retryable: its error matches
+	// context.DeadlineExceeded or context.Canceled instead.
 	ErrRetryable = errors.New("agentstore: retryable database error")
 )
 

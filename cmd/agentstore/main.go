@@ -220,8 +220,8 @@ func (c *common) open(ctx context.Context, cmd string, stderr io.Writer, extra .
 	}
 	st, err := agentstore.Open(ctx, c.dsn, append(c.options(), extra...)...)
 	if err != nil {
-		// Open's errors never contain the password; RedactDSN names the target.
-		fmt.Fprintf(stderr, "agentstore %s: open %s: %v\n", cmd, agentstore.RedactDSN(c.dsn), err)
+		// Open's errors name the (redacted) target once and never contain the password.
+		fmt.Fprintf(stderr, "agentstore %s: %v\n", cmd, err)
 		return nil, false
 	}
 	return st, true
