@@ -342,7 +342,7 @@ func ExportMigrations(dir string, d Dialect, ec ExportConfig, opts ...Option) ([
 			}
 			outs = append(outs, out{fmt.Sprintf("%d_%s.sql", v, f.m.Description), head + f.sql})
 		case FormatGolangMigrate:
-			outs = append(outs, out{fmt.Sprintf("%d_%s.up.sql", v, f.m.Description), f.sql})
+			outs = append(outs, out{fmt.Sprintf("%d_%s.up.sql", v, f.m.Description), golangMigrateSQL(f.sql)})
 		default:
 			return nil, configf("export migrations: unknown format %q (want flyway, goose or golang-migrate)", clip(string(ec.Format)))
 		}
@@ -378,3 +378,15 @@ func WriteFlyway(dir string, d Dialect, opts ...Option) error {
 // FlywayFileName is the file name of the first migration of every chain
 // (the V1 baseline).
 const FlywayFileName = "V1__agentstore_baseline.sql"
+
+// golangMigrateSQL rewrites ";" in comment lines, which golang-migrate's
+// x-multi-statement splitter (every ";", comments included) would cut at.
+func golangMigrateSQL(sql string) string {
+	lines := strings.Split(sql, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "--") {
+			lines[i] = strings.ReplaceAll(l, ";", ",")
+		}
+	}
+	return strings.Join(lines, "\n")
+}

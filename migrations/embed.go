@@ -134,7 +134,10 @@ func FlywayChecksum(content string) int32 {
 // the default prefix: table names ("agentstore_sessions") and the names of
 // indexes and constraints derived from them ("idx_agentstore_...",
 // "fk_agentstore_...", "uni_agentstore_...", "chk_agentstore_...").
-var identRE = regexp.MustCompile(`"((?:idx|fk|uni|chk)_)?agentstore_([A-Za-z0-9_]*)"`)
+var identRE = regexp.MustCompile(`"((?:idx|fk|uni|chk)_)?agentstore_([A-Za-z0-9_]+)"`)
+
+// headerRE finds the prefix a file's header comment names.
+var headerRE = regexp.MustCompile(`(?m)^(-- agentstore schema version \d+ for \w+ \(prefix )"agentstore_"`)
 
 // dropIndexRE finds index names after DROP INDEX [CONCURRENTLY] [IF EXISTS]
 // and ALTER INDEX, which PostgreSQL needs schema-qualified.
@@ -164,7 +167,11 @@ func Render(sql, prefix, schema string) string {
 	if schema != "" {
 		out = dropIndexRE.ReplaceAllString(out, `${1}"`+schema+`"."${2}"`)
 	}
-	return out
+	hdr := `${1}"` + prefix + `"`
+	if schema != "" {
+		hdr += `, schema "` + schema + `"`
+	}
+	return headerRE.ReplaceAllString(out, hdr)
 }
 
 // Statements splits a migration into its statements (separated by ";" at
