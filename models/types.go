@@ -67,9 +67,10 @@ func (j *JSON) UnmarshalJSON(b []byte) error {
 // Valid reports whether j is empty or a syntactically valid JSON document.
 func (j JSON) Valid() bool { return len(j) == 0 || json.Valid(j) }
 
-// Decimal is a shopspring decimal stored exactly: numeric(20,9) on
-// PostgreSQL and text on SQLite, where NUMERIC affinity would turn the value
-// into a float and lose digits.
+// Decimal is a shopspring decimal stored exactly: numeric without a scale
+// on PostgreSQL (any value within numeric's 131072 integer and 16383
+// fraction digits, scale kept) and text on SQLite, where NUMERIC affinity
+// would turn the value into a float and lose digits.
 type Decimal struct{ decimal.Decimal }
 
 // NewDecimal wraps d.
