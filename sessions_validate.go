@@ -346,3 +346,11 @@ func (n nullString) Value() (driver.Value, error) {
 	}
 	return string(n), nil
 }
+
+// Value implements driver.Valuer (so GORM scans dbTime as one column).
+func (d dbTime) Value() (driver.Value, error) {
+	if !d.Valid {
+		return nil, nil
+	}
+	return d.T, nil
+}
