@@ -82,8 +82,14 @@ func (Decimal) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	return columnType(db, TypeDecimal)
 }
 
-// Value implements driver.Valuer as the exact decimal string.
-func (d Decimal) Value() (driver.Value, error) { return d.Decimal.String(), nil }
+// Value implements driver.Valuer as the exact decimal string, with the
+// value's scale kept (1.10 is written "1.10", not "1.1").
+func (d Decimal) Value() (driver.Value, error) {
+	if exp := d.Decimal.Exponent(); exp < 0 {
+		return d.Decimal.StringFixed(-exp), nil
+	}
+	return d.Decimal.String(), nil
+}
 
 // Scan implements sql.Scanner from text, bytes or numbers.
 func (d *Decimal) Scan(src any) error {

@@ -24,12 +24,14 @@ const (
 	// MaxIdempotencyKeyLen bounds EnqueueParams.IdempotencyKey.
 	MaxIdempotencyKeyLen = 255
 	// MaxCostIntegerDigits and MaxCostFractionDigits bound
-	// Session.TotalCostUSD (PostgreSQL numeric's own limits): a value with
-	// more digits before or after the decimal point is ErrInvalidInput
+	// Session.TotalCostUSD: PostgreSQL numeric's integer-digit limit, and
+	// the fraction digits shopspring/decimal decodes by default
+	// (decimal.MaxDecodeExponent; numeric itself allows 16383). A value
+	// with more digits before or after the decimal point is ErrInvalidInput
 	// before any SQL. Every value within them round-trips exactly, digit
 	// for digit and with its scale (1.10 stays 1.10), on every dialect.
 	MaxCostIntegerDigits  = 131072
-	MaxCostFractionDigits = 16383
+	MaxCostFractionDigits = 10000
 )
 
 // SessionState is the lifecycle state of a session (seed: SessionState).
