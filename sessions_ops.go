@@ -209,6 +209,9 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 			stored, ok, err := ss.replayBatch(tx, sessionID, msgs, out)
 			if ok {
 				replayed = stored
+			} else if err == nil {
+				// The colliding row is gone again (deleted meanwhile).
+				err = fmt.Errorf("a message id of the batch collided with a row that is gone now; nothing was written: %w", ErrRetryable)
 			}
 			return err
 		})
