@@ -27,7 +27,7 @@ func init() {
 	// jsonb for documents that may be normalised, json for message content
 	// (validated, kept byte for byte), numeric(20,9) for money.
 	models.RegisterColumnTypes("postgres", map[models.LogicalType]string{
-		models.TypeJSON: "jsonb", models.TypeVerbatimJSON: "json", models.TypeDecimal: "numeric(20,9)"})
+		models.TypeJSON: "jsonb", models.TypeVerbatimJSON: "json", models.TypeDecimal: "numeric"})
 }
 
 // pgDialect implements dialect for PostgreSQL.

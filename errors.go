@@ -21,6 +21,10 @@ var (
 	ErrNotFound = repo.ErrNotFound
 	// ErrConflict: a uniqueness or optimistic-concurrency rule was broken; nothing was written.
 	ErrConflict = repo.ErrConflict
+	// ErrStaleVersion: an optimistic-concurrency check failed (also ErrConflict); see StaleVersionError.
+	ErrStaleVersion = repo.ErrStaleVersion
+	// ErrDuplicate: a caller-chosen key is already stored with other content (also ErrConflict).
+	ErrDuplicate = repo.ErrDuplicate
 	// ErrInvalidInput: input refused before any SQL ran.
 	ErrInvalidInput = repo.ErrInvalidInput
 	// ErrCorruptRow: a stored row cannot be decoded (see CorruptRowError).
@@ -33,6 +37,9 @@ var (
 	// bad DSN, table prefix, schema name or pool setting. No SQL has run.
 	ErrInvalidConfig = errors.New("agentstore: invalid configuration")
 )
+
+// StaleVersionError is the *repo.StaleVersionError of a failed version check (stored version included).
+type StaleVersionError = repo.StaleVersionError
 
 // CorruptRowError reports a stored row that cannot be decoded; it matches ErrCorruptRow.
 type CorruptRowError = repo.CorruptRowError

@@ -72,10 +72,12 @@ var (
 )
 
 // sessionStore implements repo.Sessions; tenant != nil scopes every query.
+// tx != nil binds it to the transaction of a WithSessionLock.
 type sessionStore struct {
 	s        *Store
 	tenant   *string
 	scopeErr error
+	tx       *gorm.DB
 }
 
 const defaultCleanupBatch = 500
@@ -87,7 +89,12 @@ var (
 	knownTodoStatuses    = []string{string(repo.TodoPending), string(repo.TodoInProgress), string(repo.TodoCompleted)}
 )
 
-func (ss *sessionStore) db(ctx context.Context) *gorm.DB { return ss.s.db.WithContext(ctx) }
+func (ss *sessionStore) db(ctx context.Context) *gorm.DB {
+	if ss.tx != nil {
+		return ss.tx.WithContext(ctx)
+	}
+	return ss.s.db.WithContext(ctx)
+}
 
 // tenantCond returns " AND <col> = ?" and its argument when scoped.
 func (ss *sessionStore) tenantCond(col string) (string, []any) {
@@ -126,7 +133,7 @@ func (ss *sessionStore) notFound(op string, id uuid.UUID) error {
 // lock and busy_timeout. On PostgreSQL it does nothing. Use: defer
 // ss.writeLock()().
 func (ss *sessionStore) writeLock() func() {
-	if !ss.s.has(CapSingleWriter) || ss.s.writeDB != nil {
+	if !ss.s.has(CapSingleWriter) || ss.s.writeDB != nil || ss.tx != nil {
 		return func() {}
 	}
 	ss.s.sessWriteMu.Lock()
@@ -191,8 +198,38 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
+// corrupt returns the *CorruptRowError of a stored value that cannot be
+// decoded. A parse error's ErrInvalidInput is dropped (with its text): a
+// stored row is corrupt, not refused input.
 func corrupt(table, rowID, column string, err error) error {
+	if errors.Is(err, ErrInvalidInput) {
+		err = errors.New(strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": "))
+	}
 	return &CorruptRowError{Table: table, RowID: rowID, Column: column, Err: err}
+}
+
+// monotonicUpdatedAt is the SET item of every session write: updated_at
+// becomes the later of the stored value and the parameter, so a writer
+// that read the clock before waiting for the row lock never moves it
+// backwards (col is "updated_at" or "s.updated_at").
+func monotonicUpdatedAt(col string) string {
+	return "updated_at = CASE WHEN " + col + " > ? THEN " + col + " ELSE ? END"
+}
+
+// staleOrMissing reads the stored version of a session whose versioned
+// write matched no row: ErrNotFound when it is missing (in the view's
+// tenant), else a *StaleVersionError.
+func (ss *sessionStore) staleOrMissing(tx *gorm.DB, id uuid.UUID, expected int64) error {
+	tc, targs := ss.tenantCond("tenant_id")
+	var vs []int64
+	if err := tx.Raw("SELECT version FROM "+ss.s.quoted(models.TableSessions)+" WHERE id = ?"+tc,
+		append([]any{id}, targs...)...).Scan(&vs).Error; err != nil {
+		return dbErr(err)
+	}
+	if len(vs) == 0 {
+		return ss.notFound("session", id)
+	}
+	return &repo.StaleVersionError{SessionID: id, Expected: expected, Stored: vs[0]}
 }
 
 // sessionFromRow decodes a stored session row; a value it cannot decode is a *CorruptRowError.
@@ -264,10 +301,13 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 		}
 	}
 	if ch.Todos {
-		for i := range sess.Todos {
-			if err := checkTodo(i, &sess.Todos[i]); err != nil {
-				return fmt.Errorf("save session %s: %w", sess.ID, err)
-			}
+		if err := checkTodos(sess.Todos); err != nil {
+			return fmt.Errorf("save session %s: %w", sess.ID, err)
+		}
+	}
+	if len(fresh) > 1 {
+		if err := checkMessageIDs(sess.Messages, fresh); err != nil {
+			return fmt.Errorf("save session %s: %w", sess.ID, err)
 		}
 	}
 	for i := range ch.NewCompacts {
@@ -313,19 +353,23 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		if sess.ParentID != nil {
 			// The parent must exist (in the view's tenant): a tenant cannot
-			// hang sessions under another tenant's session.
-			ok, err := ss.sessionExists(tx, *sess.ParentID)
-			if err != nil {
-				return translateError(err)
-			}
-			if !ok {
-				return fmt.Errorf("parent session %s: %w", *sess.ParentID, ErrNotFound)
+			// hang sessions under another tenant's session. Its row is
+			// locked, so a concurrent Delete of the parent waits for this
+			// transaction or makes this one ErrNotFound.
+			if _, err := ss.lockHead(tx, *sess.ParentID); err != nil {
+				if errors.Is(err, ErrNotFound) {
+					return fmt.Errorf("parent session %s: %w", *sess.ParentID, ErrNotFound)
+				}
+				return err
 			}
 		}
 		if sess.Version == 0 {
 			row.Version, row.LastSeq, row.MessageCount = 1, k, k
 			if err := tx.Omit(clause.Associations).Create(&row).Error; err != nil {
-				return translateError(err)
+				if err := dbErr(err); errors.Is(err, ErrDuplicate) {
+					return fmt.Errorf("session %s already exists (Load it; Save inserts only sessions with Version 0): %w", sess.ID, ErrDuplicate)
+				}
+				return dbErr(err)
 			}
 			lastSeq, msgCount, version = k, k, 1
 		} else {
@@ -336,24 +380,23 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 			}
 			args = append(args, k, k, row.ID, sess.Version)
 			args = append(args, targs...)
-			var ret struct{ LastSeq, MessageCount, Version int64 }
+			var ret struct {
+				LastSeq, MessageCount, Version int64
+				UpdatedAt                      dbTime
+			}
 			res := tx.Raw(`UPDATE `+ss.s.quoted(models.TableSessions)+` SET `+set+`,
  last_seq = last_seq + ?, message_count = message_count + ?, version = version + 1
- WHERE id = ? AND version = ?`+tc+` RETURNING last_seq, message_count, version`, args...).Scan(&ret)
+ WHERE id = ? AND version = ?`+tc+` RETURNING last_seq, message_count, version, updated_at`, args...).Scan(&ret)
 			if res.Error != nil {
-				return translateError(res.Error)
+				return dbErr(res.Error)
 			}
 			if res.RowsAffected == 0 {
-				ok, err := ss.sessionExists(tx, sess.ID)
-				if err != nil {
-					return translateError(err)
-				}
-				if !ok {
-					return ErrNotFound
-				}
-				return fmt.Errorf("%w: stale version %d", ErrConflict, sess.Version)
+				return ss.staleOrMissing(tx, sess.ID, sess.Version)
 			}
 			lastSeq, msgCount, version = ret.LastSeq, ret.MessageCount, ret.Version
+			if ret.UpdatedAt.Valid && ret.UpdatedAt.T.After(row.UpdatedAt) {
+				row.UpdatedAt = ret.UpdatedAt.T
+			}
 		}
 		if k > 0 {
 			rows := make([]models.Message, 0, k)
@@ -385,7 +428,7 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	})
 	unlock()
 	if err != nil {
-		return fmt.Errorf("save session %s: %w", sess.ID, translateError(err))
+		return fmt.Errorf("save session %s: %w", sess.ID, dbErr(err))
 	}
 	base := lastSeq - k
 	for j, i := range fresh {
@@ -394,7 +437,7 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	if ss.tenant != nil {
 		sess.TenantID = *ss.tenant
 	}
-	sess.CreatedAt, sess.UpdatedAt = row.CreatedAt, now
+	sess.CreatedAt, sess.UpdatedAt = row.CreatedAt, row.UpdatedAt
 	sess.Version, sess.LastSeq, sess.MessageCount = version, lastSeq, msgCount
 	sess.MarkClean()
 	return nil
@@ -421,7 +464,7 @@ func messageRow(sessionID uuid.UUID, seq int64, m *repo.Message) models.Message 
 // insertMessages writes rows in batches (one statement per 500 rows).
 func insertMessages(tx *gorm.DB, rows []models.Message) error {
 	if err := tx.Omit(clause.Associations).CreateInBatches(rows, 500).Error; err != nil {
-		return translateError(err)
+		return dbErr(err)
 	}
 	return nil
 }
@@ -453,7 +496,7 @@ func (ss *sessionStore) insertCompacts(tx *gorm.DB, sess *repo.Session, now time
 	}
 	err := tx.Omit(clause.Associations).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).
 		CreateInBatches(rows, 200).Error
-	return translateError(err)
+	return dbErr(err)
 }
 
 // Load implements repo.Sessions.
@@ -477,42 +520,48 @@ func (ss *sessionStore) Load(ctx context.Context, id uuid.UUID, opts ...repo.Loa
 	}
 	var out *repo.Session
 	run := func(tx *gorm.DB) error {
-		var row models.Session
-		q := tx.Where("id = ?", id)
-		if ss.tenant != nil {
-			q = q.Where("tenant_id = ?", *ss.tenant)
-		}
-		if err := q.Take(&row).Error; err != nil {
-			return translateError(err)
-		}
-		sess, err := sessionFromRow(&row)
-		if err != nil {
-			return err
-		}
-		if sess.Messages, err = ss.loadMessages(tx, &row, o); err != nil {
-			return err
-		}
-		if sess.CompactHistory, err = loadCompacts(tx, id); err != nil {
-			return err
-		}
-		if sess.Todos, err = loadTodos(tx, id); err != nil {
-			return err
-		}
-		if sess.CurrentPlan, err = ss.loadCurrentPlan(tx, id); err != nil {
-			return err
-		}
-		out = sess
-		return nil
+		var err error
+		out, err = ss.loadTx(tx, id, o)
+		return err
 	}
 	// One snapshot where the database has snapshot reads; without
 	// (SQLite: a transaction would take the write lock) the messages are
 	// still bounded by the session row's last_seq, so they match it.
 	err := ss.s.readTx(ss.db(ctx), run)
 	if err != nil {
-		return nil, fmt.Errorf("load session %s: %w", id, translateError(err))
+		return nil, fmt.Errorf("load session %s: %w", id, dbErr(err))
 	}
 	out.MarkClean()
 	return out, nil
+}
+
+// loadTx reads the session and its child rows with tx (Load's queries).
+func (ss *sessionStore) loadTx(tx *gorm.DB, id uuid.UUID, o repo.LoadOptions) (*repo.Session, error) {
+	var row models.Session
+	q := tx.Where("id = ?", id)
+	if ss.tenant != nil {
+		q = q.Where("tenant_id = ?", *ss.tenant)
+	}
+	if err := q.Take(&row).Error; err != nil {
+		return nil, dbErr(err)
+	}
+	sess, err := sessionFromRow(&row)
+	if err != nil {
+		return nil, err
+	}
+	if sess.Messages, err = ss.loadMessages(tx, &row, o); err != nil {
+		return nil, err
+	}
+	if sess.CompactHistory, err = loadCompacts(tx, id); err != nil {
+		return nil, err
+	}
+	if sess.Todos, err = loadTodos(tx, id); err != nil {
+		return nil, err
+	}
+	if sess.CurrentPlan, err = ss.loadCurrentPlan(tx, id); err != nil {
+		return nil, err
+	}
+	return sess, nil
 }
 
 // messageCols are the columns of a message read, in scanMessages's order
@@ -567,7 +616,7 @@ func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.Lo
 	}
 	rows, err := tx.Raw(b.String(), args...).Rows()
 	if err != nil {
-		return nil, translateError(err)
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	msgs, err := scanMessages(rows, row.ID, capHint, ss.s.has(CapValidatedJSON))
@@ -599,7 +648,7 @@ func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bo
 		var m repo.Message
 		if err := rows.Scan(&m.Seq, &m.ID, &parent, &role, &content, &sidechain, &compact, &usage, &meta,
 			&model, &reqID, &env, &created); err != nil {
-			return nil, translateError(err)
+			return nil, dbErr(err)
 		}
 		switch role {
 		case "user":
@@ -654,7 +703,7 @@ func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bo
 		content, usage, meta, env = nil, nil, nil, nil
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translateError(err)
+		return nil, dbErr(err)
 	}
 	return msgs, nil
 }
@@ -748,7 +797,7 @@ func fastUsage(b []byte) (*repo.TokenUsage, bool) {
 func loadCompacts(tx *gorm.DB, id uuid.UUID) ([]repo.CompactRecord, error) {
 	var rows []models.Compact
 	if err := tx.Where("session_id = ?", id).Order("created_at, id").Find(&rows).Error; err != nil {
-		return nil, translateError(err)
+		return nil, dbErr(err)
 	}
 	out := make([]repo.CompactRecord, 0, len(rows))
 	for _, r := range rows {
@@ -766,7 +815,7 @@ func loadCompacts(tx *gorm.DB, id uuid.UUID) ([]repo.CompactRecord, error) {
 func loadTodos(tx *gorm.DB, id uuid.UUID) ([]repo.TodoItem, error) {
 	var rows []models.Todo
 	if err := tx.Where("session_id = ?", id).Order("position, created_at, id").Find(&rows).Error; err != nil {
-		return nil, translateError(err)
+		return nil, dbErr(err)
 	}
 	out := make([]repo.TodoItem, 0, len(rows))
 	for _, r := range rows {
@@ -797,7 +846,7 @@ func (ss *sessionStore) loadCurrentPlan(tx *gorm.DB, id uuid.UUID) (*repo.Plan, 
 	var rows []models.Plan
 	if err := tx.Where("session_id = ? AND status NOT IN ?", id, terminalPlanStatuses).
 		Order("created_at DESC, id DESC").Find(&rows).Error; err != nil {
-		return nil, translateError(err)
+		return nil, dbErr(err)
 	}
 	var cur *repo.Plan
 	for i := range rows {
@@ -824,7 +873,7 @@ func (ss *sessionStore) Delete(ctx context.Context, id uuid.UUID) (bool, error) 
 	defer ss.writeLock()()
 	res := q.Delete(&models.Session{})
 	if res.Error != nil {
-		return false, fmt.Errorf("delete session %s: %w", id, translateError(res.Error))
+		return false, fmt.Errorf("delete session %s: %w", id, dbErr(res.Error))
 	}
 	return res.RowsAffected > 0, nil
 }
@@ -841,6 +890,14 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 	case limit == 0:
 		limit = repo.DefaultListLimit
 	}
+	order := p.Order
+	switch order {
+	case "", repo.OrderUpdated:
+		order = repo.OrderUpdated
+	case repo.OrderCreated:
+	default:
+		return repo.ListPage{}, invalidf("list sessions: unknown order %q", clip(string(order)))
+	}
 	tenant := p.TenantID
 	if ss.tenant != nil {
 		tenant = ss.tenant
@@ -850,26 +907,76 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 			return repo.ListPage{}, fmt.Errorf("list sessions: %w", err)
 		}
 	}
-	q := ss.db(ctx).Model(&models.Session{}).Select("id", "tenant_id", "updated_at")
-	if tenant != nil {
+	q := ss.db(ctx).Model(&models.Session{}).Select("id", "tenant_id", "parent_id", "session_type", "state", "created_at", "updated_at")
+	switch {
+	case tenant != nil && *tenant == "":
+		q = q.Where("tenant_id IS NULL")
+	case tenant != nil:
 		q = q.Where("tenant_id = ?", *tenant)
 	}
+	if len(p.States) > 0 {
+		states := make([]string, len(p.States))
+		for i, st := range p.States {
+			v, err := repo.ParseSessionState(string(st))
+			if err != nil {
+				return repo.ListPage{}, fmt.Errorf("list sessions: %w", err)
+			}
+			states[i] = string(v)
+		}
+		q = q.Where("state IN ?", states)
+	}
+	if p.Kind != "" {
+		k, err := repo.ParseSessionKind(string(p.Kind))
+		if err != nil {
+			return repo.ListPage{}, fmt.Errorf("list sessions: %w", err)
+		}
+		q = q.Where("session_type = ?", string(k))
+	}
+	if p.ParentID != nil {
+		q = q.Where("parent_id = ?", *p.ParentID)
+	}
+	if p.UpdatedFrom != nil {
+		q = q.Where("updated_at >= ?", p.UpdatedFrom.UTC().Truncate(time.Microsecond))
+	}
+	if p.UpdatedBefore != nil {
+		q = q.Where("updated_at < ?", p.UpdatedBefore.UTC().Truncate(time.Microsecond))
+	}
+	col := "updated_at"
+	if order == repo.OrderCreated {
+		col = "created_at"
+	}
 	if p.After != nil {
-		at := p.After.UpdatedAt.UTC().Truncate(time.Microsecond)
-		q = q.Where("updated_at > ? OR (updated_at = ? AND id > ?)", at, at, p.After.ID)
+		at := p.After.UpdatedAt
+		if order == repo.OrderCreated {
+			at = p.After.CreatedAt
+		}
+		if at.IsZero() {
+			return repo.ListPage{}, invalidf("list sessions: the cursor has no %s (a cursor of another order?)", col)
+		}
+		// A row-value comparison: one range of the (col, id) index.
+		q = q.Where("("+col+", id) > (?, ?)", at.UTC().Truncate(time.Microsecond), p.After.ID)
 	}
 	var rows []models.Session
-	if err := q.Order("updated_at, id").Limit(limit + 1).Find(&rows).Error; err != nil {
-		return repo.ListPage{}, fmt.Errorf("list sessions: %w", translateError(err))
+	if err := q.Order(col + ", id").Limit(limit + 1).Find(&rows).Error; err != nil {
+		return repo.ListPage{}, fmt.Errorf("list sessions: %w", dbErr(err))
 	}
 	page := repo.ListPage{Sessions: make([]repo.SessionRef, 0, min(len(rows), limit))}
 	for i, r := range rows {
 		if i == limit {
 			last := page.Sessions[limit-1]
-			page.Next = &repo.Cursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
+			page.Next = &repo.Cursor{UpdatedAt: last.UpdatedAt, CreatedAt: last.CreatedAt, ID: last.ID}
 			break
 		}
-		ref := repo.SessionRef{ID: r.ID, UpdatedAt: r.UpdatedAt.UTC()}
+		kind, err := repo.ParseSessionKind(r.SessionType)
+		if err != nil {
+			return repo.ListPage{}, fmt.Errorf("list sessions: %w", corrupt(models.TableSessions, r.ID.String(), "session_type", err))
+		}
+		state, err := repo.ParseSessionState(r.State)
+		if err != nil {
+			return repo.ListPage{}, fmt.Errorf("list sessions: %w", corrupt(models.TableSessions, r.ID.String(), "state", err))
+		}
+		ref := repo.SessionRef{ID: r.ID, ParentID: r.ParentID, Kind: kind, State: state,
+			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 		if r.TenantID != nil {
 			ref.TenantID = *r.TenantID
 		}
@@ -889,7 +996,7 @@ func (ss *sessionStore) ListChildren(ctx context.Context, parentID uuid.UUID) ([
 	}
 	ids := []uuid.UUID{}
 	if err := q.Order("created_at, id").Pluck("id", &ids).Error; err != nil {
-		return nil, fmt.Errorf("list children of %s: %w", parentID, translateError(err))
+		return nil, fmt.Errorf("list children of %s: %w", parentID, dbErr(err))
 	}
 	return ids, nil
 }
@@ -926,8 +1033,13 @@ func sessionUpdateSet(row *models.Session) (string, []any, error) {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(`"` + f.DBName + `" = ?`)
 		v, _ := f.ValueOf(context.Background(), rv)
+		if f.DBName == "updated_at" {
+			b.WriteString(monotonicUpdatedAt("updated_at"))
+			args = append(args, v, v)
+			continue
+		}
+		b.WriteString(`"` + f.DBName + `" = ?`)
 		args = append(args, v)
 	}
 	return b.String(), args, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/repo"
 )
@@ -22,9 +23,68 @@ func opErr(op string, err error) error {
 	if errors.As(err, &re) {
 		return err
 	}
-	t := translateError(err)
+	t := dbErr(err)
 	return &repo.Error{Op: op, Message: t.Error(), Retryable: errors.Is(t, ErrRetryable), Err: t}
 }
+
+// dbFault is a database error as the session API reports it: its text is
+// the sentinel's (the callers add the session and row), the driver's error
+// stays in the chain for errors.As.
+type dbFault struct {
+	kind  error // ErrNotFound, ErrDuplicate, ErrRetryable or ErrInvalidInput
+	cause error // the driver's (or GORM's) error
+}
+
+func (e *dbFault) Error() string   { return e.kind.Error() }
+func (e *dbFault) Unwrap() []error { return []error{e.kind, e.cause} }
+
+// ours reports whether err already carries one of the sentinels (an error
+// the store made, or a dbFault), so dbErr leaves it alone.
+func ours(err error) bool {
+	for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalidInput, ErrCorruptRow, ErrLockLost, ErrRetryable} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// dbErr maps an error of a database call onto the session API's sentinels
+// with the driver's text hidden (see dbFault): a unique violation is
+// ErrDuplicate, a foreign-key violation ErrNotFound (the row it points to is
+// gone), the transient failures ErrRetryable, text the database refuses
+// ErrInvalidInput. Errors the store made itself, and context errors, are
+// returned unchanged; an error of no known class too (a bug: report it).
+func dbErr(err error) error {
+	if err == nil || ours(err) {
+		return err
+	}
+	if errors.Is(err, gorm.ErrForeignKeyViolated) {
+		return &dbFault{ErrNotFound, err}
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return &dbFault{ErrDuplicate, err}
+	}
+	t := translateError(err)
+	switch {
+	case errors.Is(t, ErrRetryable):
+		return &dbFault{ErrRetryable, err}
+	case errors.Is(t, ErrConflict):
+		return &dbFault{ErrDuplicate, err}
+	case errors.Is(t, ErrNotFound):
+		return &dbFault{ErrNotFound, err}
+	case errors.Is(t, ErrInvalidInput):
+		return &dbFault{ErrInvalidInput, err}
+	}
+	return t
+}
+
+// fnError carries the error of a WithSessionLock callback through the
+// transaction, so it is returned unchanged.
+type fnError struct{ err error }
+
+func (e *fnError) Error() string { return e.err.Error() }
+func (e *fnError) Unwrap() error { return e.err }
 
 // sessionsAPI is the repo.Sessions a Store hands out.
 type sessionsAPI struct{ ss *sessionStore }
@@ -67,6 +127,22 @@ func (a sessionsAPI) ListChildren(ctx context.Context, parentID uuid.UUID) ([]uu
 func (a sessionsAPI) AppendMessages(ctx context.Context, sessionID uuid.UUID, msgs ...repo.Message) ([]repo.Message, error) {
 	out, err := a.ss.AppendMessages(ctx, sessionID, msgs...)
 	return out, opErr("append_messages", err)
+}
+
+// AppendMessagesWith implements repo.Sessions.
+func (a sessionsAPI) AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs ...repo.Message) ([]repo.Message, error) {
+	out, err := a.ss.appendMessages(ctx, sessionID, o, msgs)
+	return out, opErr("append_messages", err)
+}
+
+// WithSessionLock implements repo.Sessions.
+func (a sessionsAPI) WithSessionLock(ctx context.Context, id uuid.UUID, fn func(ctx context.Context, tx repo.Sessions) error) error {
+	err := a.ss.WithSessionLock(ctx, id, fn)
+	var fe *fnError
+	if errors.As(err, &fe) {
+		return fe.err
+	}
+	return opErr("with_session_lock", err)
 }
 
 // Fork implements repo.Sessions.
@@ -112,6 +188,24 @@ type sessionQueueAPI struct{ sq *sessionQueue }
 func (a sessionQueueAPI) Enqueue(ctx context.Context, sessionID uuid.UUID, content string, priority int32) (*repo.QueueItem, error) {
 	it, err := a.sq.Enqueue(ctx, sessionID, content, priority)
 	return it, opErr("enqueue", err)
+}
+
+// EnqueueWith implements repo.SessionQueue.
+func (a sessionQueueAPI) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p repo.EnqueueParams) (*repo.QueueItem, error) {
+	it, err := a.sq.EnqueueWith(ctx, sessionID, p)
+	return it, opErr("enqueue", err)
+}
+
+// Item implements repo.SessionQueue.
+func (a sessionQueueAPI) Item(ctx context.Context, itemID uuid.UUID) (*repo.QueueItem, error) {
+	it, err := a.sq.Item(ctx, itemID)
+	return it, opErr("queue_item", err)
+}
+
+// Items implements repo.SessionQueue.
+func (a sessionQueueAPI) Items(ctx context.Context, sessionID uuid.UUID, statuses ...repo.QueueStatus) ([]repo.QueueItem, error) {
+	out, err := a.sq.Items(ctx, sessionID, statuses...)
+	return out, opErr("queue_items", err)
 }
 
 // Dequeue implements repo.SessionQueue.

@@ -3,6 +3,7 @@ package agentstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,7 @@ func (ss *sessionStore) param(typ string) string { return ss.s.castParam(typ) }
 type sessionHead struct {
 	LastSeq       int64
 	MessageCount  int64
+	Version       int64
 	CurrentLeafID sql.NullString
 }
 
@@ -33,27 +35,60 @@ type sessionHead struct {
 func (ss *sessionStore) lockHead(tx *gorm.DB, id uuid.UUID) (sessionHead, error) {
 	tc, targs := ss.tenantCond("tenant_id")
 	var h sessionHead
-	res := tx.Raw("SELECT last_seq, message_count, current_leaf_id FROM "+ss.s.quoted(models.TableSessions)+
+	res := tx.Raw("SELECT last_seq, message_count, version, current_leaf_id FROM "+ss.s.quoted(models.TableSessions)+
 		" WHERE id = ?"+tc+ss.lockSuffix(), append([]any{id}, targs...)...).Scan(&h)
 	if res.Error != nil {
-		return h, translateError(res.Error)
+		return h, dbErr(res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return h, ErrNotFound
+		return h, ss.notFound("session", id)
 	}
 	return h, nil
 }
 
 // AppendMessages implements repo.Sessions.
 func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID, msgs ...repo.Message) ([]repo.Message, error) {
+	return ss.appendMessages(ctx, sessionID, repo.AppendOptions{}, msgs)
+}
+
+// AppendMessagesWith implements repo.Sessions.
+func (ss *sessionStore) AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs ...repo.Message) ([]repo.Message, error) {
+	return ss.appendMessages(ctx, sessionID, o, msgs)
+}
+
+// errBatchStored is the in-transaction signal that an insert of the batch
+// hit a stored message id (the transaction is rolled back; the replay check
+// runs in a new one).
+var errBatchStored = errors.New("a message id of the batch is stored")
+
+func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs []repo.Message) ([]repo.Message, error) {
 	if ss.scopeErr != nil {
 		return nil, ss.scopeErr
 	}
+	if o.ExpectedVersion < 0 {
+		return nil, invalidf("append messages to %s: negative expected version", sessionID)
+	}
 	if len(msgs) == 0 {
+		// Nothing to write, but the session must exist (and, strict, be
+		// at the expected version).
+		var err error
+		if o.ExpectedVersion > 0 {
+			err = ss.staleOrMissing(ss.db(ctx), sessionID, o.ExpectedVersion)
+			var sv *repo.StaleVersionError
+			if errors.As(err, &sv) && sv.Stored == o.ExpectedVersion {
+				err = nil
+			}
+		} else if ok, e := ss.sessionExists(ss.db(ctx), sessionID); e != nil || !ok {
+			err = ss.missing("session", sessionID, e)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
+		}
 		return []repo.Message{}, nil
 	}
 	out := make([]repo.Message, len(msgs))
 	copy(out, msgs)
+	callerIDs := true
 	now := ss.s.now()
 	var usage repo.TokenUsage
 	for i := range out {
@@ -63,6 +98,7 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 		}
 		if m.ID == "" {
 			m.ID = uuid.NewString()
+			callerIDs = false
 		}
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now
@@ -72,45 +108,74 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 			usage = usage.Add(*m.Usage)
 		}
 	}
+	if err := checkMessageIDs(msgs, nil); err != nil {
+		return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
+	}
 	k := int64(len(out))
 	var base int64
 	unlock := ss.writeLock()
 	defer unlock()
 	newLeaf := out[len(out)-1].ID
 	st := ss.s.quoted(models.TableSessions)
-	const set = ` message_count = s.message_count + ?, current_leaf_id = ?,
+	set := ` message_count = s.message_count + ?, current_leaf_id = ?,
  total_input_tokens = s.total_input_tokens + ?, total_output_tokens = s.total_output_tokens + ?,
  total_cache_read_tokens = s.total_cache_read_tokens + ?, total_cache_creation_tokens = s.total_cache_creation_tokens + ?,
- updated_at = ?, version = s.version + 1`
+ ` + monotonicUpdatedAt("s.updated_at") + `, version = s.version + 1`
 	setArgs := []any{k, newLeaf, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
-		usage.CacheCreationInputTokens, now}
+		usage.CacheCreationInputTokens, now, now}
+	var replayed []repo.Message
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		var h sessionHead
+		advanced := true
 		if fp, ok := ss.s.d.(sessionFastPaths); ok && ss.s.has(CapFastPaths) {
 			// Fast path, one round trip: lock the row, read the old head
-			// and advance it.
+			// and advance it (only at the expected version when strict).
 			tc, targs := ss.tenantCond("tenant_id")
+			if o.ExpectedVersion > 0 {
+				tc += " AND version = ?"
+				targs = append(targs, o.ExpectedVersion)
+			}
 			args := append([]any{k}, setArgs...)
 			args = append(append(args, sessionID), targs...)
 			res := tx.Raw(fp.appendAdvanceSQL(st, set, tc), args...).Scan(&h)
 			if res.Error != nil {
-				return translateError(res.Error)
+				return dbErr(res.Error)
 			}
-			if res.RowsAffected == 0 {
-				return ErrNotFound
-			}
+			advanced = res.RowsAffected > 0
 		} else {
 			// General path: lockHead locks the row (FOR UPDATE, or the
 			// single writer's write transaction), so reading the head and
 			// updating it later cannot interleave.
 			var err error
-			if h, err = ss.lockHead(tx, sessionID); err != nil {
+			h, err = ss.lockHead(tx, sessionID)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				advanced = false
+			case err != nil:
 				return err
+			case o.ExpectedVersion > 0 && h.Version != o.ExpectedVersion:
+				advanced = false
+			default:
+				args := append([]any{h.LastSeq + k}, setArgs...)
+				if err := tx.Exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...).Error; err != nil {
+					return dbErr(err)
+				}
 			}
-			args := append([]any{h.LastSeq + k}, setArgs...)
-			if err := tx.Exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...).Error; err != nil {
-				return translateError(err)
+		}
+		if !advanced {
+			// Missing or (strict) stale: a retry of a batch that landed
+			// returns the stored messages.
+			if callerIDs {
+				stored, ok, err := ss.replayBatch(tx, sessionID, msgs, out)
+				if err != nil && !errors.Is(err, ErrDuplicate) {
+					return err
+				}
+				if ok {
+					replayed = stored
+					return nil
+				}
 			}
+			return ss.staleOrMissing(tx, sessionID, o.ExpectedVersion)
 		}
 		base = h.LastSeq
 		var leaf *string
@@ -129,15 +194,97 @@ func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID,
 			leaf = &id
 			rows[i] = messageRow(sessionID, h.LastSeq+int64(i)+1, m)
 		}
-		return insertMessages(tx, rows)
+		if err := insertMessages(tx, rows); err != nil {
+			if errors.Is(err, ErrDuplicate) {
+				return errBatchStored
+			}
+			return err
+		}
+		return nil
 	})
+	if errors.Is(err, errBatchStored) {
+		// The batch (or part of it) is stored: a retry returns it, any
+		// other overlap is a conflict naming the id.
+		err = ss.inTx(ctx, func(tx *gorm.DB) error {
+			stored, ok, err := ss.replayBatch(tx, sessionID, msgs, out)
+			if ok {
+				replayed = stored
+			} else if err == nil {
+				// The colliding row is gone again (deleted meanwhile).
+				err = fmt.Errorf("a message id of the batch collided with a row that is gone now; nothing was written: %w", ErrRetryable)
+			}
+			return err
+		})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("append messages to %s: %w", sessionID, translateError(err))
+		return nil, fmt.Errorf("append messages to %s: %w", sessionID, dbErr(err))
+	}
+	if replayed != nil {
+		return replayed, nil
 	}
 	for i := range out {
 		out[i].Seq = base + int64(i) + 1
 	}
 	return out, nil
+}
+
+// replayBatch checks whether the batch (as the caller passed it: msgs; as
+// prepared: out) is already stored in the session: ok and the stored
+// messages, in batch order, when every message is stored under its id with
+// the same role, content, flags and (when the caller set one) parent id;
+// otherwise an ErrDuplicate naming the first stored id that differs, or the
+// one stored while others are not; nil error and !ok when none is stored.
+func (ss *sessionStore) replayBatch(tx *gorm.DB, sessionID uuid.UUID, msgs, out []repo.Message) ([]repo.Message, bool, error) {
+	ids := make([]string, len(out))
+	for i := range out {
+		ids[i] = out[i].ID
+	}
+	tc, targs := ss.inTenantCond()
+	rows, err := tx.Raw("SELECT "+messageCols+" FROM "+ss.s.quoted(models.TableMessages)+" WHERE session_id = ? AND id IN ?"+tc,
+		append([]any{sessionID, ids}, targs...)...).Rows()
+	if err != nil {
+		return nil, false, dbErr(err)
+	}
+	defer rows.Close()
+	stored, err := scanMessages(rows, sessionID, int64(len(ids)), ss.s.has(CapValidatedJSON))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(stored) == 0 {
+		return nil, false, nil
+	}
+	byID := make(map[string]repo.Message, len(stored))
+	for _, m := range stored {
+		byID[m.ID] = m
+	}
+	res := make([]repo.Message, len(out))
+	var missing string
+	for i := range out {
+		m, found := byID[out[i].ID]
+		if !found {
+			if missing == "" {
+				missing = out[i].ID
+			}
+			continue
+		}
+		want := &msgs[i]
+		role, _ := repo.ParseRole(string(want.Role))
+		if m.Role != role || string(m.Content) != string(want.Content) || m.IsCompactSummary != want.IsCompactSummary ||
+			m.IsSidechain != want.IsSidechain || (want.ParentID != nil && (m.ParentID == nil || *m.ParentID != *want.ParentID)) {
+			return nil, false, fmt.Errorf("message %q is stored in session %s (seq %d) with other content: %w",
+				clip(m.ID), sessionID, m.Seq, ErrDuplicate)
+		}
+		res[i] = m
+	}
+	if missing != "" {
+		for i := range res {
+			if res[i].Seq != 0 {
+				return nil, false, fmt.Errorf("message %q is stored in session %s (seq %d) but message %q of the batch is not: "+
+					"the batch differs from the stored one: %w", clip(res[i].ID), sessionID, res[i].Seq, clip(missing), ErrDuplicate)
+			}
+		}
+	}
+	return res, true, nil
 }
 
 // Fork implements repo.Sessions.
@@ -156,15 +303,21 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 	}
 	now := ss.s.now()
 	mt := ss.s.quoted(models.TableMessages)
+	var out *repo.Session
 	unlock := ss.writeLock()
 	err = ss.inTx(ctx, func(tx *gorm.DB) error {
+		// Lock the origin: a concurrent Delete of it waits for the fork
+		// or makes it ErrNotFound, never a foreign-key error.
+		if _, err := ss.lockHead(tx, sessionID); err != nil {
+			return err
+		}
 		var src models.Session
 		q := tx.Where("id = ?", sessionID)
 		if ss.tenant != nil {
 			q = q.Where("tenant_id = ?", *ss.tenant)
 		}
 		if err := q.Take(&src).Error; err != nil {
-			return translateError(err)
+			return dbErr(err)
 		}
 		at := atMessageID
 		if at == "" && src.CurrentLeafID != nil {
@@ -174,7 +327,7 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 		if at != "" {
 			var seqs []int64
 			if err := tx.Model(&models.Message{}).Where("session_id = ? AND id = ?", sessionID, at).Pluck("seq", &seqs).Error; err != nil {
-				return translateError(err)
+				return dbErr(err)
 			}
 			if len(seqs) == 0 {
 				return fmt.Errorf("message %q: %w", clip(at), ErrNotFound)
@@ -191,12 +344,10 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 			child.CurrentLeafID = &at
 		}
 		if err := tx.Omit(clause.Associations).Create(&child).Error; err != nil {
-			return translateError(err)
+			return dbErr(err)
 		}
-		if at == "" {
-			return nil
-		}
-		res := tx.Exec(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
+		if at != "" {
+			res := tx.Exec(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
  SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
  UNION ALL
  SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
@@ -205,19 +356,54 @@ INSERT INTO `+mt+` (`+messageCols+`, session_id)
 SELECT ROW_NUMBER() OVER (ORDER BY seq), id, parent_id, role, content, TRUE, is_compact_summary, usage, metadata,
  model, request_id, environment, created_at, `+ss.param("uuid")+`
 FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
-			sessionID, at, sessionID, src.MessageCount+1, newID, sessionID)
-		if res.Error != nil {
-			return translateError(res.Error)
+				sessionID, at, sessionID, src.MessageCount+1, newID, sessionID)
+			if res.Error != nil {
+				return dbErr(res.Error)
+			}
+			n := res.RowsAffected
+			if err := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
+				n, n, newID).Error; err != nil {
+				return dbErr(err)
+			}
 		}
-		n := res.RowsAffected
-		return tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
-			n, n, newID).Error
+		// Read the fork back in the same transaction: if it cannot be
+		// read (a corrupt row on the branch), no fork is left behind.
+		var err error
+		out, err = ss.loadTx(tx, newID, repo.LoadOptions{})
+		return err
 	})
 	unlock()
 	if err != nil {
-		return nil, fmt.Errorf("fork session %s: %w", sessionID, translateError(err))
+		return nil, fmt.Errorf("fork session %s: %w", sessionID, dbErr(err))
 	}
-	return ss.Load(ctx, newID)
+	out.MarkClean()
+	return out, nil
+}
+
+// WithSessionLock implements repo.Sessions.
+func (ss *sessionStore) WithSessionLock(ctx context.Context, id uuid.UUID, fn func(ctx context.Context, tx repo.Sessions) error) error {
+	if ss.scopeErr != nil {
+		return ss.scopeErr
+	}
+	if fn == nil {
+		return invalidf("lock session %s: nil function", id)
+	}
+	defer ss.writeLock()()
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		if _, err := ss.lockHead(tx, id); err != nil {
+			return err
+		}
+		inner := &sessionStore{s: ss.s, tenant: ss.tenant, tx: tx}
+		if err := fn(ctx, sessionsAPI{inner}); err != nil {
+			return &fnError{err}
+		}
+		return nil
+	})
+	var fe *fnError
+	if err != nil && !errors.As(err, &fe) {
+		return fmt.Errorf("lock session %s: %w", id, dbErr(err))
+	}
+	return err
 }
 
 // AddSummary implements repo.Sessions.
@@ -249,19 +435,19 @@ func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapsho
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		tc, targs := ss.tenantCond("tenant_id")
 		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+
-			" SET summary = ?, updated_at = ?, version = version + 1 WHERE id = ?"+tc,
-			append([]any{snap.Summary, now, snap.SessionID}, targs...)...)
+			" SET summary = ?, "+monotonicUpdatedAt("updated_at")+", version = version + 1 WHERE id = ?"+tc,
+			append([]any{snap.Summary, now, now, snap.SessionID}, targs...)...)
 		if res.Error != nil {
-			return translateError(res.Error)
+			return dbErr(res.Error)
 		}
 		if res.RowsAffected == 0 {
-			return ErrNotFound
+			return ss.notFound("session", snap.SessionID)
 		}
-		return translateError(tx.Omit(clause.Associations).Create(&models.Summary{ID: snap.ID, SessionID: snap.SessionID,
+		return dbErr(tx.Omit(clause.Associations).Create(&models.Summary{ID: snap.ID, SessionID: snap.SessionID,
 			Summary: snap.Summary, LeafMessageID: snap.LeafMessageID, CreatedAt: snap.CreatedAt}).Error)
 	})
 	if err != nil {
-		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, translateError(err))
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, dbErr(err))
 	}
 	return snap, nil
 }
@@ -276,7 +462,7 @@ func (ss *sessionStore) GetSummaries(ctx context.Context, sessionID uuid.UUID) (
 	db := ss.db(ctx)
 	if err := db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...).
 		Order("created_at, id").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("get summaries of %s: %w", sessionID, translateError(err))
+		return nil, fmt.Errorf("get summaries of %s: %w", sessionID, dbErr(err))
 	}
 	if len(rows) == 0 {
 		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
@@ -294,7 +480,7 @@ func (ss *sessionStore) GetSummaries(ctx context.Context, sessionID uuid.UUID) (
 // missing turns a failed existence check into the operation's error.
 func (ss *sessionStore) missing(op string, id uuid.UUID, err error) error {
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", op, id, translateError(err))
+		return fmt.Errorf("%s %s: %w", op, id, dbErr(err))
 	}
 	return ss.notFound(op, id)
 }
@@ -304,30 +490,28 @@ func (ss *sessionStore) SetTodos(ctx context.Context, sessionID uuid.UUID, todos
 	if ss.scopeErr != nil {
 		return nil, ss.scopeErr
 	}
-	for i := range todos {
-		if err := checkTodo(i, &todos[i]); err != nil {
-			return nil, fmt.Errorf("set todos of %s: %w", sessionID, err)
-		}
+	if err := checkTodos(todos); err != nil {
+		return nil, fmt.Errorf("set todos of %s: %w", sessionID, err)
 	}
 	now := ss.s.now()
 	var out []repo.TodoItem
 	defer ss.writeLock()()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		tc, targs := ss.tenantCond("tenant_id")
-		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET updated_at = ?, version = version + 1 WHERE id = ?"+tc,
-			append([]any{now, sessionID}, targs...)...)
+		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET "+monotonicUpdatedAt("updated_at")+", version = version + 1 WHERE id = ?"+tc,
+			append([]any{now, now, sessionID}, targs...)...)
 		if res.Error != nil {
-			return translateError(res.Error)
+			return dbErr(res.Error)
 		}
 		if res.RowsAffected == 0 {
-			return ErrNotFound
+			return ss.notFound("session", sessionID)
 		}
 		var err error
 		out, err = ss.replaceTodos(tx, sessionID, todos, now)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("set todos of %s: %w", sessionID, translateError(err))
+		return nil, fmt.Errorf("set todos of %s: %w", sessionID, dbErr(err))
 	}
 	return out, nil
 }
@@ -366,7 +550,7 @@ func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []r
 		args = append(args, ids)
 	}
 	if err := tx.Exec(del, args...).Error; err != nil {
-		return nil, translateError(err)
+		return nil, dbErr(err)
 	}
 	if len(rows) > 0 {
 		res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
@@ -377,10 +561,10 @@ func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []r
 				"created_at", "started_at", "completed_at"}),
 		}).Create(&rows)
 		if res.Error != nil {
-			return nil, translateError(res.Error)
+			return nil, dbErr(res.Error)
 		}
 		if res.RowsAffected < int64(len(rows)) {
-			return nil, fmt.Errorf("%w: a todo id belongs to another session", ErrConflict)
+			return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", ErrDuplicate)
 		}
 	}
 	return append([]repo.TodoItem(nil), todos...), nil
@@ -400,7 +584,7 @@ func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.P
 		args = append(args, plan.ID)
 	}
 	if err := tx.Exec(q, args...).Error; err != nil {
-		return translateError(err)
+		return dbErr(err)
 	}
 	if plan == nil {
 		return nil
@@ -424,10 +608,10 @@ func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.P
 		DoUpdates: clause.AssignmentColumns([]string{"name", "content", "status", "error", "approved_at", "started_at", "completed_at"}),
 	}).Create(&row)
 	if res.Error != nil {
-		return translateError(res.Error)
+		return dbErr(res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return fmt.Errorf("%w: plan %s belongs to another session", ErrConflict, plan.ID)
+		return fmt.Errorf("plan %s is stored under another session: %w", plan.ID, ErrDuplicate)
 	}
 	return nil
 }
@@ -442,7 +626,7 @@ func (ss *sessionStore) Plans(ctx context.Context, sessionID uuid.UUID) ([]repo.
 	var rows []models.Plan
 	if err := db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...).
 		Order("created_at, id").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("plans of %s: %w", sessionID, translateError(err))
+		return nil, fmt.Errorf("plans of %s: %w", sessionID, dbErr(err))
 	}
 	if len(rows) == 0 {
 		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
@@ -484,7 +668,7 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 		// cascade or the DELETE reached it first.
 		args := append([]any{now}, targs...)
 		args = append(args, batchSize)
-		var ids []uuid.UUID
+		var ids, expired []uuid.UUID
 		unlock := ss.writeLock()
 		err := ss.inTx(ctx, func(tx *gorm.DB) error {
 			if err := tx.Raw("SELECT id FROM "+st+" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+
@@ -494,13 +678,23 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 			if len(ids) == 0 {
 				return nil
 			}
+			// The expired sessions this batch deletes: the picked ones and
+			// their expired descendants (the cascade reaches them), locked
+			// so that a concurrent sweeper that deleted one of them first
+			// makes it drop out here instead of being counted twice.
+			if err := tx.Raw(`WITH RECURSIVE d(id) AS (SELECT id FROM `+st+` WHERE id IN ?
+ UNION SELECT c.id FROM `+st+` c JOIN d ON c.parent_id = d.id)
+SELECT id FROM `+st+` WHERE id IN (SELECT id FROM d) AND expires_at IS NOT NULL AND expires_at < ?`+ss.lockSuffix(),
+				ids, now).Scan(&expired).Error; err != nil {
+				return err
+			}
 			return tx.Exec("DELETE FROM "+st+" WHERE id IN ?", ids).Error
 		})
 		unlock()
 		if err != nil {
-			return total, fmt.Errorf("cleanup expired sessions: %w", translateError(err))
+			return total, fmt.Errorf("cleanup expired sessions: %w", dbErr(err))
 		}
-		total += len(ids)
+		total += len(expired)
 		if len(ids) < batchSize {
 			return total, nil
 		}

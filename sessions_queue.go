@@ -40,14 +40,27 @@ type sessionQueue struct {
 // Queries that walk the index repeat it so SQLite's planner can match it.
 const liveQueue = " AND processed_at IS NULL"
 
-const queueCols = "seq, id, session_id, operation, content, priority, status, attempts, lease_token, lease_owner, leased_until, last_error, created_at, processed_at"
+const queueCols = "seq, id, session_id, operation, content, priority, status, attempts, lease_token, lease_owner, leased_until, last_error, created_at, processed_at, idempotency_key"
 
 // Enqueue implements repo.SessionQueue.
 func (sq *sessionQueue) Enqueue(ctx context.Context, sessionID uuid.UUID, content string, priority int32) (*repo.QueueItem, error) {
+	return sq.EnqueueWith(ctx, sessionID, repo.EnqueueParams{Content: content, Priority: priority})
+}
+
+// EnqueueWith implements repo.SessionQueue. The insert reads the session
+// row with a lock (FOR UPDATE where the database has row locks), so an
+// Enqueue racing a Delete of its session is ErrNotFound, never a
+// foreign-key error; with an idempotency key it is an INSERT ... ON
+// CONFLICT DO NOTHING on the (session_id, idempotency_key) unique index,
+// and a key already taken reads the stored item back.
+func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p repo.EnqueueParams) (*repo.QueueItem, error) {
 	if sq.scopeErr != nil {
 		return nil, sq.scopeErr
 	}
-	if err := checkText("queue content", content, 0); err != nil {
+	if err := checkText("queue content", p.Content, 0); err != nil {
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
+	}
+	if err := checkText("idempotency key", p.IdempotencyKey, repo.MaxIdempotencyKeyLen); err != nil {
 		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
 	}
 	id, err := uuid.NewV7()
@@ -56,21 +69,108 @@ func (sq *sessionQueue) Enqueue(ctx context.Context, sessionID uuid.UUID, conten
 	}
 	now := sq.s.now()
 	tc, targs := sq.tenantCond("tenant_id")
-	args := append([]any{id, content, priority, now, sessionID}, targs...)
-	var seq int64
+	key := nilIfEmpty(p.IdempotencyKey)
+	args := append([]any{id, p.Content, p.Priority, now, key, sessionID}, targs...)
+	onConflict := ""
+	if key != nil {
+		onConflict = " ON CONFLICT (session_id, idempotency_key) DO NOTHING"
+	}
+	qt := sq.s.quoted(models.TableQueue)
+	var seqs []int64
 	defer sq.writeLock()()
-	res := sq.db(ctx).Raw("INSERT INTO "+sq.s.quoted(models.TableQueue)+
-		" (id, session_id, operation, content, priority, status, attempts, created_at) SELECT "+
+	res := sq.db(ctx).Raw("INSERT INTO "+qt+
+		" (id, session_id, operation, content, priority, status, attempts, created_at, idempotency_key) SELECT "+
 		sq.param("uuid")+", id, 'enqueue', "+sq.param("text")+", "+sq.param("integer")+", 'pending', 0, "+
-		sq.param("timestamptz")+" FROM "+sq.s.quoted(models.TableSessions)+" WHERE id = ?"+tc+" RETURNING seq", args...).Scan(&seq)
+		sq.param("timestamptz")+", "+sq.param("text")+" FROM "+sq.s.quoted(models.TableSessions)+" WHERE id = ?"+tc+
+		sq.s.forUpdate()+onConflict+" RETURNING seq", args...).Scan(&seqs)
 	if res.Error != nil {
-		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, translateError(res.Error))
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, dbErr(res.Error))
 	}
-	if res.RowsAffected == 0 {
-		return nil, sq.notFound("enqueue to", sessionID)
+	if len(seqs) == 0 {
+		if key == nil {
+			return nil, sq.notFound("enqueue to", sessionID)
+		}
+		// The session is missing, or the key is taken: read its item.
+		itc, itargs := sq.inTenantCond()
+		rows, err := sq.db(ctx).Raw("SELECT "+queueCols+" FROM "+qt+" WHERE session_id = ? AND idempotency_key = ?"+itc,
+			append([]any{sessionID, *key}, itargs...)...).Rows()
+		if err != nil {
+			return nil, fmt.Errorf("enqueue to %s: %w", sessionID, dbErr(err))
+		}
+		items, err := scanQueueItems(rows)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
+		}
+		if len(items) == 0 {
+			return nil, sq.notFound("enqueue to", sessionID)
+		}
+		it := items[0]
+		if it.Content != p.Content || it.Priority != p.Priority {
+			return nil, fmt.Errorf("enqueue to %s: idempotency key %q is taken by item %s with other content or priority: %w",
+				sessionID, clip(*key), it.ID, ErrDuplicate)
+		}
+		return &it, nil
 	}
-	return &repo.QueueItem{ID: id, SessionID: sessionID, Seq: seq, Operation: "enqueue", Content: content,
-		Priority: priority, Status: repo.QueuePending, CreatedAt: now}, nil
+	return &repo.QueueItem{ID: id, SessionID: sessionID, Seq: seqs[0], Operation: "enqueue", Content: p.Content,
+		Priority: p.Priority, Status: repo.QueuePending, CreatedAt: now, IdempotencyKey: key}, nil
+}
+
+// Item implements repo.SessionQueue.
+func (sq *sessionQueue) Item(ctx context.Context, itemID uuid.UUID) (*repo.QueueItem, error) {
+	if sq.scopeErr != nil {
+		return nil, sq.scopeErr
+	}
+	tc, targs := sq.inTenantCond()
+	rows, err := sq.db(ctx).Raw("SELECT "+queueCols+" FROM "+sq.s.quoted(models.TableQueue)+" WHERE id = ?"+tc,
+		append([]any{itemID}, targs...)...).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("queue item %s: %w", itemID, dbErr(err))
+	}
+	items, err := scanQueueItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("queue item %s: %w", itemID, err)
+	}
+	if len(items) == 0 {
+		return nil, sq.notFound("queue item", itemID)
+	}
+	return &items[0], nil
+}
+
+// Items implements repo.SessionQueue.
+func (sq *sessionQueue) Items(ctx context.Context, sessionID uuid.UUID, statuses ...repo.QueueStatus) ([]repo.QueueItem, error) {
+	if sq.scopeErr != nil {
+		return nil, sq.scopeErr
+	}
+	tc, targs := sq.inTenantCond()
+	q := "SELECT " + queueCols + " FROM " + sq.s.quoted(models.TableQueue) + " WHERE session_id = ?" + tc
+	args := append([]any{sessionID}, targs...)
+	if len(statuses) > 0 {
+		sts := make([]string, len(statuses))
+		for i, st := range statuses {
+			v, err := repo.ParseQueueStatus(string(st))
+			if err != nil {
+				return nil, fmt.Errorf("queue items of %s: %w", sessionID, err)
+			}
+			sts[i] = string(v)
+		}
+		q += " AND status IN ?"
+		args = append(args, sts)
+	}
+	db := sq.db(ctx)
+	rows, err := db.Raw(q+" ORDER BY seq", args...).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("queue items of %s: %w", sessionID, dbErr(err))
+	}
+	items, err := scanQueueItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("queue items of %s: %w", sessionID, err)
+	}
+	if len(items) == 0 {
+		if ok, err := sq.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, sq.missing("queue items of", sessionID, err)
+		}
+	}
+	return items, nil
 }
 
 // scanQueueItems decodes queue rows; an unknown status is a *CorruptRowError.
@@ -85,10 +185,11 @@ func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
 			until              sql.NullInt64
 			created, processed dbTime
 			tokenScan          uuid.NullUUID
+			idemKey            sql.NullString
 		)
 		if err := rows.Scan(&it.Seq, &it.ID, &it.SessionID, &it.Operation, &it.Content, &it.Priority, &status,
-			&it.Attempts, &tokenScan, &owner, &until, &lastErr, &created, &processed); err != nil {
-			return nil, translateError(err)
+			&it.Attempts, &tokenScan, &owner, &until, &lastErr, &created, &processed, &idemKey); err != nil {
+			return nil, dbErr(err)
 		}
 		st, err := repo.ParseQueueStatus(status)
 		if err != nil {
@@ -113,10 +214,14 @@ func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
 		}
 		it.CreatedAt = created.T
 		it.ProcessedAt = processed.ptr()
+		if idemKey.Valid {
+			k := idemKey.String
+			it.IdempotencyKey = &k
+		}
 		out = append(out, it)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translateError(err)
+		return nil, dbErr(err)
 	}
 	return out, nil
 }
@@ -164,7 +269,7 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...).Rows()
 	if err != nil {
 		unlock()
-		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, translateError(err))
+		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, dbErr(err))
 	}
 	items, err := scanQueueItems(rows)
 	unlock()
@@ -196,14 +301,14 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, s
 		" AND leased_until >= ?"+tc, args...)
 	unlock()
 	if res.Error != nil {
-		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, translateError(res.Error))
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, dbErr(res.Error))
 	}
 	if res.RowsAffected == 1 {
 		return nil
 	}
 	var n int64
 	if err := db.Raw("SELECT COUNT(*) FROM "+qt+" WHERE id = ?"+tc, append([]any{l.ItemID}, targs...)...).Scan(&n).Error; err != nil {
-		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, translateError(err))
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, dbErr(err))
 	}
 	if n == 0 {
 		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrNotFound)
@@ -241,7 +346,7 @@ func (sq *sessionQueue) CancelQueued(ctx context.Context, itemID uuid.UUID) (boo
 		" SET status = 'cancelled', processed_at = ? WHERE id = ? AND status = 'pending'"+tc,
 		append([]any{sq.s.now(), itemID}, targs...)...)
 	if res.Error != nil {
-		return false, fmt.Errorf("cancel queue item %s: %w", itemID, translateError(res.Error))
+		return false, fmt.Errorf("cancel queue item %s: %w", itemID, dbErr(res.Error))
 	}
 	return res.RowsAffected > 0, nil
 }
@@ -257,7 +362,7 @@ func (sq *sessionQueue) PendingQueue(ctx context.Context, sessionID uuid.UUID) (
 		" WHERE session_id = ?"+liveQueue+" AND status = 'pending'"+tc+" ORDER BY priority DESC, seq",
 		append([]any{sessionID}, targs...)...).Rows()
 	if err != nil {
-		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, translateError(err))
+		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, dbErr(err))
 	}
 	items, err := scanQueueItems(rows)
 	if err != nil {

@@ -28,6 +28,8 @@ func TestSessionsParseEnumsLenient(t *testing.T) {
 		{func(s string) (string, error) { v, err := repo.ParseTodoStatus(s); return string(v), err }, "inprogress", "in_progress"},
 		{func(s string) (string, error) { v, err := repo.ParseQueueStatus(s); return string(v), err }, "canceled", "cancelled"},
 		{func(s string) (string, error) { v, err := repo.ParseCompactTrigger(s); return string(v), err }, "automatic", "auto"},
+		{func(s string) (string, error) { v, err := repo.ParseRole(s); return string(v), err }, "System", "system"},
+		{func(s string) (string, error) { v, err := repo.ParseRole(s); return string(v), err }, "TOOL", "tool"},
 		{func(s string) (string, error) { v, err := repo.ParseRole(s); return string(v), err }, " Assistant ", "assistant"},
 		{func(s string) (string, error) { v, err := repo.ParseSessionKind(s); return string(v), err }, "SUBAGENT", "subagent"},
 	}
@@ -43,7 +45,7 @@ func TestSessionsParseEnumsLenient(t *testing.T) {
 		func() error { _, err := repo.ParseTodoStatus("blocked"); return err },
 		func() error { _, err := repo.ParseQueueStatus("dead"); return err },
 		func() error { _, err := repo.ParseCompactTrigger("sometimes"); return err },
-		func() error { _, err := repo.ParseRole("system"); return err },
+		func() error { _, err := repo.ParseRole("developer"); return err },
 		func() error { _, err := repo.ParseSessionKind("robot"); return err },
 	}
 	for i, f := range bad {

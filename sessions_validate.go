@@ -9,6 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
 	"github.com/agentstore/agentstore/repo"
 )
 
@@ -156,7 +159,74 @@ func checkSessionRow(s *repo.Session) error {
 	if err := checkOptText("static context hash", s.StaticContextHash, repo.MaxHashLen); err != nil {
 		return err
 	}
+	if err := checkCost(s.TotalCostUSD); err != nil {
+		return err
+	}
 	return checkOptText("error", s.Error, 0)
+}
+
+// checkCost refuses a total cost outside the documented bound
+// (repo.MaxCostIntegerDigits, repo.MaxCostFractionDigits).
+func checkCost(d decimal.Decimal) error {
+	exp := int64(d.Exponent())
+	digits := int64(d.NumDigits())
+	if d.IsZero() {
+		return nil
+	}
+	if exp < 0 && -exp > repo.MaxCostFractionDigits {
+		return invalidf("total cost has %d digits after the decimal point, the limit is %d", -exp, repo.MaxCostFractionDigits)
+	}
+	if intDigits := digits + exp; intDigits > repo.MaxCostIntegerDigits {
+		return invalidf("total cost has %d digits before the decimal point, the limit is %d", intDigits, repo.MaxCostIntegerDigits)
+	}
+	return nil
+}
+
+// checkTodos validates a todo list: every item, and no id twice.
+func checkTodos(todos []repo.TodoItem) error {
+	seen := make(map[uuid.UUID]int, len(todos))
+	for i := range todos {
+		if err := checkTodo(i, &todos[i]); err != nil {
+			return err
+		}
+		id := todos[i].ID
+		if id == uuid.Nil {
+			continue
+		}
+		if j, dup := seen[id]; dup {
+			return invalidf("todos %d and %d have the same id %s", j, i, id)
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+// checkMessageIDs refuses two messages of one batch (msgs[i] for i in idx,
+// or every message when idx is nil) with the same id.
+func checkMessageIDs(msgs []repo.Message, idx []int) error {
+	n := len(msgs)
+	if idx != nil {
+		n = len(idx)
+	}
+	if n < 2 {
+		return nil
+	}
+	seen := make(map[string]int, n)
+	for k := 0; k < n; k++ {
+		i := k
+		if idx != nil {
+			i = idx[k]
+		}
+		id := msgs[i].ID
+		if id == "" {
+			continue
+		}
+		if j, dup := seen[id]; dup {
+			return invalidf("messages %d and %d have the same id %q", j, i, clip(id))
+		}
+		seen[id] = i
+	}
+	return nil
 }
 
 func checkTodo(i int, t *repo.TodoItem) error {
@@ -275,4 +345,12 @@ func (n nullString) Value() (driver.Value, error) {
 		return nil, nil
 	}
 	return string(n), nil
+}
+
+// Value implements driver.Valuer (so GORM scans dbTime as one column).
+func (d dbTime) Value() (driver.Value, error) {
+	if !d.Valid {
+		return nil, nil
+	}
+	return d.T, nil
 }

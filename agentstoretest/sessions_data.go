@@ -199,7 +199,7 @@ func testSessionsCorruptRowsSurfaceAndSurvive(t *testing.T, h *harness) {
 	// repair them; every check goes through Load.
 	mt := st.Table(models.TableMessages)
 	// An unknown role (e.g. written by a newer version).
-	exec(`UPDATE `+mt+` SET role = 'system' WHERE session_id = ? AND seq = 2`, s.ID)
+	exec(`UPDATE `+mt+` SET role = 'developer' WHERE session_id = ? AND seq = 2`, s.ID)
 	expectCorrupt("messages", s.ID.String()+"/2", "role")
 	// A later save from an older copy neither deletes nor rewrites it.
 	copyBefore.AddMessage(textMsg("m4", repo.RoleAssistant, "4"))
@@ -465,7 +465,7 @@ func testSessionsInputValidation(t *testing.T, h *harness) {
 		{"nul in id", repo.Message{ID: "a\x00b", Role: repo.RoleUser, Content: json.RawMessage(`[]`)}},
 		{"long id", repo.Message{ID: long, Role: repo.RoleUser, Content: json.RawMessage(`[]`)}},
 		{"bad utf8 id", repo.Message{ID: badUTF8, Role: repo.RoleUser, Content: json.RawMessage(`[]`)}},
-		{"unknown role", repo.Message{ID: "r", Role: "system", Content: json.RawMessage(`[]`)}},
+		{"unknown role", repo.Message{ID: "r", Role: "developer", Content: json.RawMessage(`[]`)}},
 		{"content not json", repo.Message{ID: "c", Role: repo.RoleUser, Content: json.RawMessage(`[{"type":`)}},
 		{"empty content", repo.Message{ID: "c", Role: repo.RoleUser}},
 		{"content NUL escape", repo.Message{ID: "c", Role: repo.RoleUser, Content: json.RawMessage(`[{"type":"text","text":"a\u0000b"}]`)}},

@@ -25,7 +25,7 @@ const (
 // compactions, summaries, queue items, todos and plans live in child tables
 // that cascade on delete.
 type Session struct {
-	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;not null;index:,composite:updated_id,priority:2"`
+	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;not null;index:,composite:updated_id,priority:2;index:,composite:created_id,priority:2"`
 	ParentID                 *uuid.UUID `gorm:"type:uuid;index"`
 	SessionType              string     `gorm:"type:varchar(32);not null;default:main"`
 	AgentType                *string    `gorm:"type:text"`
@@ -49,7 +49,7 @@ type Session struct {
 	Version                  int64      `gorm:"not null;default:1"`
 	ForkedFromSessionID      *uuid.UUID `gorm:"type:uuid"`
 	ForkedFromSeq            *int64
-	CreatedAt                time.Time  `gorm:"not null"`
+	CreatedAt                time.Time  `gorm:"not null;index:,composite:created_id,priority:1"`
 	UpdatedAt                time.Time  `gorm:"not null;index:,composite:tenant_updated,priority:2;index:,composite:updated_id,priority:1"`
 	ExpiresAt                *time.Time `gorm:"index:,where:expires_at IS NOT NULL"`
 
@@ -133,7 +133,7 @@ func (Summary) TableName(n schema.Namer) string { return tableName(n, TableSumma
 type QueueItem struct {
 	Seq         int64      `gorm:"primaryKey;autoIncrement;index:,composite:session_status,priority:3"`
 	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex"`
-	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session_status,priority:1,where:processed_at IS NULL"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session_status,priority:1,where:processed_at IS NULL;uniqueIndex:,composite:session_idem,priority:1"`
 	Operation   string     `gorm:"type:varchar(32);not null;default:enqueue"`
 	Content     string     `gorm:"type:text;not null"`
 	Priority    int32      `gorm:"not null;default:0;index:,composite:session_status,priority:2,sort:desc"`
@@ -145,6 +145,9 @@ type QueueItem struct {
 	LastError   *string   `gorm:"type:text"`
 	CreatedAt   time.Time `gorm:"not null"`
 	ProcessedAt *time.Time
+	// IdempotencyKey is the caller's key of EnqueueWith, unique per session
+	// (NULL for none; NULLs never collide).
+	IdempotencyKey *string `gorm:"type:text;uniqueIndex:,composite:session_idem,priority:2"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }

@@ -67,9 +67,10 @@ func (j *JSON) UnmarshalJSON(b []byte) error {
 // Valid reports whether j is empty or a syntactically valid JSON document.
 func (j JSON) Valid() bool { return len(j) == 0 || json.Valid(j) }
 
-// Decimal is a shopspring decimal stored exactly: numeric(20,9) on
-// PostgreSQL and text on SQLite, where NUMERIC affinity would turn the value
-// into a float and lose digits.
+// Decimal is a shopspring decimal stored exactly: numeric without a scale
+// on PostgreSQL (any value within numeric's 131072 integer and 16383
+// fraction digits, scale kept) and text on SQLite, where NUMERIC affinity
+// would turn the value into a float and lose digits.
 type Decimal struct{ decimal.Decimal }
 
 // NewDecimal wraps d.
@@ -81,8 +82,14 @@ func (Decimal) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	return columnType(db, TypeDecimal)
 }
 
-// Value implements driver.Valuer as the exact decimal string.
-func (d Decimal) Value() (driver.Value, error) { return d.Decimal.String(), nil }
+// Value implements driver.Valuer as the exact decimal string, with the
+// value's scale kept (1.10 is written "1.10", not "1.1").
+func (d Decimal) Value() (driver.Value, error) {
+	if exp := d.Decimal.Exponent(); exp < 0 {
+		return d.Decimal.StringFixed(-exp), nil
+	}
+	return d.Decimal.String(), nil
+}
 
 // Scan implements sql.Scanner from text, bytes or numbers.
 func (d *Decimal) Scan(src any) error {

@@ -7,14 +7,21 @@
 // PostgreSQL, and re-exports the sentinels.
 package repo
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
 
 var (
 	// ErrNotFound is returned when a lookup by key matches no row (or a row
 	// outside the caller's tenant).
 	ErrNotFound = errors.New("agentstore: not found")
 	// ErrConflict is returned when a write breaks a uniqueness rule or an
-	// optimistic-concurrency check (a stale version). Nothing was written.
+	// optimistic-concurrency check. Nothing was written. Every conflict of
+	// the session API also matches one of its two causes, ErrStaleVersion
+	// or ErrDuplicate.
 	ErrConflict = errors.New("agentstore: conflict")
 	// ErrInvalidInput is returned, before any SQL runs, for input the store
 	// refuses: an over-long or malformed id, invalid JSON, a NUL byte where
@@ -36,6 +43,51 @@ var (
 	ErrRetryable = errors.New("agentstore: retryable database error")
 )
 
+// The causes of an ErrConflict of the session API; each matches
+// ErrConflict too (errors.Is(ErrStaleVersion, ErrConflict) is true).
+var (
+	// ErrStaleVersion: an optimistic-concurrency check failed (Save, or an
+	// AppendMessagesWith with ExpectedVersion): the stored version is not
+	// the caller's. The error is a *StaleVersionError carrying the stored
+	// version. Someone else wrote: Load again, reapply, retry.
+	ErrStaleVersion error = &causeError{"agentstore: conflict: stale version", ErrConflict}
+	// ErrDuplicate: a key the caller chose is already stored with other
+	// content (a session id, a message id within its session, a todo or
+	// plan id of another session, a queue idempotency key). The message
+	// names the key. A retry of the same write is not a duplicate where
+	// the method is documented as idempotent (AppendMessages with message
+	// ids, EnqueueWith with an idempotency key).
+	ErrDuplicate error = &causeError{"agentstore: conflict: duplicate", ErrConflict}
+)
+
+// causeError is a sentinel that also matches a broader sentinel.
+type causeError struct {
+	msg    string
+	parent error
+}
+
+func (e *causeError) Error() string { return e.msg }
+func (e *causeError) Unwrap() error { return e.parent }
+
+// StaleVersionError is the error of a failed version check: the session,
+// the version the caller expected and the version stored when the check
+// failed. It matches ErrStaleVersion and ErrConflict.
+type StaleVersionError struct {
+	SessionID uuid.UUID
+	Expected  int64 // the caller's version (Session.Version or AppendOptions.ExpectedVersion)
+	Stored    int64 // the stored version when the write was refused
+}
+
+// Error says which versions differ and what to do.
+func (e *StaleVersionError) Error() string {
+	return fmt.Sprintf("agentstore: conflict: stale version %d of session %s (stored version %d): the session "+
+		"was written since it was loaded or saved (AppendMessages, SetTodos, AddSummary, Save and Fork bump the version);"+
+		" Load it again and reapply the change, or make the change under WithSessionLock", e.Expected, e.SessionID, e.Stored)
+}
+
+// Unwrap returns ErrStaleVersion (and through it ErrConflict).
+func (e *StaleVersionError) Unwrap() error { return ErrStaleVersion }
+
 // CorruptRowError reports a stored row that cannot be decoded.
 type CorruptRowError struct {
 	Table  string // unprefixed table name, e.g. "messages"
@@ -49,8 +101,21 @@ func (e *CorruptRowError) Error() string {
 	return "agentstore: corrupt row in " + e.Table + " (id " + e.RowID + ", column " + e.Column + "): " + e.Err.Error()
 }
 
-// Unwrap returns ErrCorruptRow and the decoding error.
-func (e *CorruptRowError) Unwrap() []error { return []error{ErrCorruptRow, e.Err} }
+// Unwrap returns ErrCorruptRow and the decoding error. A decoding error
+// that carries ErrInvalidInput (an unknown enum value is parsed by the same
+// functions that check input) is hidden behind its text: a corrupt stored
+// row is never ErrInvalidInput, which means "refused before any SQL".
+func (e *CorruptRowError) Unwrap() []error {
+	if e.Err != nil && errors.Is(e.Err, ErrInvalidInput) {
+		return []error{ErrCorruptRow, opaqueError{e.Err.Error()}}
+	}
+	return []error{ErrCorruptRow, e.Err}
+}
+
+// opaqueError carries an error's text without its chain.
+type opaqueError struct{ msg string }
+
+func (e opaqueError) Error() string { return e.msg }
 
 // Error is the error type of every repository method of both domains (the
 // session API here and the provider of package repo/duroxide, whose

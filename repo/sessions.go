@@ -18,12 +18,32 @@ import (
 // does not exist or belongs to another tenant of a tenant-scoped view;
 // ErrRetryable for transient database failures; a *CorruptRowError
 // (errors.Is ErrCorruptRow) naming the table and row when a stored row
-// cannot be decoded — such rows are never skipped and never deleted.
+// cannot be decoded — such rows are never skipped and never deleted (and
+// never match ErrInvalidInput); ErrConflict only with one of its causes,
+// ErrStaleVersion (a *StaleVersionError) or ErrDuplicate. Every error is a
+// *Error whose message names the session (and the row or key concerned);
+// no database driver text is in it (the driver's error stays reachable
+// through Unwrap). A session deleted while a write to it runs makes that
+// write ErrNotFound, never a foreign-key error.
+//
+// Retrying safely: an ErrRetryable error, or a lost reply, may leave the
+// write done or not. AppendMessages with caller-set message ids and
+// EnqueueWith with an idempotency key can simply be called again (the
+// stored result comes back); messages without ids would be stored twice.
+// Save of a session with Version 0 and a fixed ID is ErrDuplicate on retry
+// if the first attempt landed; Load it. Save with a stale Version, or a
+// strict AppendMessagesWith, is ErrStaleVersion: someone (possibly your own
+// lost attempt) wrote — Load, compare, reapply.
 type Sessions interface {
 	// Save writes the whole aggregate in one transaction. A session with
 	// Version 0 is inserted (ErrConflict if its id exists). Otherwise the
 	// session row is updated only if the stored version equals s.Version
-	// (else ErrConflict, and nothing is written). Only messages with Seq 0
+	// (else a *StaleVersionError carrying the stored version, and nothing
+	// is written; Load and reapply). A struct whose session was written by
+	// another method since (AppendMessages, SetTodos, AddSummary bump the
+	// version) is stale too: Load it again, or keep Version in step (a
+	// strict AppendMessagesWith returns the new version). Saving a new
+	// session whose id is stored is ErrDuplicate. Only messages with Seq 0
 	// are written (appended, with sequence numbers assigned in the same
 	// transaction); stored messages are never rewritten or deleted. Todos,
 	// new compaction records and the current plan are written only when
@@ -37,9 +57,15 @@ type Sessions interface {
 	// (active) plan, in a fixed number of queries. ErrNotFound if missing.
 	Load(ctx context.Context, id uuid.UUID, opts ...LoadOptions) (*Session, error)
 	// Delete removes the session, its child rows and its child sessions
-	// (recursively). It reports whether a session was deleted.
+	// (recursively), including its forks: a fork's ParentID is its origin.
+	// To keep a fork past its origin, detach it first (set its ParentID to
+	// nil and Save it). It reports whether a session was deleted.
 	Delete(ctx context.Context, id uuid.UUID) (bool, error)
-	// List returns one page of sessions ordered by (updated_at, id).
+	// List returns one page of the sessions p selects, in p.Order
+	// ((updated_at, id) by default, or (created_at, id)), each page one
+	// index range after the cursor. A cursor from another order, a limit
+	// outside 0..MaxListLimit or an unknown state, kind or order is
+	// ErrInvalidInput.
 	List(ctx context.Context, p ListParams) (ListPage, error)
 	// ListChildren returns the ids of the sessions whose parent is
 	// parentID, oldest first. An unknown parent gives an empty slice.
@@ -49,18 +75,45 @@ type Sessions interface {
 	// sequence number; a message without ParentID is linked to the
 	// previous one (the first to the session's current leaf) unless it is
 	// a compact summary; the last becomes the current leaf; usage is added
-	// to the session's totals; the version is bumped. It writes len(msgs)
-	// message rows and the session row, whatever the session's size, and
-	// returns the stored messages (with Seq, ID, CreatedAt set).
+	// to the session's totals; the version is bumped and updated_at set
+	// (never backwards). It writes len(msgs) message rows and the session
+	// row, whatever the session's size, and returns the stored messages
+	// (with Seq, ID, CreatedAt set). No messages writes nothing (ErrNotFound
+	// still if the session does not exist). Two messages of one batch with
+	// the same id are ErrInvalidInput.
+	//
+	// Idempotent with caller-set ids: when every message of the batch is
+	// already stored under its id with the same role, content, compact
+	// flag and (when the caller set one) parent id, nothing is written and
+	// the stored messages are returned with their seqs. A message id the
+	// session holds with other content, or a batch only partly stored, is
+	// ErrDuplicate naming the id.
 	AppendMessages(ctx context.Context, sessionID uuid.UUID, msgs ...Message) ([]Message, error)
+	// AppendMessagesWith is AppendMessages with options: with
+	// o.ExpectedVersion > 0 it is strict (see AppendOptions); a strict
+	// retry whose first attempt landed returns the stored messages (the
+	// idempotency rule above is checked before the version).
+	AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o AppendOptions, msgs ...Message) ([]Message, error)
+	// WithSessionLock runs fn while holding the session's write lock, in
+	// one transaction: the session row locked (SELECT ... FOR UPDATE) on a
+	// database with row locks, the database's write transaction on a
+	// single-writer one (SQLite: other writers of the database wait). fn
+	// gets a Sessions bound to the transaction: use it (not the Store's)
+	// for every read and write of fn, and not after fn returns; its writes
+	// commit together when fn returns nil and are rolled back when fn
+	// returns an error or panics. Waiting for the lock is bounded by ctx.
+	// ErrNotFound (fn not called) if the session does not exist; fn's error
+	// is returned unchanged.
+	WithSessionLock(ctx context.Context, id uuid.UUID, fn func(ctx context.Context, tx Sessions) error) error
 	// Fork creates a new main session whose parent is sessionID, holding a
 	// copy (made in the database, ids kept, marked sidechain, renumbered
 	// from 1) of the branch from atMessageID up to the root; atMessageID ""
 	// forks the current branch. The fork copies the tenant, config,
 	// permissions, summary, static context hash and expiry, records
 	// ForkedFromSessionID/ForkedFromSeq, and starts with zero token totals
-	// and cost. The original is not modified. ErrNotFound if the session or
-	// message does not exist.
+	// and cost. The original is not modified. The fork is created and read
+	// back in one transaction: when Fork fails no fork exists. ErrNotFound
+	// if the session or message does not exist.
 	Fork(ctx context.Context, sessionID uuid.UUID, atMessageID string) (*Session, error)
 	// AddSummary stores the snapshot and sets the session's summary to it,
 	// in one transaction (the session's version is bumped).
@@ -69,15 +122,19 @@ type Sessions interface {
 	GetSummaries(ctx context.Context, sessionID uuid.UUID) ([]SummarySnapshot, error)
 	// SetTodos replaces the session's todos by id (update, insert, remove;
 	// a stored todo that cannot be decoded is never removed) and bumps the
-	// version. It returns the stored list.
+	// version. It returns the stored list. Two todos with the same id are
+	// ErrInvalidInput; a todo id stored under another session is
+	// ErrDuplicate.
 	SetTodos(ctx context.Context, sessionID uuid.UUID, todos []TodoItem) ([]TodoItem, error)
 	// Plans returns every plan the session ever had, oldest first.
 	Plans(ctx context.Context, sessionID uuid.UUID) ([]Plan, error)
 	// CleanupExpired deletes sessions whose ExpiresAt is before the store's
 	// clock (their child rows and child sessions cascade), in batches of at
-	// most batchSize (0 = 500) sessions per transaction, and returns how many
-	// expired sessions it deleted (a cascaded child counts only if it was
-	// expired itself). Sessions without ExpiresAt are never deleted.
+	// most batchSize (0 = 500) picked sessions per transaction, and returns
+	// how many expired sessions it deleted: the picked ones and every
+	// cascaded descendant that was expired itself, each once. Sessions
+	// without ExpiresAt are never deleted (unless an expired ancestor
+	// cascades to them; they are not counted).
 	CleanupExpired(ctx context.Context, batchSize int) (int, error)
 }
 
@@ -94,6 +151,15 @@ type Sessions interface {
 type SessionQueue interface {
 	// Enqueue adds a pending item.
 	Enqueue(ctx context.Context, sessionID uuid.UUID, content string, priority int32) (*QueueItem, error)
+	// EnqueueWith adds a pending item, idempotently when p.IdempotencyKey
+	// is set (see EnqueueParams).
+	EnqueueWith(ctx context.Context, sessionID uuid.UUID, p EnqueueParams) (*QueueItem, error)
+	// Item returns one item by id, in any status (with attempts, last
+	// error, lease and times). ErrNotFound if missing.
+	Item(ctx context.Context, itemID uuid.UUID) (*QueueItem, error)
+	// Items returns every item of the session, in any status, in enqueue
+	// order; statuses, when given, keep the items in one of them.
+	Items(ctx context.Context, sessionID uuid.UUID, statuses ...QueueStatus) ([]QueueItem, error)
 	// Dequeue leases the next item of the session: status processing,
 	// a new lease token, leased until now + p.Lease, attempts + 1. It
 	// returns nil and no error when nothing is available.

@@ -21,6 +21,17 @@ const (
 	MaxModelLen = 64
 	// MaxHashLen bounds Session.StaticContextHash (a varchar(64) column).
 	MaxHashLen = 64
+	// MaxIdempotencyKeyLen bounds EnqueueParams.IdempotencyKey.
+	MaxIdempotencyKeyLen = 255
+	// MaxCostIntegerDigits and MaxCostFractionDigits bound
+	// Session.TotalCostUSD: PostgreSQL numeric's integer-digit limit, and
+	// the fraction digits shopspring/decimal decodes by default
+	// (decimal.MaxDecodeExponent; numeric itself allows 16383). A value
+	// with more digits before or after the decimal point is ErrInvalidInput
+	// before any SQL. Every value within them round-trips exactly, digit
+	// for digit and with its scale (1.10 stays 1.10), on every dialect.
+	MaxCostIntegerDigits  = 131072
+	MaxCostFractionDigits = 10000
 )
 
 // SessionState is the lifecycle state of a session (seed: SessionState).
@@ -107,19 +118,28 @@ type SessionType struct {
 // Role is the author of a message.
 type Role string
 
-// The message roles.
+// The message roles. System and tool are the roles of OpenAI-style chat
+// APIs (a system prompt, a tool result); the store keeps them like any
+// other message.
 const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
+	RoleTool      Role = "tool"
 )
 
-// ParseRole parses "user" or "assistant" (case-insensitively).
+// ParseRole parses "user", "assistant", "system" or "tool"
+// (case-insensitively).
 func ParseRole(s string) (Role, error) {
 	switch norm(s) {
 	case "user":
 		return RoleUser, nil
 	case "assistant":
 		return RoleAssistant, nil
+	case "system":
+		return RoleSystem, nil
+	case "tool":
+		return RoleTool, nil
 	}
 	return "", unknown("role", s)
 }
@@ -256,8 +276,13 @@ func (u TokenUsage) Add(v TokenUsage) TokenUsage {
 }
 
 // Message is one message of a session (seed: SessionMessage). Content is the
-// raw JSON array of content blocks, kept byte for byte (block types this
-// version does not know survive). Metadata and Environment are raw JSON too.
+// raw JSON array of content blocks, kept byte for byte on every dialect
+// (block types this version does not know survive; PostgreSQL stores it as
+// json, not jsonb). Metadata, Environment and Usage are raw JSON documents
+// kept semantically, not byte for byte: PostgreSQL's jsonb normalises them
+// (keys sorted by length then bytes, duplicate keys collapsed to the last,
+// whitespace dropped), SQLite keeps the bytes. CreatedAt is stored with
+// microsecond precision in UTC.
 type Message struct {
 	// ID is the caller's message id, unique within the session (1 to
 	// MaxIDLen bytes). Empty means "assign a new UUID" on append.
@@ -360,6 +385,15 @@ func (p *Plan) Cancel(now time.Time) { p.Status = PlanCancelled; p.CompletedAt =
 
 // Session is the agent-session aggregate: the session row and, as loaded,
 // its messages, compaction history, todos and current plan.
+//
+// Timestamps (CreatedAt, UpdatedAt, ExpiresAt and those of the messages,
+// todos, plans, summaries and compaction records) are stored with
+// microsecond precision and read back in UTC: a finer time is truncated on
+// write. UpdatedAt never moves backwards: every write sets it to the later
+// of the store's clock and the stored value. Config and Permissions are
+// kept semantically (jsonb on PostgreSQL: keys may be reordered); message
+// Content is byte-exact. TotalCostUSD is exact within MaxCostIntegerDigits
+// and MaxCostFractionDigits.
 //
 // Version, LastSeq and MessageCount are maintained by the store: Save and
 // the other writes update them in place. A Session is not safe for
@@ -582,10 +616,24 @@ type QueueItem struct {
 	Attempts    int32 // number of times the item was dequeued
 	LeaseOwner  *string
 	LeaseToken  *uuid.UUID
-	LeasedUntil *time.Time // millisecond precision
-	LastError   *string
-	CreatedAt   time.Time
-	ProcessedAt *time.Time
+	LeasedUntil *time.Time // millisecond precision (stored as epoch milliseconds), UTC
+	LastError   *string    // Fail's reason
+	CreatedAt   time.Time  // microsecond precision, UTC
+	ProcessedAt *time.Time // set by Complete, Fail and CancelQueued; microsecond precision, UTC
+	// IdempotencyKey is the key EnqueueWith was given, nil for none.
+	IdempotencyKey *string
+}
+
+// EnqueueParams is the input of SessionQueue.EnqueueWith.
+type EnqueueParams struct {
+	Content  string
+	Priority int32
+	// IdempotencyKey, when not empty (at most MaxIdempotencyKeyLen bytes),
+	// is unique per session: enqueuing a key the session already holds
+	// returns the stored item (in its current state) instead of adding one,
+	// when Content and Priority equal the stored ones, and is ErrDuplicate
+	// naming the key otherwise. A key stays taken after its item finished.
+	IdempotencyKey string
 }
 
 // Lease returns the lease of a dequeued item, for Complete, Fail and Release.
@@ -638,19 +686,49 @@ type LoadOptions struct {
 	CurrentBranch bool
 }
 
-// Cursor is a keyset position in List's (updated_at, id) order.
+// ListOrder is the order of List.
+type ListOrder string
+
+// The orders of List.
+const (
+	// OrderUpdated (the default, "") orders by (updated_at, id): most
+	// recently active last. A session updated during a walk moves to the
+	// end, so a walk that updates what it visits sees sessions again.
+	OrderUpdated ListOrder = "updated"
+	// OrderCreated orders by (created_at, id), which no write changes: a
+	// walk visits every session that existed when it started exactly once,
+	// even while the visited sessions are updated.
+	OrderCreated ListOrder = "created"
+)
+
+// Cursor is a keyset position in List's order: the (UpdatedAt, ID) or
+// (CreatedAt, ID) of the last session of a page, whichever the order uses.
 type Cursor struct {
 	UpdatedAt time.Time
+	CreatedAt time.Time
 	ID        uuid.UUID
 }
 
-// ListParams selects sessions for List.
+// ListParams selects sessions for List. Filters combine with AND.
 type ListParams struct {
 	// TenantID, when not nil, keeps that tenant's sessions (the seed's
-	// list(Some(tenant))); nil lists every tenant. A tenant-scoped view
-	// ignores it and uses its own tenant.
+	// list(Some(tenant))); a pointer to "" keeps the sessions without a
+	// tenant; nil lists every tenant. A tenant-scoped view ignores it and
+	// uses its own tenant.
 	TenantID *string
-	// After, when not nil, starts after this position (the previous page's Next).
+	// States, when not empty, keeps sessions in one of these states.
+	States []SessionState
+	// Kind, when not "", keeps sessions of this kind.
+	Kind SessionKind
+	// ParentID, when not nil, keeps the children of that session.
+	ParentID *uuid.UUID
+	// UpdatedFrom and UpdatedBefore, when not nil, keep sessions with
+	// UpdatedFrom <= UpdatedAt < UpdatedBefore.
+	UpdatedFrom, UpdatedBefore *time.Time
+	// Order is OrderUpdated ("" too) or OrderCreated.
+	Order ListOrder
+	// After, when not nil, starts after this position (the previous page's
+	// Next, from a List with the same Order).
 	After *Cursor
 	// Limit is the page size; 0 = DefaultListLimit, at most MaxListLimit.
 	Limit int
@@ -666,10 +744,24 @@ const (
 type SessionRef struct {
 	ID        uuid.UUID
 	TenantID  string
+	ParentID  *uuid.UUID
+	Kind      SessionKind
+	State     SessionState
+	CreatedAt time.Time
 	UpdatedAt time.Time
 }
 
-// ListPage is one page of List, ordered by (UpdatedAt, ID) ascending.
+// AppendOptions configures Sessions.AppendMessagesWith.
+type AppendOptions struct {
+	// ExpectedVersion, when > 0, makes the append strict: it writes only
+	// if the stored version equals ExpectedVersion (the version is then
+	// ExpectedVersion+1), and is otherwise a *StaleVersionError carrying
+	// the stored version, with nothing written. 0 appends whatever the
+	// version (as AppendMessages does).
+	ExpectedVersion int64
+}
+
+// ListPage is one page of List, in the order asked for, ascending.
 type ListPage struct {
 	Sessions []SessionRef
 	// Next is the cursor of the following page, nil on the last page.
