@@ -25,7 +25,7 @@ import (
 func init() {
 	registerDialect(pgDialect{})
 	// jsonb for documents that may be normalised, json for message content
-	// (validated, kept byte for byte), numeric(20,9) for money.
+	// (validated, kept byte for byte), numeric without a scale for money (exact).
 	models.RegisterColumnTypes("postgres", map[models.LogicalType]string{
 		models.TypeJSON: "jsonb", models.TypeVerbatimJSON: "json", models.TypeDecimal: "numeric"})
 }
@@ -135,8 +135,15 @@ func (pgDialect) translateDriverError(err error) (error, bool) {
 			return fmt.Errorf("%w: %w", ErrConflict, err), true
 		case "40P01", "40001", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300":
 			return fmt.Errorf("%w: %w", ErrRetryable, err), true
-		case "22P05", "22021":
+		case "22P05", "22021", "22003", "21000":
+			// untranslatable/invalid text, numeric overflow, one row affected twice
 			return fmt.Errorf("%w: %w", ErrInvalidInput, err), true
+		case "23503":
+			// a referenced row is gone (deleted concurrently)
+			return fmt.Errorf("%w: %w", ErrNotFound, err), true
+		case "42P01", "42703":
+			// undefined table or column
+			return fmt.Errorf("%w: %w", ErrSchemaBehind, err), true
 		}
 		return err, true
 	}

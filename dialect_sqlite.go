@@ -135,8 +135,16 @@ func (liteDialect) translateDriverError(err error) (error, bool) {
 	case sqlite3.ErrBusy, sqlite3.ErrLocked:
 		return fmt.Errorf("%w: %w", ErrRetryable, err), true
 	case sqlite3.ErrConstraint:
-		if sqErr.ExtendedCode == sqlite3.ErrConstraintUnique || sqErr.ExtendedCode == sqlite3.ErrConstraintPrimaryKey {
+		switch sqErr.ExtendedCode {
+		case sqlite3.ErrConstraintUnique, sqlite3.ErrConstraintPrimaryKey:
 			return fmt.Errorf("%w: %w", ErrConflict, err), true
+		case sqlite3.ErrConstraintForeignKey:
+			// a referenced row is gone (deleted concurrently)
+			return fmt.Errorf("%w: %w", ErrNotFound, err), true
+		}
+	case sqlite3.ErrError:
+		if m := sqErr.Error(); strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") {
+			return fmt.Errorf("%w: %w", ErrSchemaBehind, err), true
 		}
 	}
 	return err, true

@@ -36,6 +36,11 @@ var (
 	// ErrInvalidConfig is returned by Open, New, DDL and the options for a
 	// bad DSN, table prefix, schema name or pool setting. No SQL has run.
 	ErrInvalidConfig = errors.New("agentstore: invalid configuration")
+	// ErrSchemaBehind: the database lacks a table or column this build
+	// uses: its schema is older than SchemaVersion (run Migrate, or apply
+	// the exported migrations) or was changed by hand (run Verify).
+	// Permanent until the schema is fixed.
+	ErrSchemaBehind = errors.New("agentstore: database schema is behind this build (run migrate)")
 )
 
 // StaleVersionError is the *repo.StaleVersionError of a failed version check (stored version included).

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/migrations"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
+	"github.com/google/uuid"
 )
 
 // anonCatalog is catalogSnapshot without the PostgreSQL schema name, so two
@@ -33,7 +35,7 @@ func anonCatalog(t *testing.T, st *agentstore.Store, h *harness) string {
 // one session with messages, a queued item, a completed orchestration and
 // a queued activity, and returns a function that checks them after the
 // upgrade.
-func upgradeData(t *testing.T, st *agentstore.Store) func(t *testing.T, st *agentstore.Store) {
+func upgradeData(t *testing.T, h *harness, st *agentstore.Store, version int64) func(t *testing.T, st *agentstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	s := repo.NewSession()
@@ -45,8 +47,18 @@ func upgradeData(t *testing.T, st *agentstore.Store) func(t *testing.T, st *agen
 	if _, err := st.Sessions().AppendMessages(ctx, s.ID, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.SessionQueue().Enqueue(ctx, s.ID, "next", 3); err != nil {
-		t.Fatal(err)
+	if version >= 3 {
+		if _, err := st.SessionQueue().Enqueue(ctx, s.ID, "next", 3); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// The queue gained a column in V3, which this build's Enqueue
+		// writes: write the row as the releases before V3 did.
+		if _, err := st.SQLDB().ExecContext(ctx, `INSERT INTO `+quotedTable(h, st, models.TableQueue)+
+			` (id, session_id, operation, content, priority, status, attempts, created_at) VALUES ($1, $2, 'enqueue', 'next', 3, 'pending', 0, $3)`,
+			uuid.New(), s.ID, time.Now().UTC()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p := st.Provider()
 	if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: "up-1", Orchestration: "Orch", Input: "{}", Version: sp("1.0.0"), ExecutionID: 1}, 0); err != nil {
@@ -122,7 +134,7 @@ func TestMigrateUpgradeFromEveryRelease(t *testing.T) {
 				if got, err := old.RecordedSchemaVersion(ctx); err != nil || got != v {
 					t.Fatalf("recorded version %d (%v), want %d", got, err, v)
 				}
-				check := upgradeData(t, old)
+				check := upgradeData(t, hv, old, v)
 				st := hv.Open(t, agentstore.WithTablePrefix("up_"))
 				if err := st.Migrate(ctx); err != nil {
 					t.Fatalf("upgrade from V%d: %v", v, err)
@@ -342,7 +354,17 @@ func TestExportMigrations(t *testing.T) {
 	for _, p := range paths {
 		names = append(names, filepath.Base(p))
 	}
-	wantNames := []string{"V1001__agentstore_baseline.sql", "V1002__provider_status_indexes.sql", "V1002__provider_status_indexes.sql.conf"}
+	chain, err := migrations.Chain("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantNames []string
+	for _, m := range chain {
+		wantNames = append(wantNames, fmt.Sprintf("V%d__%s.sql", m.Version+1000, m.Description))
+		if m.Conf != "" {
+			wantNames = append(wantNames, fmt.Sprintf("V%d__%s.sql.conf", m.Version+1000, m.Description))
+		}
+	}
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("flyway files %v, want %v", names, wantNames)
 	}
@@ -372,4 +394,26 @@ func TestExportMigrations(t *testing.T) {
 	if _, err := agentstore.ExportMigrations(dir, agentstore.Postgres, agentstore.ExportConfig{Format: "liquibase"}); !errors.Is(err, agentstore.ErrInvalidConfig) {
 		t.Fatalf("unknown format: %v", err)
 	}
+}
+
+// TestSchemaBehindIsTyped: a call that needs a column an older schema
+// lacks (the queue's idempotency key, added in V3) fails with
+// ErrSchemaBehind on both dialects, not with the driver's text.
+func TestSchemaBehindIsTyped(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		st := h.Open(t)
+		if err := st.MigrateTo(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		s := repo.NewSession()
+		if err := st.Sessions().Save(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.SessionQueue().Enqueue(ctx, s.ID, "x", 0)
+		if !errors.Is(err, agentstore.ErrSchemaBehind) || strings.Contains(err.Error(), "SQLSTATE") || strings.Contains(err.Error(), "no column named") {
+			t.Fatalf("Enqueue on a V2 schema = %v, want ErrSchemaBehind without driver text", err)
+		}
+	})
 }

@@ -311,7 +311,9 @@ func catalogSnapshot(t *testing.T, st *agentstore.Store) string {
 			JOIN pg_class c ON c.oid = con.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = `+nsp+` ORDER BY 1, 2`, st.Schema())
 	case agentstore.SQLite:
-		dump(`SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name`)
+		// The SQL text is compared with ", " and "," alike: ALTER TABLE
+		// ADD COLUMN appends ", col ..." to the stored CREATE TABLE.
+		dump(`SELECT type, name, tbl_name, replace(sql, ', ', ',') FROM sqlite_master ORDER BY name`)
 		dump(`SELECT m.name, p.cid, p.name, p.type, p."notnull", p.dflt_value, p.pk
 			FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table' ORDER BY 1, 2`)
 	}

@@ -75,6 +75,8 @@ func dbErr(err error) error {
 		return &dbFault{ErrNotFound, err}
 	case errors.Is(t, ErrInvalidInput):
 		return &dbFault{ErrInvalidInput, err}
+	case errors.Is(t, ErrSchemaBehind):
+		return &dbFault{ErrSchemaBehind, err}
 	}
 	return t
 }
