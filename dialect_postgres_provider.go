@@ -300,13 +300,18 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 		args = append(args, exec, exec, now)
 		args = append(args, csArgs...)
 	}
-	// execution row (only for existing instances: no stray rows for orphan
-	// batches) with status, output, completed_at and the pinned version
+	// execution row (unless the batch is a true orphan: no instance row, no
+	// history stored or in this ack, no Start/ContinueAsNew in the batch)
+	// with status, output, completed_at and the pinned version
 	eu := newExecUpsert(md, now)
 	b.WriteString(`, ex AS (INSERT INTO ` + p.q(models.TableExecutions) + ` (instance_id, execution_id, status, output, started_at, completed_at,` +
-		` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) SELECT inst.instance_id, ?, ?, ?, ?, ?, ?, ?, ? FROM inst` +
-		` ON CONFLICT (instance_id, execution_id)` + eu.conflict + `)`)
+		` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) SELECT d.instance_id, ?, ?, ?, ?, ?, ?, ?, ? FROM d`)
 	args = append(args, exec, eu.status, eu.output, now, eu.completed, eu.major, eu.minor, eu.patch)
+	if len(hist) == 0 {
+		b.WriteString(` WHERE EXISTS (SELECT 1 FROM inst) OR EXISTS (` + p.orchStartedSQL("d.instance_id") + `)`)
+		args = append(args, lockToken)
+	}
+	b.WriteString(` ON CONFLICT (instance_id, execution_id)` + eu.conflict + `)`)
 	// history (append-only: a duplicate event id fails the statement)
 	if len(hist) > 0 {
 		b.WriteString(`, h AS (INSERT INTO ` + p.q(models.TableHistory) + ` (instance_id, execution_id, event_id, event_type, event_data, created_at)` +
@@ -353,8 +358,7 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 		// history is the only table here without ON CONFLICT that can
 		// raise a unique violation (the queues have generated keys)
 		if len(hist) > 0 && errors.Is(translateError(err), ErrConflict) {
-			return true, &duroxide.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in execution %d", exec),
-				Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, translateError(err))}
+			return true, &dupEventError{exec: exec, cause: translateError(err)}
 		}
 		return true, fmt.Errorf("ack orchestration item: %w", err)
 	}
