@@ -230,14 +230,17 @@ func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
 }
 
 // withRetry runs fn again (up to maxRetries, after 50, 100 and 150 ms)
-// while it fails retryably. A non-zero deadline bounds the retries: a retry
+// while it fails retryably (as translateError classifies it: deadlock,
+// serialization failure, busy SQLite, lost connection). A non-zero deadline bounds the retries: a retry
 // whose back-off would end at or after it is not made, and the last error
 // is returned (so a long poll never sleeps past its poll timeout).
 func withRetry(ctx context.Context, deadline time.Time, fn func() error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = fn()
-		if err == nil || attempt >= maxRetries || !errors.Is(err, ErrRetryable) || ctx.Err() != nil {
+		// classify through translateError: fn returns driver errors as they
+		// came (wrapped), translated only by perr at the end
+		if err == nil || attempt >= maxRetries || !errors.Is(translateError(err), ErrRetryable) || ctx.Err() != nil {
 			return err
 		}
 		wait := retryDelay * time.Duration(attempt+1)
@@ -663,8 +666,9 @@ func allQueueMessages(ms []duroxide.WorkItem) bool {
 	return len(ms) > 0
 }
 
-// fillOrchMetadata sets name, version, execution and history of it: one
-// query for an existing instance, two for one not created yet.
+// fillOrchMetadata sets name, version, execution, history and key-value
+// snapshot of it: two queries for an existing instance, three for one not
+// created yet.
 func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationItem) error {
 	var rows []struct {
 		OrchestrationName    string
@@ -686,7 +690,9 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationI
 			}
 		}
 		setOrchMetadata(it, true, rows[0].OrchestrationName, rows[0].OrchestrationVersion, rows[0].CurrentExecutionID, hist)
-		return nil
+		kv, err := p.loadKVSnapshot(tx, it.Instance)
+		it.KVSnapshot = kv
+		return err
 	}
 	// history written by acks without metadata (no instance row): the newest execution's
 	var hrows []struct {
@@ -705,7 +711,9 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationI
 		hist = append(hist, historyRow{EventID: r.EventID, EventData: r.EventData})
 	}
 	setOrchMetadata(it, false, "", nil, exec, hist)
-	return nil
+	kv, err := p.loadKVSnapshot(tx, it.Instance)
+	it.KVSnapshot = kv
+	return err
 }
 
 // setOrchMetadata sets name, version, execution and decoded history of it.
@@ -844,7 +852,11 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		hist = append(hist, models.HistoryEvent{ExecutionID: int64(ack.ExecutionID), EventID: int64(ev.EventID),
 			EventType: ev.Kind.EventType(), EventData: string(data)})
 	}
-	err := withRetry(ctx, time.Time{}, func() error {
+	kv, err := planKV(ack.HistoryDelta)
+	if err != nil {
+		return perr(op, err)
+	}
+	err = withRetry(ctx, time.Time{}, func() error {
 		now := p.s.nowMS()
 		wrows, err := workerRows(ack.WorkerItems, now)
 		if err != nil {
@@ -855,12 +867,12 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 			return err
 		}
 		if p.fast != nil {
-			if ok, err := p.fast.ackOrchestration(p, p.s.db.WithContext(ctx), now, lockToken, ack, hist, customStatus, wrows, orows); ok {
+			if ok, err := p.fast.ackOrchestration(p, p.s.db.WithContext(ctx), now, lockToken, ack, hist, customStatus, kv, wrows, orows); ok {
 				return err
 			}
 		}
 		return p.tx(ctx, func(tx *gorm.DB) error {
-			return p.ackOrch(tx, now, lockToken, ack, hist, customStatus, wrows, orows)
+			return p.ackOrch(tx, now, lockToken, ack, hist, customStatus, kv, wrows, orows)
 		})
 	})
 	var dup *dupEventError
@@ -880,7 +892,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 }
 
 func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
+	customStatus *duroxide.CustomStatusUpdatedEvent, kv *kvPlan, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
 	const op = "ack_orchestration_item"
 	md := ack.Metadata
 	exec := int64(ack.ExecutionID)
@@ -954,6 +966,13 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET custom_status = ?, custom_status_version = custom_status_version + 1 WHERE instance_id = ?`,
 			customStatus.Status, instance).Error; err != nil {
 			return fmt.Errorf("custom status of %s: %w", instance, err)
+		}
+	}
+	// 5b. key-value events into the delta, merged into the store when the
+	// execution ends
+	if terminal := md.Status != nil && duroxide.IsTerminalStatus(*md.Status); terminal || !kv.empty() {
+		if err := p.applyKV(tx, instance, exec, now, kv, terminal); err != nil {
+			return err
 		}
 	}
 	// 6. worker items, then 7. cancelled activities (schedule+cancel in one turn is a no-op)

@@ -295,6 +295,13 @@ func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (duro
 		return out, err
 	}
 	out.QueueMessagesDeleted = n1 + n2
+	// the instance's key-value store (both tables: it lives as long as the instance)
+	if _, err := del(models.TableKVDelta); err != nil {
+		return out, err
+	}
+	if _, err := del(models.TableKVStore); err != nil {
+		return out, err
+	}
 	if len(sids) > 0 {
 		sess := p.q(models.TableActivitySessions)
 		if err := tx.Exec(`DELETE FROM `+sess+` WHERE session_id IN (`+placeholders(len(sids))+`) AND NOT EXISTS (SELECT 1 FROM `+

@@ -101,6 +101,19 @@ type Provider interface {
 	// is greater than lastSeenVersion, else nil (also for unknown instances).
 	GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*CustomStatus, error)
 
+	// GetKVValue returns the value of key in the instance's key-value
+	// store as the current execution sees it (its own writes win, a key it
+	// cleared is absent), or nil if the key (or the instance) has none.
+	GetKVValue(ctx context.Context, instance, key string) (*string, error)
+	// GetKVAllValues returns every key of the instance's key-value store as
+	// GetKVValue sees it (empty, never nil, for none or an unknown instance).
+	GetKVAllValues(ctx context.Context, instance string) (map[string]string, error)
+	// GetInstanceStats returns the storage figures of the instance (see
+	// SystemStats), or nil for an unknown instance (no instance row).
+	// ErrCorruptRow if the current execution's OrchestrationStarted event
+	// cannot be decoded.
+	GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error)
+
 	// Admin returns the management interface (nil if unsupported).
 	Admin() ProviderAdmin
 }
