@@ -667,32 +667,46 @@ func allQueueMessages(ms []duroxide.WorkItem) bool {
 }
 
 // fillOrchMetadata sets name, version, execution, history and key-value
-// snapshot of it: two queries for an existing instance, three for one not
+// snapshot of it: one query for an existing instance, two for one not
 // created yet.
 func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationItem) error {
 	var rows []struct {
-		OrchestrationName    string
+		Kind                 int
+		OrchestrationName    *string
 		OrchestrationVersion *string
 		CurrentExecutionID   int64
 		EventID              *int64
 		EventData            *string
+		KVKey                *string
 	}
-	if err := tx.Raw(`SELECT i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data FROM `+
-		p.q(models.TableInstances)+` i LEFT JOIN `+p.q(models.TableHistory)+` h ON h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id`+
-		` WHERE i.instance_id = ? ORDER BY h.event_id`, it.Instance).Scan(&rows).Error; err != nil {
+	if err := tx.Raw(`SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data,`+
+		` CAST(NULL AS text) AS kv_key FROM `+p.q(models.TableInstances)+` i LEFT JOIN `+p.q(models.TableHistory)+
+		` h ON h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id WHERE i.instance_id = ?`+
+		` UNION ALL SELECT 1, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
+		` ORDER BY kind, event_id`, it.Instance, it.Instance).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)
 	}
-	if len(rows) > 0 {
-		var hist []historyRow
-		for _, r := range rows {
+	it.KVSnapshot = map[string]duroxide.KvEntry{}
+	var hist []historyRow
+	found := false
+	for _, r := range rows {
+		switch {
+		case r.Kind == 1 && r.KVKey != nil && r.EventData != nil && r.EventID != nil:
+			it.KVSnapshot[*r.KVKey] = duroxide.KvEntry{Value: *r.EventData, LastUpdatedAtMS: uint64(*r.EventID)}
+		case r.Kind == 0:
+			found = true
 			if r.EventID != nil && r.EventData != nil {
 				hist = append(hist, historyRow{EventID: *r.EventID, EventData: *r.EventData})
 			}
 		}
-		setOrchMetadata(it, true, rows[0].OrchestrationName, rows[0].OrchestrationVersion, rows[0].CurrentExecutionID, hist)
-		kv, err := p.loadKVSnapshot(tx, it.Instance)
-		it.KVSnapshot = kv
-		return err
+	}
+	if found {
+		name := ""
+		if rows[0].OrchestrationName != nil {
+			name = *rows[0].OrchestrationName
+		}
+		setOrchMetadata(it, true, name, rows[0].OrchestrationVersion, rows[0].CurrentExecutionID, hist)
+		return nil
 	}
 	// history written by acks without metadata (no instance row): the newest execution's
 	var hrows []struct {
@@ -705,15 +719,13 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationI
 		return fmt.Errorf("load history of %s: %w", it.Instance, err)
 	}
 	var exec int64
-	var hist []historyRow
+	hist = nil
 	for _, r := range hrows {
 		exec = r.ExecutionID
 		hist = append(hist, historyRow{EventID: r.EventID, EventData: r.EventData})
 	}
 	setOrchMetadata(it, false, "", nil, exec, hist)
-	kv, err := p.loadKVSnapshot(tx, it.Instance)
-	it.KVSnapshot = kv
-	return err
+	return nil
 }
 
 // setOrchMetadata sets name, version, execution and decoded history of it.

@@ -109,49 +109,113 @@ func planKV(events []duroxide.Event) (*kvPlan, error) {
 	return plan, nil
 }
 
-// applyKV is the general path (inside the ack's transaction): plan into
-// kv_delta, then, if the ack ends the execution, the merge into kv_store.
+// applyKV is the general path (inside the ack's transaction). An ack
+// that does not end the execution writes plan into kv_delta. One that ends
+// it never writes kv_delta: it empties it (DELETE ... RETURNING, the only
+// statement when the execution wrote no key-values), lays plan over the
+// returned rows in Go and writes the result to kv_store (values upserted,
+// tombstoned keys deleted).
 func (p *gormProvider) applyKV(tx *gorm.DB, instance string, exec, now int64, plan *kvPlan, terminal bool) error {
 	delta, store := p.q(models.TableKVDelta), p.q(models.TableKVStore)
-	if plan != nil && plan.clearAll {
-		if err := tx.Exec(`UPDATE `+delta+` SET value = NULL, last_updated_at_ms = ? WHERE instance_id = ?`, now, instance).Error; err != nil {
-			return fmt.Errorf("clear key-values of %s: %w", instance, err)
-		}
-		if err := tx.Exec(`INSERT INTO `+delta+` (instance_id, key, value, last_updated_at_ms) SELECT instance_id, key, NULL, ? FROM `+store+
-			` WHERE instance_id = ? ON CONFLICT (instance_id, key) DO NOTHING`, now, instance).Error; err != nil {
-			return fmt.Errorf("clear stored key-values of %s: %w", instance, err)
-		}
-	}
-	if plan != nil && len(plan.rows) > 0 {
-		for start := 0; start < len(plan.rows); start += 200 {
-			rows := plan.rows[start:min(start+200, len(plan.rows))]
-			args := make([]any, 0, 4*len(rows))
-			for _, r := range rows {
-				args = append(args, instance, r.key, r.value, kvTS(r.ts, now))
-			}
-			var b strings.Builder
-			b.WriteString(`INSERT INTO ` + delta + ` (instance_id, key, value, last_updated_at_ms) VALUES `)
-			writeTuples(&b, len(rows), `(?, ?, ?, ?)`)
-			b.WriteString(` ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value, last_updated_at_ms = excluded.last_updated_at_ms`)
-			if err := tx.Exec(b.String(), args...).Error; err != nil {
-				return fmt.Errorf("write key-values of %s: %w", instance, err)
-			}
-		}
-	}
 	if !terminal {
+		if plan.clearAll {
+			if err := tx.Exec(`UPDATE `+delta+` SET value = NULL, last_updated_at_ms = ? WHERE instance_id = ?`, now, instance).Error; err != nil {
+				return fmt.Errorf("clear key-values of %s: %w", instance, err)
+			}
+			if err := tx.Exec(`INSERT INTO `+delta+` (instance_id, key, value, last_updated_at_ms) SELECT instance_id, key, NULL, ? FROM `+store+
+				` WHERE instance_id = ? ON CONFLICT (instance_id, key) DO NOTHING`, now, instance).Error; err != nil {
+				return fmt.Errorf("clear stored key-values of %s: %w", instance, err)
+			}
+		}
+		return p.upsertKV(tx, delta, `value = excluded.value, last_updated_at_ms = excluded.last_updated_at_ms`, instance, nil, plan.rows, now)
+	}
+	var old []struct {
+		Key             string
+		Value           *string
+		LastUpdatedAtMS int64 `gorm:"column:last_updated_at_ms"`
+	}
+	if err := scanAll(tx, &old, `DELETE FROM `+delta+` WHERE instance_id = ? RETURNING key, value, last_updated_at_ms`, instance); err != nil {
+		return fmt.Errorf("take key-value delta of %s: %w", instance, err)
+	}
+	if len(old) == 0 && plan.empty() {
 		return nil
 	}
-	if err := tx.Exec(`INSERT INTO `+store+` (instance_id, key, value, execution_id, last_updated_at_ms) SELECT instance_id, key, value, ?, last_updated_at_ms FROM `+
-		delta+` WHERE instance_id = ? AND value IS NOT NULL ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value,`+
-		` execution_id = excluded.execution_id, last_updated_at_ms = excluded.last_updated_at_ms`, exec, instance).Error; err != nil {
-		return fmt.Errorf("merge key-values of %s: %w", instance, err)
+	eff := make(map[string]kvRow, len(old))
+	var order []string
+	put := func(r kvRow) {
+		if _, ok := eff[r.key]; !ok {
+			order = append(order, r.key)
+		}
+		eff[r.key] = r
 	}
-	if err := tx.Exec(`DELETE FROM `+store+` WHERE instance_id = ? AND key IN (SELECT key FROM `+delta+` WHERE instance_id = ? AND value IS NULL)`,
-		instance, instance).Error; err != nil {
-		return fmt.Errorf("merge cleared key-values of %s: %w", instance, err)
+	if plan != nil && plan.clearAll {
+		var keys []string
+		if err := tx.Raw(`SELECT key FROM `+store+` WHERE instance_id = ?`, instance).Scan(&keys).Error; err != nil {
+			return fmt.Errorf("read stored keys of %s: %w", instance, err)
+		}
+		for _, k := range keys {
+			put(kvRow{key: k})
+		}
+		for _, o := range old {
+			put(kvRow{key: o.Key})
+		}
+	} else {
+		for _, o := range old {
+			put(kvRow{key: o.Key, value: o.Value, ts: o.LastUpdatedAtMS})
+		}
 	}
-	if err := tx.Exec(`DELETE FROM `+delta+` WHERE instance_id = ?`, instance).Error; err != nil {
-		return fmt.Errorf("empty key-value delta of %s: %w", instance, err)
+	if plan != nil {
+		for _, r := range plan.rows {
+			r.ts = kvTS(r.ts, now)
+			put(r)
+		}
+	}
+	var sets []kvRow
+	var gone []any
+	for _, k := range order {
+		if r := eff[k]; r.value != nil {
+			sets = append(sets, r)
+		} else {
+			gone = append(gone, k)
+		}
+	}
+	if err := p.upsertKV(tx, store, `value = excluded.value, execution_id = excluded.execution_id, last_updated_at_ms = excluded.last_updated_at_ms`,
+		instance, &exec, sets, now); err != nil {
+		return err
+	}
+	for start := 0; start < len(gone); start += 500 {
+		part := gone[start:min(start+500, len(gone))]
+		if err := tx.Exec(`DELETE FROM `+store+` WHERE instance_id = ? AND key IN (`+placeholders(len(part))+`)`,
+			append([]any{instance}, part...)...).Error; err != nil {
+			return fmt.Errorf("delete cleared key-values of %s: %w", instance, err)
+		}
+	}
+	return nil
+}
+
+// upsertKV writes rows of instance into table (kv_delta, or kv_store with
+// exec set) in batches of 200, updating set on conflict.
+func (p *gormProvider) upsertKV(tx *gorm.DB, table, set, instance string, exec *int64, rows []kvRow, now int64) error {
+	cols, tuple, per := `(instance_id, key, value, last_updated_at_ms)`, `(?, ?, ?, ?)`, 4
+	if exec != nil {
+		cols, tuple, per = `(instance_id, key, value, last_updated_at_ms, execution_id)`, `(?, ?, ?, ?, ?)`, 5
+	}
+	for start := 0; start < len(rows); start += 200 {
+		part := rows[start:min(start+200, len(rows))]
+		args := make([]any, 0, per*len(part))
+		for _, r := range part {
+			args = append(args, instance, r.key, r.value, kvTS(r.ts, now))
+			if exec != nil {
+				args = append(args, *exec)
+			}
+		}
+		var b strings.Builder
+		b.WriteString(`INSERT INTO ` + table + ` ` + cols + ` VALUES `)
+		writeTuples(&b, len(part), tuple)
+		b.WriteString(` ON CONFLICT (instance_id, key) DO UPDATE SET ` + set)
+		if err := tx.Exec(b.String(), args...).Error; err != nil {
+			return fmt.Errorf("write key-values of %s: %w", instance, err)
+		}
 	}
 	return nil
 }
@@ -204,23 +268,6 @@ func (p *gormProvider) kvCTEsPG(b *strings.Builder, args []any, plan *kvPlan, te
 		` kvx AS (DELETE FROM ` + delta + ` WHERE instance_id = ` + inst + `)`)
 	args = append(args, exec)
 	return args
-}
-
-// loadKVSnapshot returns kv_store of instance (never nil).
-func (p *gormProvider) loadKVSnapshot(db *gorm.DB, instance string) (map[string]duroxide.KvEntry, error) {
-	var rows []struct {
-		Key             string
-		Value           string
-		LastUpdatedAtMS int64 `gorm:"column:last_updated_at_ms"`
-	}
-	if err := db.Raw(`SELECT key, value, last_updated_at_ms FROM `+p.q(models.TableKVStore)+` WHERE instance_id = ?`, instance).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("load key-values of %s: %w", instance, err)
-	}
-	out := make(map[string]duroxide.KvEntry, len(rows))
-	for _, r := range rows {
-		out[r.Key] = duroxide.KvEntry{Value: r.Value, LastUpdatedAtMS: uint64(r.LastUpdatedAtMS)}
-	}
-	return out, nil
 }
 
 // GetKVValue implements duroxide.Provider: the delta row (a tombstone
