@@ -27,7 +27,7 @@ type providerFastPaths interface {
 	// ackOrchestration acks in one statement; ok is false when the ack
 	// does not fit one statement and the general path must run.
 	ackOrchestration(p *gormProvider, db *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
-		customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error)
+		customStatus *duroxide.CustomStatusUpdatedEvent, kv *kvPlan, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error)
 	// ackWork acks worker item id (stored token), enqueueing row when set.
 	ackWork(p *gormProvider, ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error
 }
@@ -39,8 +39,8 @@ func (pgDialect) fetchOrchestration(p *gormProvider, ctx context.Context, lockTi
 }
 
 func (pgDialect) ackOrchestration(p *gormProvider, db *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (bool, error) {
-	return p.ackOrchPG(db, now, lockToken, ack, hist, customStatus, wrows, orows)
+	customStatus *duroxide.CustomStatusUpdatedEvent, kv *kvPlan, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (bool, error) {
+	return p.ackOrchPG(db, now, lockToken, ack, hist, customStatus, kv, wrows, orows)
 }
 
 func (pgDialect) ackWork(p *gormProvider, ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
@@ -50,7 +50,8 @@ func (pgDialect) ackWork(p *gormProvider, ctx context.Context, stored string, id
 // orchFetchRow is one row of the PostgreSQL fetch statement: kind 0 is the
 // candidate (with the instance row as the statement's snapshot saw it),
 // kind 1 a claimed message (id, data = work_item), kind 2 a history event
-// of the current execution (id = event_id, data = event_data).
+// of the current execution (id = event_id, data = event_data), kind 3 a
+// kv_store entry (kv_key, data = value, id = last_updated_at_ms).
 type orchFetchRow struct {
 	Kind                 int
 	InstanceID           *string
@@ -63,6 +64,7 @@ type orchFetchRow struct {
 	ID                   *int64
 	Data                 *string
 	AttemptCount         *int32
+	KVKey                *string
 }
 
 // fetchOrchPG fetches on PostgreSQL in one autocommit statement per
@@ -111,10 +113,12 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			` WHERE instance_id = (SELECT instance_id FROM l) FOR SHARE), false) AS ok)` +
 			` SELECT 0 AS kind, c.instance_id, c.got, EXISTS (SELECT 1 FROM l) AS locked, (SELECT ok FROM f) AS fresh,` +
 			` i.orchestration_name, i.orchestration_version, i.current_execution_id, CAST(NULL AS bigint) AS id, CAST(NULL AS text) AS data,` +
-			` CAST(NULL AS integer) AS attempt_count FROM c LEFT JOIN i ON true` +
-			` UNION ALL SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, m.id, m.work_item, m.attempt_count FROM m` +
-			` UNION ALL SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.event_id, h.event_data, NULL FROM ` + p.q(models.TableHistory) + ` h, i` +
+			` CAST(NULL AS integer) AS attempt_count, CAST(NULL AS text) AS kv_key FROM c LEFT JOIN i ON true` +
+			` UNION ALL SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, m.id, m.work_item, m.attempt_count, NULL FROM m` +
+			` UNION ALL SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.event_id, h.event_data, NULL, NULL FROM ` + p.q(models.TableHistory) + ` h, i` +
 			` WHERE h.instance_id = (SELECT instance_id FROM l) AND h.execution_id = i.current_execution_id AND (SELECT ok FROM f)` +
+			` UNION ALL SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kv.last_updated_at_ms, kv.value, NULL, kv.key FROM ` + p.q(models.TableKVStore) + ` kv` +
+			` WHERE kv.instance_id = (SELECT instance_id FROM l) AND (SELECT ok FROM f)` +
 			` ORDER BY kind, id`
 		args := append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, cargs...)
 		args = append(args, token, until, now, now, token, until, now, now)
@@ -133,11 +137,16 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		}
 		var msgs []orchMsgRow
 		var hist []historyRow
+		kv := map[string]duroxide.KvEntry{}
 		for _, r := range rows[1:] {
 			if r.ID == nil || r.Data == nil {
 				continue
 			}
 			switch r.Kind {
+			case 3:
+				if r.KVKey != nil {
+					kv[*r.KVKey] = duroxide.KvEntry{Value: *r.Data, LastUpdatedAtMS: uint64(*r.ID)}
+				}
 			case 1:
 				m := orchMsgRow{ID: *r.ID, WorkItem: *r.Data}
 				if r.AttemptCount != nil {
@@ -161,6 +170,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		}
 		if head.Fresh != nil && *head.Fresh && head.OrchestrationName != nil && head.CurrentExecutionID != nil {
 			setOrchMetadata(it, true, *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID, hist)
+			it.KVSnapshot = kv
 		} else if err := p.fillOrchMetadataPG(db, it); err != nil {
 			p.releaseOrchClaim(ctx, token)
 			return nil, err
@@ -189,8 +199,8 @@ func (p *gormProvider) releaseOrchClaim(ctx context.Context, token string) {
 		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`, token, token).Error
 }
 
-// fillOrchMetadataPG is fillOrchMetadata in one PostgreSQL statement for
-// both cases (instance row or not).
+// fillOrchMetadataPG is fillOrchMetadata (with the key-value snapshot) in
+// one PostgreSQL statement for both cases (instance row or not).
 func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *duroxide.OrchestrationItem) error {
 	var rows []struct {
 		Kind                 int
@@ -199,14 +209,16 @@ func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *duroxide.Orchestratio
 		ExecutionID          int64
 		EventID              *int64
 		EventData            *string
+		KVKey                *string
 	}
 	inst, hist := p.q(models.TableInstances), p.q(models.TableHistory)
 	if err := scanAll(db, &rows, `WITH i AS (SELECT orchestration_name, orchestration_version, current_execution_id FROM `+inst+` WHERE instance_id = ?),`+
 		` x AS (SELECT COALESCE((SELECT current_execution_id FROM i), (SELECT MAX(execution_id) FROM `+hist+` WHERE instance_id = ?)) AS e)`+
 		` SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id AS execution_id,`+
-		` CAST(NULL AS bigint) AS event_id, CAST(NULL AS text) AS event_data FROM i`+
-		` UNION ALL SELECT 1, NULL, NULL, h.execution_id, h.event_id, h.event_data FROM `+hist+` h, x WHERE h.instance_id = ? AND h.execution_id = x.e`+
-		` ORDER BY kind, event_id`, it.Instance, it.Instance, it.Instance); err != nil {
+		` CAST(NULL AS bigint) AS event_id, CAST(NULL AS text) AS event_data, CAST(NULL AS text) AS kv_key FROM i`+
+		` UNION ALL SELECT 1, NULL, NULL, h.execution_id, h.event_id, h.event_data, NULL FROM `+hist+` h, x WHERE h.instance_id = ? AND h.execution_id = x.e`+
+		` UNION ALL SELECT 2, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
+		` ORDER BY kind, event_id`, it.Instance, it.Instance, it.Instance, it.Instance); err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)
 	}
 	found := len(rows) > 0 && rows[0].Kind == 0
@@ -214,8 +226,13 @@ func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *duroxide.Orchestratio
 	var version *string
 	var exec int64
 	var h []historyRow
+	kv := map[string]duroxide.KvEntry{}
 	for _, r := range rows {
 		switch {
+		case r.Kind == 2:
+			if r.KVKey != nil && r.EventData != nil && r.EventID != nil {
+				kv[*r.KVKey] = duroxide.KvEntry{Value: *r.EventData, LastUpdatedAtMS: uint64(*r.EventID)}
+			}
 		case r.Kind == 0:
 			if r.OrchestrationName != nil {
 				name = *r.OrchestrationName
@@ -227,6 +244,7 @@ func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *duroxide.Orchestratio
 		}
 	}
 	setOrchMetadata(it, found, name, version, exec, h)
+	it.KVSnapshot = kv
 	return nil
 }
 
@@ -240,7 +258,7 @@ func (p *gormProvider) fillOrchMetadataPG(db *gorm.DB, it *duroxide.Orchestratio
 // out of the insert instead of being deleted after it. ok=false: too many
 // parameters for one statement, nothing was done.
 func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error) {
+	customStatus *duroxide.CustomStatusUpdatedEvent, kv *kvPlan, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) (ok bool, err error) {
 	const op = "ack_orchestration_item"
 	md := ack.Metadata
 	exec := int64(ack.ExecutionID)
@@ -263,7 +281,11 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 		}
 		wrows = kept
 	}
-	if 32+4*len(hist)+9*len(wrows)+3*len(ack.CancelledActivities)+4*len(orows) > maxAckParams {
+	nkv := 0
+	if kv != nil {
+		nkv = len(kv.rows)
+	}
+	if 36+4*len(hist)+9*len(wrows)+3*len(ack.CancelledActivities)+4*len(orows)+3*nkv > maxAckParams {
 		return false, nil
 	}
 	var b strings.Builder
@@ -300,13 +322,18 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 		args = append(args, exec, exec, now)
 		args = append(args, csArgs...)
 	}
-	// execution row (only for existing instances: no stray rows for orphan
-	// batches) with status, output, completed_at and the pinned version
+	// execution row (unless the batch is a true orphan: no instance row, no
+	// history stored or in this ack, no Start/ContinueAsNew in the batch)
+	// with status, output, completed_at and the pinned version
 	eu := newExecUpsert(md, now)
 	b.WriteString(`, ex AS (INSERT INTO ` + p.q(models.TableExecutions) + ` (instance_id, execution_id, status, output, started_at, completed_at,` +
-		` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) SELECT inst.instance_id, ?, ?, ?, ?, ?, ?, ?, ? FROM inst` +
-		` ON CONFLICT (instance_id, execution_id)` + eu.conflict + `)`)
+		` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) SELECT d.instance_id, ?, ?, ?, ?, ?, ?, ?, ? FROM d`)
 	args = append(args, exec, eu.status, eu.output, now, eu.completed, eu.major, eu.minor, eu.patch)
+	if len(hist) == 0 {
+		b.WriteString(` WHERE EXISTS (SELECT 1 FROM inst) OR EXISTS (` + p.orchStartedSQL("d.instance_id") + `)`)
+		args = append(args, lockToken)
+	}
+	b.WriteString(` ON CONFLICT (instance_id, execution_id)` + eu.conflict + `)`)
 	// history (append-only: a duplicate event id fails the statement)
 	if len(hist) > 0 {
 		b.WriteString(`, h AS (INSERT INTO ` + p.q(models.TableHistory) + ` (instance_id, execution_id, event_id, event_type, event_data, created_at)` +
@@ -318,6 +345,9 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 		}
 		b.WriteString(`) v(e, n, t, x))`)
 	}
+	// key-value events into the delta, merged into the store when the
+	// execution ends
+	args = p.kvCTEsPG(&b, args, kv, md.Status != nil && duroxide.IsTerminalStatus(*md.Status), exec, now)
 	if len(wrows) > 0 {
 		b.WriteString(`, w AS (INSERT INTO ` + p.q(models.TableWorkerQueue) + ` (work_item, visible_at, created_at, attempt_count, instance_id, execution_id,` +
 			` activity_id, session_id, tag) SELECT v.wi, v.va, v.ca, 0, v.ii, v.ei, v.ai, v.si, v.tg FROM d, (VALUES `)
@@ -353,8 +383,7 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 		// history is the only table here without ON CONFLICT that can
 		// raise a unique violation (the queues have generated keys)
 		if len(hist) > 0 && errors.Is(translateError(err), ErrConflict) {
-			return true, &duroxide.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in execution %d", exec),
-				Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, translateError(err))}
+			return true, &dupEventError{exec: exec, cause: translateError(err)}
 		}
 		return true, fmt.Errorf("ack orchestration item: %w", err)
 	}

@@ -229,15 +229,25 @@ func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
 	return err
 }
 
-// withRetry runs fn again (up to maxRetries) while it fails retryably.
-func withRetry(ctx context.Context, fn func() error) error {
+// withRetry runs fn again (up to maxRetries, after 50, 100 and 150 ms)
+// while it fails retryably (as translateError classifies it: deadlock,
+// serialization failure, busy SQLite, lost connection). A non-zero deadline bounds the retries: a retry
+// whose back-off would end at or after it is not made, and the last error
+// is returned (so a long poll never sleeps past its poll timeout).
+func withRetry(ctx context.Context, deadline time.Time, fn func() error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = fn()
-		if err == nil || attempt >= maxRetries || !errors.Is(err, ErrRetryable) || ctx.Err() != nil {
+		// classify through translateError: fn returns driver errors as they
+		// came (wrapped), translated only by perr at the end
+		if err == nil || attempt >= maxRetries || !errors.Is(translateError(err), ErrRetryable) || ctx.Err() != nil {
 			return err
 		}
-		t := time.NewTimer(retryDelay * time.Duration(attempt+1))
+		wait := retryDelay * time.Duration(attempt+1)
+		if !deadline.IsZero() && !time.Now().Add(wait).Before(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -248,12 +258,18 @@ func withRetry(ctx context.Context, fn func() error) error {
 }
 
 // longPoll calls try until it yields something, fails, or pollTimeout
-// passes; between tries it waits for sig or the fallback interval.
-func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback time.Duration, try func() (*T, error)) (*T, error) {
+// passes; between tries it waits for sig or the fallback interval. try gets
+// the poll's deadline for its internal retries (zero for a short poll,
+// pollTimeout 0, which keeps duroxide's three retries).
+func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
 	deadline := time.Now().Add(pollTimeout)
+	retryBound := deadline
+	if pollTimeout <= 0 {
+		retryBound = time.Time{}
+	}
 	for {
 		ch := sig.wait()
-		v, err := try()
+		v, err := try(retryBound)
 		if err != nil || v != nil {
 			return v, err
 		}
@@ -282,7 +298,15 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 
 func newLockToken() string { return "lock_" + uuid.NewString() }
 
-func durMS(d time.Duration) int64 { return d.Milliseconds() }
+// durMS converts a duration to whole milliseconds, rounding up: a lock,
+// lease or delay of 500 µs lasts 1 ms, never 0 (which would be expired or
+// due at once).
+func durMS(d time.Duration) int64 {
+	if d <= 0 {
+		return d.Milliseconds()
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
 
 // placeholders returns "?,?,...,?" for n values.
 func placeholders(n int) string {
@@ -469,9 +493,9 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		return nil, nil // supports nothing
 	}
 	p.listenIfPossible(pollTimeout)
-	item, err := longPoll(ctx, p.orch, pollTimeout, p.s.cfg.pollInterval, func() (*duroxide.OrchestrationItem, error) {
+	item, err := longPoll(ctx, p.orch, pollTimeout, p.s.cfg.pollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
 		var it *duroxide.OrchestrationItem
-		err := withRetry(ctx, func() error {
+		err := withRetry(ctx, deadline, func() error {
 			var e error
 			it, e = p.fetchOrchOnce(ctx, lockTimeout, filter)
 			return e
@@ -642,29 +666,46 @@ func allQueueMessages(ms []duroxide.WorkItem) bool {
 	return len(ms) > 0
 }
 
-// fillOrchMetadata sets name, version, execution and history of it: one
-// query for an existing instance, two for one not created yet.
+// fillOrchMetadata sets name, version, execution, history and key-value
+// snapshot of it: one query for an existing instance, two for one not
+// created yet.
 func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationItem) error {
 	var rows []struct {
-		OrchestrationName    string
+		Kind                 int
+		OrchestrationName    *string
 		OrchestrationVersion *string
 		CurrentExecutionID   int64
 		EventID              *int64
 		EventData            *string
+		KVKey                *string
 	}
-	if err := tx.Raw(`SELECT i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data FROM `+
-		p.q(models.TableInstances)+` i LEFT JOIN `+p.q(models.TableHistory)+` h ON h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id`+
-		` WHERE i.instance_id = ? ORDER BY h.event_id`, it.Instance).Scan(&rows).Error; err != nil {
+	if err := tx.Raw(`SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data,`+
+		` CAST(NULL AS text) AS kv_key FROM `+p.q(models.TableInstances)+` i LEFT JOIN `+p.q(models.TableHistory)+
+		` h ON h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id WHERE i.instance_id = ?`+
+		` UNION ALL SELECT 1, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
+		` ORDER BY kind, event_id`, it.Instance, it.Instance).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)
 	}
-	if len(rows) > 0 {
-		var hist []historyRow
-		for _, r := range rows {
+	it.KVSnapshot = map[string]duroxide.KvEntry{}
+	var hist []historyRow
+	found := false
+	for _, r := range rows {
+		switch {
+		case r.Kind == 1 && r.KVKey != nil && r.EventData != nil && r.EventID != nil:
+			it.KVSnapshot[*r.KVKey] = duroxide.KvEntry{Value: *r.EventData, LastUpdatedAtMS: uint64(*r.EventID)}
+		case r.Kind == 0:
+			found = true
 			if r.EventID != nil && r.EventData != nil {
 				hist = append(hist, historyRow{EventID: *r.EventID, EventData: *r.EventData})
 			}
 		}
-		setOrchMetadata(it, true, rows[0].OrchestrationName, rows[0].OrchestrationVersion, rows[0].CurrentExecutionID, hist)
+	}
+	if found {
+		name := ""
+		if rows[0].OrchestrationName != nil {
+			name = *rows[0].OrchestrationName
+		}
+		setOrchMetadata(it, true, name, rows[0].OrchestrationVersion, rows[0].CurrentExecutionID, hist)
 		return nil
 	}
 	// history written by acks without metadata (no instance row): the newest execution's
@@ -678,7 +719,7 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationI
 		return fmt.Errorf("load history of %s: %w", it.Instance, err)
 	}
 	var exec int64
-	var hist []historyRow
+	hist = nil
 	for _, r := range hrows {
 		exec = r.ExecutionID
 		hist = append(hist, historyRow{EventID: r.EventID, EventData: r.EventData})
@@ -823,7 +864,11 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		hist = append(hist, models.HistoryEvent{ExecutionID: int64(ack.ExecutionID), EventID: int64(ev.EventID),
 			EventType: ev.Kind.EventType(), EventData: string(data)})
 	}
-	err := withRetry(ctx, func() error {
+	kv, err := planKV(ack.HistoryDelta)
+	if err != nil {
+		return perr(op, err)
+	}
+	err = withRetry(ctx, time.Time{}, func() error {
 		now := p.s.nowMS()
 		wrows, err := workerRows(ack.WorkerItems, now)
 		if err != nil {
@@ -834,14 +879,18 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 			return err
 		}
 		if p.fast != nil {
-			if ok, err := p.fast.ackOrchestration(p, p.s.db.WithContext(ctx), now, lockToken, ack, hist, customStatus, wrows, orows); ok {
+			if ok, err := p.fast.ackOrchestration(p, p.s.db.WithContext(ctx), now, lockToken, ack, hist, customStatus, kv, wrows, orows); ok {
 				return err
 			}
 		}
 		return p.tx(ctx, func(tx *gorm.DB) error {
-			return p.ackOrch(tx, now, lockToken, ack, hist, customStatus, wrows, orows)
+			return p.ackOrch(tx, now, lockToken, ack, hist, customStatus, kv, wrows, orows)
 		})
 	})
+	var dup *dupEventError
+	if errors.As(err, &dup) {
+		return p.duplicateEventError(ctx, lockToken, dup, hist)
+	}
 	if err != nil {
 		return perr(op, err)
 	}
@@ -855,7 +904,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 }
 
 func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *duroxide.CustomStatusUpdatedEvent, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
+	customStatus *duroxide.CustomStatusUpdatedEvent, kv *kvPlan, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
 	const op = "ack_orchestration_item"
 	md := ack.Metadata
 	exec := int64(ack.ExecutionID)
@@ -890,10 +939,19 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 		}
 		instanceExists = res.RowsAffected > 0
 	}
-	// 3. execution row (only for existing instances: no stray rows for orphan
-	// batches) with status, output, completed_at (every terminal status,
+	// 3. execution row (unless the batch is a true orphan: no instance row,
+	// no history stored or in this ack, no Start/ContinueAsNew in the batch)
+	// with status, output, completed_at (every terminal status,
 	// ContinuedAsNew included) and the pinned runtime version, in one upsert
-	if instanceExists {
+	needExec := instanceExists || len(hist) > 0
+	if !needExec {
+		var hits []int
+		if err := tx.Raw(p.orchStartedSQL("?"), lockToken, instance).Scan(&hits).Error; err != nil {
+			return fmt.Errorf("check batch of %s: %w", instance, err)
+		}
+		needExec = len(hits) > 0
+	}
+	if needExec {
 		eu := newExecUpsert(md, now)
 		if err := tx.Exec(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, output, started_at, completed_at,`+
 			` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`+
@@ -910,8 +968,7 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 		}
 		if err := tx.CreateInBatches(hist, 500).Error; err != nil {
 			if errors.Is(translateError(err), ErrConflict) {
-				return &duroxide.ProviderError{Op: op, Message: fmt.Sprintf("duplicate history event in %s/%d", instance, exec),
-					Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, translateError(err))}
+				return &dupEventError{instance: instance, exec: exec, cause: translateError(err)}
 			}
 			return fmt.Errorf("append history %s/%d: %w", instance, exec, err)
 		}
@@ -921,6 +978,13 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET custom_status = ?, custom_status_version = custom_status_version + 1 WHERE instance_id = ?`,
 			customStatus.Status, instance).Error; err != nil {
 			return fmt.Errorf("custom status of %s: %w", instance, err)
+		}
+	}
+	// 5b. key-value events into the delta, merged into the store when the
+	// execution ends
+	if terminal := md.Status != nil && duroxide.IsTerminalStatus(*md.Status); terminal || !kv.empty() {
+		if err := p.applyKV(tx, instance, exec, now, kv, terminal); err != nil {
+			return err
 		}
 	}
 	// 6. worker items, then 7. cancelled activities (schedule+cancel in one turn is a no-op)
@@ -951,6 +1015,61 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 		return fmt.Errorf("delete batch: %w", err)
 	}
 	return nil
+}
+
+// orchStartedSQL returns the query (args: the lock token, then instance if
+// it is "?") that has a
+// row when the locked batch holds a StartOrchestration or ContinueAsNew or
+// the instance has stored history: such an ack writes its execution row
+// even when the metadata names no orchestration (as duroxide does). Work
+// items are stored as externally tagged JSON written by this package, so
+// the variant is the text's first key.
+func (p *gormProvider) orchStartedSQL(instance string) string {
+	return `SELECT 1 FROM ` + p.q(models.TableOrchestratorQueue) + ` WHERE lock_token = ?` +
+		` AND (work_item LIKE '{"StartOrchestration":%' OR work_item LIKE '{"ContinueAsNew":%')` +
+		` UNION ALL SELECT 1 WHERE EXISTS (SELECT 1 FROM ` + p.q(models.TableHistory) + ` WHERE instance_id = ` + instance + `)`
+}
+
+// dupEventError is an ack's unique violation on history, raised inside the
+// ack's transaction or statement; AckOrchestrationItem turns it into the
+// ErrDuplicateEvent error after the rollback. instance is empty when the
+// statement did not know it (PostgreSQL one-statement ack).
+type dupEventError struct {
+	instance string
+	exec     int64
+	cause    error
+}
+
+func (e *dupEventError) Error() string { return "duplicate history event" }
+
+// duplicateEventError names the instance, execution and (when it can find
+// them) the already stored event ids of a rolled-back ack whose history
+// delta collided. The lookups are best effort: their failure only makes the
+// message less specific.
+func (p *gormProvider) duplicateEventError(ctx context.Context, lockToken string, dup *dupEventError, hist []models.HistoryEvent) error {
+	db := p.s.db.WithContext(ctx)
+	instance := dup.instance
+	if instance == "" { // the ack rolled back, so the lock row is still there
+		var ids []string
+		if db.Raw(`SELECT instance_id FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, lockToken).Scan(&ids).Error == nil && len(ids) > 0 {
+			instance = ids[0]
+		}
+	}
+	where := fmt.Sprintf("execution %d", dup.exec)
+	if instance != "" {
+		where = fmt.Sprintf("%s/%d", instance, dup.exec)
+		ids := make([]any, 0, len(hist))
+		for _, h := range hist {
+			ids = append(ids, h.EventID)
+		}
+		var found []int64
+		if len(ids) > 0 && len(ids) < 10000 && db.Raw(`SELECT event_id FROM `+p.q(models.TableHistory)+` WHERE instance_id = ? AND execution_id = ?`+
+			` AND event_id IN (`+placeholders(len(ids))+`) ORDER BY event_id LIMIT 5`, append([]any{instance, dup.exec}, ids...)...).Scan(&found).Error == nil && len(found) > 0 {
+			where = fmt.Sprintf("%s (event id %v already stored)", where, found)
+		}
+	}
+	return &duroxide.ProviderError{Op: "ack_orchestration_item", Message: "duplicate history event in " + where,
+		Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, dup.cause)}
 }
 
 // maxAckParams bounds the parameters of the one-statement PostgreSQL ack

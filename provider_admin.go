@@ -284,11 +284,31 @@ func (p *gormProvider) deleteAtomic(tx *gorm.DB, ids []string, force bool) (duro
 	if err != nil {
 		return out, err
 	}
+	// activity sessions the deleted worker items used go with them, unless
+	// a queued item of another instance still needs the session
+	var sids []string
+	if err := tx.Raw(`SELECT DISTINCT session_id FROM `+p.q(models.TableWorkerQueue)+` WHERE session_id IS NOT NULL AND instance_id`+in, args...).Scan(&sids).Error; err != nil {
+		return out, fmt.Errorf("find activity sessions: %w", err)
+	}
 	n2, err := del(models.TableWorkerQueue)
 	if err != nil {
 		return out, err
 	}
 	out.QueueMessagesDeleted = n1 + n2
+	// the instance's key-value store (both tables: it lives as long as the instance)
+	if _, err := del(models.TableKVDelta); err != nil {
+		return out, err
+	}
+	if _, err := del(models.TableKVStore); err != nil {
+		return out, err
+	}
+	if len(sids) > 0 {
+		sess := p.q(models.TableActivitySessions)
+		if err := tx.Exec(`DELETE FROM `+sess+` WHERE session_id IN (`+placeholders(len(sids))+`) AND NOT EXISTS (SELECT 1 FROM `+
+			p.q(models.TableWorkerQueue)+` w WHERE w.session_id = `+sess+`.session_id)`, strArgs(sids)...).Error; err != nil {
+			return out, fmt.Errorf("delete activity sessions: %w", err)
+		}
+	}
 	if out.InstancesDeleted, err = del(models.TableInstances); err != nil {
 		return out, err
 	}
@@ -321,9 +341,11 @@ func (p *gormProvider) DeleteInstance(ctx context.Context, instance string, forc
 	return out, nil
 }
 
-// bulkSelect returns instance ids matching filter (and extra conditions on
-// i and its current execution e).
-func (p *gormProvider) bulkSelect(ctx context.Context, filter duroxide.InstanceFilter, extra string, extraArgs ...any) ([]string, error) {
+// bulkSelect returns instance ids matching filter and extra (conditions on
+// i and its current execution e), oldest first, at most filter.Limit.
+// with is an optional WITH clause the conditions use; args are its
+// arguments followed by extra's.
+func (p *gormProvider) bulkSelect(ctx context.Context, filter duroxide.InstanceFilter, with, extra string, extraArgs ...any) ([]string, error) {
 	if filter.InstanceIDs != nil && len(filter.InstanceIDs) == 0 {
 		return nil, nil
 	}
@@ -331,7 +353,7 @@ func (p *gormProvider) bulkSelect(ctx context.Context, filter duroxide.InstanceF
 	if limit <= 0 {
 		limit = duroxide.DefaultBulkLimit
 	}
-	sql := `SELECT i.instance_id FROM ` + p.q(models.TableInstances) + ` i LEFT JOIN ` + p.q(models.TableExecutions) +
+	sql := with + `SELECT i.instance_id FROM ` + p.q(models.TableInstances) + ` i LEFT JOIN ` + p.q(models.TableExecutions) +
 		` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE 1 = 1` + extra
 	args := append([]any{}, extraArgs...)
 	if filter.InstanceIDs != nil {
@@ -349,12 +371,22 @@ func (p *gormProvider) bulkSelect(ctx context.Context, filter duroxide.InstanceF
 	return ids, err
 }
 
-// DeleteInstanceBulk implements duroxide.ProviderAdmin.
+// DeleteInstanceBulk implements duroxide.ProviderAdmin. Only deletable
+// roots take places in the limit: terminal roots whose tree holds a Running
+// instance (found by walking up from every Running sub-orchestration) are
+// excluded in the query, so repeated calls with any Limit reach every
+// deletable tree. A descendant that starts running between the query and
+// its tree's transaction makes that tree skipped in this call.
 func (p *gormProvider) DeleteInstanceBulk(ctx context.Context, filter duroxide.InstanceFilter) (duroxide.DeleteInstanceResult, error) {
 	const op = "delete_instance_bulk"
 	var total duroxide.DeleteInstanceResult
-	roots, err := p.bulkSelect(ctx, filter, ` AND i.parent_instance_id IS NULL AND e.status IN (?, ?, ?)`,
-		duroxide.StatusCompleted, duroxide.StatusFailed, duroxide.StatusContinuedAsNew)
+	inst, exe := p.q(models.TableInstances), p.q(models.TableExecutions)
+	with := `WITH RECURSIVE busy(instance_id, parent_instance_id) AS (SELECT c.instance_id, c.parent_instance_id FROM ` + inst + ` c JOIN ` + exe +
+		` ce ON ce.instance_id = c.instance_id AND ce.execution_id = c.current_execution_id WHERE ce.status = ? AND c.parent_instance_id IS NOT NULL` +
+		` UNION SELECT a.instance_id, a.parent_instance_id FROM ` + inst + ` a JOIN busy ON a.instance_id = busy.parent_instance_id) `
+	roots, err := p.bulkSelect(ctx, filter, with, ` AND i.parent_instance_id IS NULL AND e.status IN (?, ?, ?)`+
+		` AND i.instance_id NOT IN (SELECT instance_id FROM busy WHERE parent_instance_id IS NULL)`,
+		duroxide.StatusRunning, duroxide.StatusCompleted, duroxide.StatusFailed, duroxide.StatusContinuedAsNew)
 	if err != nil {
 		return total, perr(op, err)
 	}
@@ -446,7 +478,23 @@ func (p *gormProvider) PruneExecutions(ctx context.Context, instance string, opt
 func (p *gormProvider) PruneExecutionsBulk(ctx context.Context, filter duroxide.InstanceFilter, opts duroxide.PruneOptions) (duroxide.PruneResult, error) {
 	const op = "prune_executions_bulk"
 	var total duroxide.PruneResult
-	ids, err := p.bulkSelect(ctx, filter, "")
+	if opts.KeepLast < 0 {
+		return total, perr(op, invalidf("negative keep_last"))
+	}
+	// only instances with something to prune take places in the limit
+	// (the same rules as PruneExecutions), so repeated calls progress
+	cond := ` AND EXISTS (SELECT 1 FROM ` + p.q(models.TableExecutions) + ` x WHERE x.instance_id = i.instance_id` +
+		` AND x.execution_id <> i.current_execution_id AND x.status <> ?`
+	args := []any{duroxide.StatusRunning}
+	if opts.CompletedBefore != nil {
+		cond += ` AND x.completed_at < ?`
+		args = append(args, opts.CompletedBefore.UnixMilli())
+	}
+	if opts.KeepLast > 0 {
+		cond += ` AND (SELECT COUNT(*) FROM ` + p.q(models.TableExecutions) + ` y WHERE y.instance_id = x.instance_id AND y.execution_id > x.execution_id) >= ?`
+		args = append(args, opts.KeepLast)
+	}
+	ids, err := p.bulkSelect(ctx, filter, "", cond+`)`, args...)
 	if err != nil {
 		return total, perr(op, err)
 	}

@@ -58,9 +58,9 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 		return nil, nil
 	}
 	p.listenIfPossible(pollTimeout)
-	lease, err := longPoll(ctx, p.work, pollTimeout, p.s.cfg.pollInterval, func() (*duroxide.WorkItemLease, error) {
+	lease, err := longPoll(ctx, p.work, pollTimeout, p.s.cfg.pollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
 		var l *duroxide.WorkItemLease
-		err := withRetry(ctx, func() error {
+		err := withRetry(ctx, deadline, func() error {
 			var e error
 			l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags)
 			return e
@@ -385,12 +385,23 @@ func (p *gormProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, 
 	return int(res.RowsAffected), nil
 }
 
-// CleanupOrphanedSessions implements duroxide.Provider.
-func (p *gormProvider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (int, error) {
+// CleanupOrphanedSessions implements duroxide.Provider. A session with no
+// queued item (locked or not) is deleted when its lease expired or, for
+// idleTimeout > 0, when it saw no activity for idleTimeout (duroxide-pg
+// ignores the argument). idleTimeout 0 deletes expired sessions only;
+// negative is ErrInvalidInput.
+func (p *gormProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
 	const op = "cleanup_orphaned_sessions"
+	if idleTimeout < 0 {
+		return 0, perr(op, invalidf("negative idle timeout"))
+	}
 	now := p.s.nowMS()
-	res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableActivitySessions)+` WHERE locked_until <= ?`+
-		` AND NOT EXISTS (SELECT 1 FROM `+p.q(models.TableWorkerQueue)+` w WHERE w.session_id = `+p.q(models.TableActivitySessions)+`.session_id)`, now)
+	cond, args := `locked_until <= ?`, []any{now}
+	if idleTimeout > 0 {
+		cond, args = `(locked_until <= ? OR last_activity_at <= ?)`, []any{now, now - durMS(idleTimeout)}
+	}
+	res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableActivitySessions)+` WHERE `+cond+
+		` AND NOT EXISTS (SELECT 1 FROM `+p.q(models.TableWorkerQueue)+` w WHERE w.session_id = `+p.q(models.TableActivitySessions)+`.session_id)`, args...)
 	if res.Error != nil {
 		return 0, perr(op, res.Error)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -412,9 +413,10 @@ func testProviderAckDuplicateEventRollsBackAndKeepsLock(t *testing.T, h *harness
 }
 
 // testProviderOrphanBatchesCreateNothing: acking a batch of a never-started
-// instance without metadata creates no instance or execution and deletes
-// the messages; batches of only QueueMessages for unknown instances are
-// dropped and the fetch moves on; history acked without metadata is readable.
+// instance without metadata or history creates no instance or execution
+// and deletes the messages; batches of only QueueMessages for unknown
+// instances are dropped and the fetch moves on; history acked without
+// metadata is readable and has its execution row.
 func testProviderOrphanBatchesCreateNothing(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	// a batch for a never-started instance acked without metadata
@@ -451,8 +453,13 @@ func testProviderOrphanBatchesCreateNothing(t *testing.T, h *harness) {
 	if hist, err := e.p.Read(e.ctx, "bare"); err != nil || len(hist) != 1 {
 		t.Fatalf("read bare = %d, %v", len(hist), err)
 	}
-	if m, _ := e.a.GetSystemMetrics(e.ctx); m.TotalExecutions != 0 {
-		t.Fatalf("stray execution rows: %+v", m)
+	// an ack that writes history is no orphan: its execution row exists
+	// (as duroxide writes it), though no instance row does
+	if m, _ := e.a.GetSystemMetrics(e.ctx); m.TotalExecutions != 1 || m.TotalInstances != 0 {
+		t.Fatalf("metrics after bare ack = %+v, want 1 execution, 0 instances", m)
+	}
+	if ids, err := e.a.ListExecutions(e.ctx, "bare"); err != nil || !slices.Equal(ids, []uint64{1}) {
+		t.Fatalf("bare executions = %v %v", ids, err)
 	}
 	// every lock expired: the queue holds only real's start (ghost2's
 	// message was dropped, bare's deleted by its ack)

@@ -34,7 +34,7 @@ func SessionModels() []any {
 // ProviderModels returns fresh values of the provider-domain models.
 func ProviderModels() []any {
 	return []any{&Instance{}, &Execution{}, &HistoryEvent{}, &OrchestratorQueueItem{},
-		&WorkerQueueItem{}, &InstanceLock{}, &ActivitySession{}}
+		&WorkerQueueItem{}, &InstanceLock{}, &ActivitySession{}, &KVStoreEntry{}, &KVDeltaEntry{}}
 }
 
 // All returns fresh values of every model in creation order (parents before

@@ -15,6 +15,12 @@ const (
 	// TableActivitySessions holds activity-session leases; it is named so it
 	// cannot clash with the agent sessions table.
 	TableActivitySessions = "activity_sessions"
+	// TableKVStore holds the key-value entries of an instance merged by its
+	// completed (completed, failed or continued-as-new) executions.
+	TableKVStore = "kv_store"
+	// TableKVDelta holds the key-value writes of an instance's current
+	// execution, merged into TableKVStore when the execution ends.
+	TableKVDelta = "kv_delta"
 )
 
 // Instance is one row of {prefix}instances: an orchestration instance. It is
@@ -137,3 +143,31 @@ type ActivitySession struct {
 
 // TableName returns the prefixed table name.
 func (ActivitySession) TableName(n schema.Namer) string { return tableName(n, TableActivitySessions) }
+
+// KVStoreEntry is one row of {prefix}kv_store: a key-value entry of an
+// instance as merged by its last completed execution. It lives as long as
+// the instance (pruning executions never deletes it; deleting the instance
+// does).
+type KVStoreEntry struct {
+	InstanceID      string `gorm:"column:instance_id;type:text;primaryKey;not null"`
+	Key             string `gorm:"column:key;type:text;primaryKey;not null"`
+	Value           string `gorm:"column:value;type:text;not null"`
+	ExecutionID     int64  `gorm:"column:execution_id;not null"` // the execution that merged it last
+	LastUpdatedAtMS int64  `gorm:"column:last_updated_at_ms;not null;default:0"`
+}
+
+// TableName returns the prefixed table name.
+func (KVStoreEntry) TableName(n schema.Namer) string { return tableName(n, TableKVStore) }
+
+// KVDeltaEntry is one row of {prefix}kv_delta: a key written by the
+// instance's current execution. Value NULL is a tombstone (the key was
+// cleared in this execution).
+type KVDeltaEntry struct {
+	InstanceID      string  `gorm:"column:instance_id;type:text;primaryKey;not null"`
+	Key             string  `gorm:"column:key;type:text;primaryKey;not null"`
+	Value           *string `gorm:"column:value;type:text"`
+	LastUpdatedAtMS int64   `gorm:"column:last_updated_at_ms;not null"`
+}
+
+// TableName returns the prefixed table name.
+func (KVDeltaEntry) TableName(n schema.Namer) string { return tableName(n, TableKVDelta) }

@@ -3,7 +3,8 @@
 // fetches an instance, turns the fetched messages into history events,
 // re-runs the orchestration function from the start over the whole history
 // (replay), and acks the new events together with the activities, timers
-// and sub-orchestrations the function scheduled. Workers fetch activities,
+// and sub-orchestrations the function scheduled (key-value writes are events
+// of the delta too; see Ctx.SetKV). Workers fetch activities,
 // run them and ack the completion. It backs examples/orchestration and the
 // provider's concurrency tests; it is not a production runtime.
 package orchloop
@@ -196,7 +197,10 @@ func (e *Engine) turn(it *duroxide.OrchestrationItem) (duroxide.OrchestrationAck
 		ack.Metadata.Status, ack.Metadata.Output = ptr(duroxide.StatusFailed), ptr(it.HistoryError)
 		return ack, nil
 	}
-	c := &Ctx{instance: it.Instance, exec: it.ExecutionID, now: e.now(), version: e.version()}
+	c := &Ctx{instance: it.Instance, exec: it.ExecutionID, now: e.now(), version: e.version(), kv: map[string]string{}}
+	for k, v := range it.KVSnapshot {
+		c.kv[k] = v.Value
+	}
 	for _, ev := range it.History {
 		c.nextID = max(c.nextID, ev.EventID)
 	}
@@ -293,8 +297,83 @@ type Ctx struct {
 	orch     []duroxide.WorkItem
 	nextID   uint64
 	seq      int // index of the next scheduling call
+	kvSeq    int // index of the next key-value call
+	// kv is the instance's key-value state as this replay sees it: the
+	// fetch's snapshot (completed executions) updated by every KV call
+	// of the orchestration so far, replayed or new.
+	kv map[string]string
 
 	nondeterminism string
+}
+
+// ErrKVLimit is returned by Ctx.SetKV for a value over
+// duroxide.MaxKVValueBytes or a new key beyond duroxide.MaxKVKeys.
+var ErrKVLimit = errors.New("orchloop: key-value limit")
+
+// kvCall records (once) the kvSeq-th key-value event of the execution: in
+// replay it checks the recorded event is the same call (else the turn
+// fails as nondeterministic), otherwise it appends k to the delta.
+func (c *Ctx) kvCall(k duroxide.EventKind, same func(duroxide.EventKind) bool) {
+	n := 0
+	for _, e := range c.events {
+		switch e.Kind.(type) {
+		case *duroxide.KeyValueSetEvent, *duroxide.KeyValueClearedEvent, *duroxide.KeyValuesClearedEvent:
+			if n == c.kvSeq {
+				c.kvSeq++
+				if !same(e.Kind) && c.nondeterminism == "" {
+					c.nondeterminism = fmt.Sprintf("key-value call %d is %s, history has %s", n, k.EventType(), e.Kind.EventType())
+				}
+				return
+			}
+			n++
+		}
+	}
+	c.kvSeq++
+	c.add(k, nil)
+}
+
+// SetKV sets key to value in the instance's key-value store (recorded as a
+// KeyValueSet event; visible to KV at once, to other turns through replay
+// and to GetKVValue after the ack, merged into the store when the
+// execution ends). It refuses, with ErrKVLimit and nothing recorded, a
+// value over duroxide.MaxKVValueBytes or a new key when the instance
+// already has duroxide.MaxKVKeys keys.
+func (c *Ctx) SetKV(key, value string) error {
+	if _, exists := c.kv[key]; len(value) > duroxide.MaxKVValueBytes || (!exists && len(c.kv) >= duroxide.MaxKVKeys) {
+		return fmt.Errorf("%w: key %q (%d bytes, %d keys)", ErrKVLimit, key, len(value), len(c.kv))
+	}
+	c.kvCall(&duroxide.KeyValueSetEvent{Key: key, Value: value, LastUpdatedAtMS: uint64(c.now.UnixMilli())}, func(h duroxide.EventKind) bool {
+		r, ok := h.(*duroxide.KeyValueSetEvent)
+		return ok && r.Key == key && r.Value == value
+	})
+	c.kv[key] = value
+	return nil
+}
+
+// ClearKV removes key from the instance's key-value store (a
+// KeyValueCleared event).
+func (c *Ctx) ClearKV(key string) {
+	c.kvCall(&duroxide.KeyValueClearedEvent{Key: key}, func(h duroxide.EventKind) bool {
+		r, ok := h.(*duroxide.KeyValueClearedEvent)
+		return ok && r.Key == key
+	})
+	delete(c.kv, key)
+}
+
+// ClearAllKV removes every key of the instance (a KeyValuesCleared event).
+func (c *Ctx) ClearAllKV() {
+	c.kvCall(&duroxide.KeyValuesClearedEvent{}, func(h duroxide.EventKind) bool {
+		_, ok := h.(*duroxide.KeyValuesClearedEvent)
+		return ok
+	})
+	clear(c.kv)
+}
+
+// KV returns the value of key as the orchestration sees it at this point
+// of the replay (ok false if the key has none).
+func (c *Ctx) KV(key string) (value string, ok bool) {
+	value, ok = c.kv[key]
+	return value, ok
 }
 
 // Instance returns the orchestration instance id.

@@ -111,3 +111,66 @@ func TestProviderOrchloopReplayActivityTimerSubOrchestration(t *testing.T) {
 		t.Fatalf("children = %v", kids)
 	}
 }
+
+// TestProviderOrchloopKV: an orchestration that sets two keys, reads them
+// back across the activity's turn (replay restores the state from its
+// KeyValueSet events) and clears one completes with the values it read;
+// after completion the provider's merged view holds the remaining key and
+// a new instance reading the same keys starts empty. SetKV refuses a value
+// over the limit with ErrKVLimit.
+func TestProviderOrchloopKV(t *testing.T) {
+	ctx := context.Background()
+	st, err := agentstore.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "kv.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var limitErr error
+	eng := &orchloop.Engine{P: st.Provider(), PollTimeout: 30 * time.Millisecond,
+		Orchestrations: map[string]orchloop.Orchestration{
+			"kv": func(c *orchloop.Ctx, in string) (string, bool, error) {
+				if _, seen := c.KV("before"); seen {
+					return "", false, errors.New("a fresh instance sees a key")
+				}
+				if err := c.SetKV("before", in); err != nil {
+					return "", false, err
+				}
+				limitErr = c.SetKV("huge", string(make([]byte, duroxide.MaxKVValueBytes+1)))
+				r, ok, err := c.Activity("up", in)
+				if err != nil || !ok {
+					return "", false, err
+				}
+				if err := c.SetKV("after", r); err != nil {
+					return "", false, err
+				}
+				b, _ := c.KV("before")
+				a, _ := c.KV("after")
+				c.ClearKV("before")
+				return b + "+" + a, true, nil
+			},
+		},
+		Activities: map[string]orchloop.Activity{"up": func(_ context.Context, s string) (string, error) { return s + "!", nil }},
+	}
+	for _, inst := range []string{"k1", "k2"} {
+		if err := eng.Start(ctx, inst, "kv", "x-"+inst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drive(t, eng)
+	for _, inst := range []string{"k1", "k2"} {
+		info, err := st.ProviderAdmin().GetInstanceInfo(ctx, inst)
+		if err != nil || info.Status != duroxide.StatusCompleted || *info.Output != "x-"+inst+"+x-"+inst+"!" {
+			t.Fatalf("%s = %+v %v", inst, info, err)
+		}
+		all, err := st.Provider().GetKVAllValues(ctx, inst)
+		if err != nil || len(all) != 1 || all["after"] != "x-"+inst+"!" {
+			t.Fatalf("%s kv = %v %v", inst, all, err)
+		}
+	}
+	if !errors.Is(limitErr, orchloop.ErrKVLimit) {
+		t.Fatalf("oversized SetKV = %v, want ErrKVLimit", limitErr)
+	}
+}

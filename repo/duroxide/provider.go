@@ -32,16 +32,31 @@ type Provider interface {
 	// pollTimeout for work and then returns (nil, nil). Undecodable history
 	// is reported in HistoryError, never dropped; an undecodable message
 	// returns an ErrCorruptRow error while the lock is held until it expires.
+	// KVSnapshot holds the instance's key-value store as merged by its
+	// completed executions (not the current execution's writes).
+	// lockTimeout is rounded up to whole milliseconds; the internal retries
+	// of retryable failures (50, 100, 150 ms) stop at the poll's deadline
+	// (pollTimeout 0: all three are made).
 	FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, error)
 	// AckOrchestrationItem commits a turn atomically: validates and
 	// consumes the lock, creates the instance (only when the metadata names
 	// orchestration and version) and execution, appends the history delta,
 	// updates status/output/completed_at, pinned version and custom status,
-	// inserts worker items, then deletes cancelled activities, inserts
-	// orchestrator items, and deletes exactly the fetched batch. Errors:
+	// applies the KeyValueSet/KeyValueCleared/KeyValuesCleared events of the
+	// delta in history order to the current execution's key-value writes
+	// and, for a terminal status (Completed, Failed, ContinuedAsNew), merges
+	// them into the instance's store (cleared keys deleted), inserts worker
+	// items, then deletes cancelled activities, inserts orchestrator items,
+	// and deletes exactly the fetched batch. The execution row is written
+	// unless the batch is a true orphan (no instance row, no history stored
+	// or in the ack, no StartOrchestration/ContinueAsNew in the batch).
+	// Errors:
 	// ErrInvalidLockToken (unknown, expired or already used token; of two
 	// concurrent acks with one token exactly one succeeds), ErrDuplicateEvent
-	// (everything rolled back, lock kept), ErrInvalidInput.
+	// (everything rolled back, lock kept; the message names instance,
+	// execution and stored event ids), ErrInvalidInput (also for KV events
+	// over the limits: more than MaxKVKeys keys set, a value over
+	// MaxKVValueBytes, NUL or invalid UTF-8 in a key or value).
 	AckOrchestrationItem(ctx context.Context, lockToken string, ack OrchestrationAck) error
 	// AbandonOrchestrationItem releases the lock without committing; the
 	// batch becomes visible again after delay (0 = now). ignoreAttempt
@@ -49,7 +64,7 @@ type Provider interface {
 	// ErrInvalidLockToken if the token is unknown.
 	AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error
 	// RenewOrchestrationItemLock extends a live lock to now+extendFor
-	// (millisecond precision). ErrInvalidLockToken if it expired or is unknown.
+	// (millisecond precision, rounded up). ErrInvalidLockToken if it expired or is unknown.
 	RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error
 
 	// Read returns the history of the newest execution of instance, ordered
@@ -94,12 +109,27 @@ type Provider interface {
 	// owners to now+extendFor and returns how many were renewed. A session
 	// with no activity for idleTimeout is not renewed and lapses.
 	RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error)
-	// CleanupOrphanedSessions deletes expired sessions with no queued
-	// items and returns how many were deleted.
+	// CleanupOrphanedSessions deletes sessions with no queued items (locked
+	// or not) whose lease expired or, for idleTimeout > 0, that saw no
+	// activity for idleTimeout, and returns how many were deleted.
+	// idleTimeout 0 deletes expired sessions only; negative is ErrInvalidInput.
 	CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error)
 	// GetCustomStatus returns the instance's custom status if its version
 	// is greater than lastSeenVersion, else nil (also for unknown instances).
 	GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*CustomStatus, error)
+
+	// GetKVValue returns the value of key in the instance's key-value
+	// store as the current execution sees it (its own writes win, a key it
+	// cleared is absent), or nil if the key (or the instance) has none.
+	GetKVValue(ctx context.Context, instance, key string) (*string, error)
+	// GetKVAllValues returns every key of the instance's key-value store as
+	// GetKVValue sees it (empty, never nil, for none or an unknown instance).
+	GetKVAllValues(ctx context.Context, instance string) (map[string]string, error)
+	// GetInstanceStats returns the storage figures of the instance (see
+	// SystemStats), or nil for an unknown instance (no instance row).
+	// ErrCorruptRow if the current execution's OrchestrationStarted event
+	// cannot be decoded.
+	GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error)
 
 	// Admin returns the management interface (nil if unsupported).
 	Admin() ProviderAdmin
@@ -138,8 +168,9 @@ type ProviderAdmin interface {
 	// GetInstanceTree returns the instance and all its descendants.
 	GetInstanceTree(ctx context.Context, instance string) (*InstanceTree, error)
 	// DeleteInstancesAtomic deletes the instances with their executions,
-	// history, queue messages and locks in one transaction (unknown ids are
-	// ignored). Without force, ErrInstanceRunning if any has a Running
+	// history, queue messages, locks and key-value store (both tables) in one
+	// transaction, and the activity sessions their queued worker items used
+	// unless another queued item needs them (unknown ids are ignored). Without force, ErrInstanceRunning if any has a Running
 	// current execution; ErrOrphan if a child of a listed instance is not
 	// listed. On error nothing is deleted. Deleting an instance invalidates
 	// its lock tokens.
@@ -149,14 +180,19 @@ type ProviderAdmin interface {
 	// with force), ErrInstanceRunning as DeleteInstancesAtomic.
 	DeleteInstance(ctx context.Context, instance string, force bool) (DeleteInstanceResult, error)
 	// DeleteInstanceBulk deletes terminal root instances matching filter
-	// with their trees (one transaction per tree). Running roots,
-	// sub-orchestrations and trees with a Running descendant are skipped.
+	// with their trees (one transaction per tree), oldest first. Running
+	// roots, sub-orchestrations and trees with a Running descendant are
+	// skipped and take no places in filter.Limit, so calling it until it
+	// returns 0 deletes every deletable tree.
 	DeleteInstanceBulk(ctx context.Context, filter InstanceFilter) (DeleteInstanceResult, error)
 	// PruneExecutions deletes old executions (and their history) of an
-	// instance per opts; never the current or a Running execution.
-	// ErrNotFound if the instance is unknown.
+	// instance per opts; never the current or a Running execution, never
+	// the instance's key-value store. ErrNotFound if the instance is unknown.
 	PruneExecutions(ctx context.Context, instance string, opts PruneOptions) (PruneResult, error)
-	// PruneExecutionsBulk prunes every instance matching filter (any
-	// status), one transaction per instance, and sums the results.
+	// PruneExecutionsBulk prunes the instances matching filter (any status)
+	// that have an execution PruneExecutions would delete, oldest first, at
+	// most filter.Limit of them, one transaction per instance, and sums the
+	// results (InstancesProcessed counts the pruned instances), so repeated
+	// calls reach every instance. ErrInvalidInput for a negative KeepLast.
 	PruneExecutionsBulk(ctx context.Context, filter InstanceFilter, opts PruneOptions) (PruneResult, error)
 }

@@ -1017,6 +1017,40 @@ type OrchestrationItem struct {
 	HistoryError string
 	LockToken    string // token for ack, abandon and renew
 	AttemptCount uint32 // the highest attempt count in the batch (>= 1)
+	// KVSnapshot is the instance's key-value store as merged by its
+	// completed executions (never nil; empty for none). Writes of the
+	// current execution are not in it: the runtime rebuilds them by
+	// replaying the KeyValue* events of History.
+	KVSnapshot map[string]KvEntry
+}
+
+// KvEntry is one entry of an OrchestrationItem's KVSnapshot.
+type KvEntry struct {
+	Value           string
+	LastUpdatedAtMS uint64 // from the KeyValueSet event that wrote it (the ack's clock if that was 0)
+}
+
+// Key-value limits of one instance (duroxide's runtime limits). The
+// provider refuses an ack that breaks them within its own events with
+// ErrInvalidInput before any SQL; the instance-wide key count (store and
+// current execution together) is enforced by the runtime, which sees the
+// merged view when it records a KeyValueSet.
+const (
+	MaxKVKeys       = 150       // distinct keys of an instance
+	MaxKVValueBytes = 64 * 1024 // bytes of one value
+)
+
+// SystemStats are the storage figures of one instance
+// (Provider.GetInstanceStats).
+type SystemStats struct {
+	HistoryEventCount uint64 // events of the current execution
+	HistorySizeBytes  uint64 // bytes of their stored JSON
+	// QueuePendingCount is the number of carry-forward events (pending
+	// queue messages carried across ContinueAsNew) of the current
+	// execution's OrchestrationStarted event, as duroxide counts it.
+	QueuePendingCount uint64
+	KVUserKeyCount    uint64 // distinct keys of the store and of non-tombstone current-execution writes
+	KVTotalValueBytes uint64 // bytes of the stored values plus those of the current-execution writes
 }
 
 // ExecutionMetadata is what the runtime tells the provider about an
