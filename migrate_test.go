@@ -61,21 +61,42 @@ func upgradeData(t *testing.T, h *harness, st *agentstore.Store, version int64) 
 		}
 	}
 	p := st.Provider()
-	if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: "up-1", Orchestration: "Orch", Input: "{}", Version: sp("1.0.0"), ExecutionID: 1}, 0); err != nil {
-		t.Fatal(err)
-	}
-	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	if err != nil || it == nil {
-		t.Fatalf("fetch: %v %v", it, err)
-	}
 	ev := func(id uint64, k duroxide.EventKind) duroxide.Event {
 		return duroxide.Event{EventID: id, InstanceID: "up-1", ExecutionID: 1, TimestampMS: 1, DuroxideVersion: "0.1.29", Kind: k}
 	}
-	if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []duroxide.Event{ev(1, &duroxide.OrchestrationStartedEvent{Name: "Orch", Version: "1.0.0", Input: "{}"}),
-			ev(2, &duroxide.OrchestrationCompletedEvent{Output: "done"})},
-		Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("done"), OrchestrationName: sp("Orch"), OrchestrationVersion: sp("1.0.0")}}); err != nil {
-		t.Fatal(err)
+	events := []duroxide.Event{ev(1, &duroxide.OrchestrationStartedEvent{Name: "Orch", Version: "1.0.0", Input: "{}"}),
+		ev(2, &duroxide.OrchestrationCompletedEvent{Output: "done"})}
+	if version >= 5 {
+		if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: "up-1", Orchestration: "Orch", Input: "{}", Version: sp("1.0.0"), ExecutionID: 1}, 0); err != nil {
+			t.Fatal(err)
+		}
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1, HistoryDelta: events,
+			Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("done"), OrchestrationName: sp("Orch"), OrchestrationVersion: sp("1.0.0")}}); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// This build's fetch reads the KV tables of V5: write the completed
+		// orchestration as the releases before V5 stored it.
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := st.SQLDB().ExecContext(ctx, q, args...); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		exec(`INSERT INTO `+quotedTable(h, st, models.TableInstances)+` (instance_id, orchestration_name, orchestration_version, current_execution_id, created_at, updated_at, custom_status_version) VALUES ($1, 'Orch', '1.0.0', 1, 1, 1, 0)`, "up-1")
+		exec(`INSERT INTO `+quotedTable(h, st, models.TableExecutions)+` (instance_id, execution_id, status, output, started_at, completed_at) VALUES ($1, 1, $2, 'done', 1, 2)`, "up-1", duroxide.StatusCompleted)
+		for _, e := range events {
+			data, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exec(`INSERT INTO `+quotedTable(h, st, models.TableHistory)+` (instance_id, execution_id, event_id, event_type, event_data, created_at) VALUES ($1, 1, $2, $3, $4, 1)`,
+				"up-1", int64(e.EventID), e.Kind.EventType(), string(data))
+		}
 	}
 	if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "up-2", ExecutionID: 1, ID: 1, Name: "act", Input: "x"}); err != nil {
 		t.Fatal(err)

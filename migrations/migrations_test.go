@@ -22,6 +22,8 @@ var released = map[string]int32{
 	"sqlite/V3__sessions_exact_money_and_idempotency.sql":    -2085520010, // 0.2.0
 	"postgres/V4__sessions_list_and_idempotency_indexes.sql": -95630944,   // 0.2.0
 	"sqlite/V4__sessions_list_and_idempotency_indexes.sql":   684074299,   // 0.2.0
+	"postgres/V5__provider_kv_store.sql":                     -883528558,  // 0.2.0
+	"sqlite/V5__provider_kv_store.sql":                       -1585311537, // 0.2.0
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
