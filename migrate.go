@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,13 +113,21 @@ func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 // migrators, a collision with a concurrent one.
 func (s *Store) applyWithRetry(ctx context.Context, m migrations.Migration) error {
 	err := s.applyMigration(ctx, m)
+	unlocked := !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter)
 	retry := func(err error) bool {
-		return errors.Is(err, ErrRetryable) || (errors.Is(err, ErrConflict) && !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter))
+		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return false
+		}
+		// Without a lock, concurrent migrators of a step collide in many
+		// ways (duplicate objects, "tuple concurrently updated" in the
+		// catalog); the retry re-reads the recorded version and finds the
+		// step applied or applies it alone.
+		return errors.Is(err, ErrRetryable) || unlocked
 	}
 	for i := 1; i <= 5 && retry(err) && ctx.Err() == nil; i++ {
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Duration(i*20) * time.Millisecond):
+		case <-time.After(time.Duration(i*20+rand.IntN(40)) * time.Millisecond):
 		}
 		err = s.applyMigration(ctx, m)
 	}

@@ -33,8 +33,11 @@ func FuzzParseDSN(f *testing.F) {
 				t.Fatalf("ParseDSN(%q) = sqlite %q", dsn, target)
 			}
 		case agentstore.Postgres:
-			if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+			if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") && !strings.Contains(dsn, "=") {
 				t.Fatalf("ParseDSN(%q) = postgres", dsn)
+			}
+			if !strings.Contains(dsn, "://") && strings.Contains(dsn, "password=") && strings.Contains(agentstore.RedactDSN(dsn), "password=abc") {
+				t.Fatalf("RedactDSN(%q) keeps a key=value password", dsn)
 			}
 			red := agentstore.RedactDSN(dsn)
 			if i := strings.Index(dsn, "://"); i >= 0 {

@@ -12,26 +12,27 @@ import (
 
 func init() {
 	register("Errors",
-		test{"ProviderTransientFailuresAreRetryable", testProviderTransientFailuresAreRetryable},
+		test{"ProviderCallerDeadlineIsNotRetryable", testProviderCallerDeadlineIsNotRetryable},
 		test{"ProviderCustomTablePrefix", testProviderCustomTablePrefix},
 		test{"ProviderRejectsInvalidUTF8", testProviderRejectsInvalidUTF8},
 	)
 }
 
-// testProviderTransientFailuresAreRetryable: a call whose context deadline
-// has passed fails with a retryable *duroxide.ProviderError (errors.Is
-// ErrRetryable) naming the operation, for fetches and enqueues alike.
-func testProviderTransientFailuresAreRetryable(t *testing.T, h *harness) {
+// testProviderCallerDeadlineIsNotRetryable: a call whose context deadline
+// has passed fails with a *duroxide.ProviderError naming the operation that
+// matches context.DeadlineExceeded and is not retryable (retrying with the
+// same context cannot succeed), for fetches and enqueues alike.
+func testProviderCallerDeadlineIsNotRetryable(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	_, err := e.p.FetchOrchestrationItem(ctx, testLock, 0, nil)
 	var pe *duroxide.ProviderError
-	if !errors.As(err, &pe) || !pe.Retryable || !errors.Is(err, agentstore.ErrRetryable) || pe.Op != "fetch_orchestration_item" {
+	if !errors.As(err, &pe) || pe.Retryable || errors.Is(err, agentstore.ErrRetryable) || !errors.Is(err, context.DeadlineExceeded) || pe.Op != "fetch_orchestration_item" {
 		t.Fatalf("deadline error = %#v", err)
 	}
 	err = e.p.EnqueueForWorker(ctx, activity("i1", 1, 1))
-	if !errors.As(err, &pe) || !pe.Retryable {
+	if !errors.As(err, &pe) || pe.Retryable || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("enqueue deadline error = %v", err)
 	}
 }
