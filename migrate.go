@@ -94,7 +94,13 @@ func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 		}
 		if cur >= target {
 			if target == SchemaVersion {
-				if err := s.repairIndexes(ctx); err != nil {
+				err := s.repairIndexes(ctx)
+				for i := 1; i <= 5 && err != nil && !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter) && ctx.Err() == nil; i++ {
+					// no lock: a concurrent migrator repaired the same index
+					time.Sleep(time.Duration(i*20+rand.IntN(40)) * time.Millisecond)
+					err = s.repairIndexes(ctx)
+				}
+				if err != nil {
 					return fmt.Errorf("migrate: repair indexes: %w", err)
 				}
 			}
@@ -169,7 +175,8 @@ func (s *Store) applyMigration(ctx context.Context, m migrations.Migration) erro
 // added under another name is reported by Verify, never dropped). Indexes
 // hold no data, so this repairs drift a pre-release or hand-edited
 // database has without touching rows. It runs in one transaction under
-// the migration lock.
+// the migration lock. (Without advisory locks, INVALID indexes are left to
+// Verify: one may be a concurrent migrator's build in progress.)
 func (s *Store) repairIndexes(ctx context.Context) error {
 	rep, err := s.Verify(ctx)
 	if err != nil {
@@ -178,7 +185,14 @@ func (s *Store) repairIndexes(ctx context.Context) error {
 	var fixes []string
 	for _, is := range rep.Issues {
 		switch is.Kind {
-		case IssueMissingIndex, IssueIndexMismatch, IssueInvalidIndex:
+		case IssueInvalidIndex:
+			if !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter) {
+				// Without a migration lock an INVALID index may be another
+				// migrator's CONCURRENTLY build in progress: leave it (Verify
+				// reports it).
+				continue
+			}
+		case IssueMissingIndex, IssueIndexMismatch:
 		case IssueExtraIndex:
 			if !strings.HasPrefix(is.Object, "idx_"+s.cfg.prefix) {
 				continue
