@@ -161,8 +161,9 @@ func (p *gormProvider) Admin() duroxide.ProviderAdmin { return p }
 // ---------------------------------------------------------------------------
 // helpers
 
-// perr wraps err as a *duroxide.ProviderError for op (classifying it through
-// translateError), unless it already is one.
+// perr wraps err as a *duroxide.ProviderError for op (classifying it
+// through dbErr, which keeps driver text out of the message), unless it
+// already is one.
 func perr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -171,7 +172,10 @@ func perr(op string, err error) error {
 	if errors.As(err, &pe) {
 		return err
 	}
-	t := translateError(err)
+	// dbErr classifies a driver error and hides its text (SQLSTATE,
+	// sqlite3 messages) behind the sentinel's; the driver's error stays in
+	// the chain for errors.As and logs.
+	t := dbErr(err)
 	return &duroxide.ProviderError{Op: op, Message: t.Error(), Retryable: errors.Is(t, ErrRetryable), Err: t}
 }
 

@@ -3,10 +3,12 @@ package agentstoretest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -89,5 +91,31 @@ func testProviderRejectsInvalidUTF8(t *testing.T, h *harness) {
 	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, Metadata: runningMeta(nil)})
 	if m, _ := e.a.GetSystemMetrics(e.ctx); m.TotalEvents != 1 {
 		t.Fatalf("metrics = %+v", m)
+	}
+}
+
+func init() {
+	register("Errors", test{"ProviderDriverErrorsCarryNoDriverText", testProviderDriverErrorsCarryNoDriverText})
+}
+
+// testProviderDriverErrorsCarryNoDriverText: a provider call that meets a
+// database error (here: a table dropped by hand) returns a
+// *duroxide.ProviderError matching the documented sentinel
+// (ErrSchemaBehind) whose message names the operation and holds no driver
+// text (SQLSTATE, "ERROR:", sqlite3's "no such table").
+func testProviderDriverErrorsCarryNoDriverText(t *testing.T, h *harness) {
+	e := newPEnv(t, h)
+	e.startInstance(t, "i1", nil)
+	// plant: the key-value delta table disappears.
+	e.exec(t, "DROP TABLE "+quotedTable(h, e.st, models.TableKVDelta))
+	_, err := e.p.GetKVAllValues(e.ctx, "i1")
+	var pe *duroxide.ProviderError
+	if !errors.As(err, &pe) || !errors.Is(err, agentstore.ErrSchemaBehind) || pe.Op == "" {
+		t.Fatalf("error = %#v, want a *ProviderError matching ErrSchemaBehind", err)
+	}
+	for _, raw := range []string{"SQLSTATE", "ERROR:", "no such table", "does not exist"} {
+		if strings.Contains(err.Error(), raw) {
+			t.Fatalf("error text %q carries driver text %q", err.Error(), raw)
+		}
 	}
 }
