@@ -26,7 +26,11 @@ import (
 // when AGENTSTORE_PG_RESTART_TEST=1, against the server named by
 // AGENTSTORE_PG_RESTART_DSN, stopped and started by the shell commands in
 // AGENTSTORE_PG_STOP_CMD and AGENTSTORE_PG_START_CMD. .ci/run sets these up
-// with a throwaway cluster after the main test run.
+// with a throwaway cluster after the main test run, and runs it a second
+// time as a failover (AGENTSTORE_PG_FAULT=failover): a primary with a
+// synchronous hot standby behind a multi-host DSN
+// (target_session_attrs=read-write), the primary stopped (immediate) and
+// the standby promoted instead of a start.
 const (
 	pgRestartGateEnv = "AGENTSTORE_PG_RESTART_TEST"
 	pgRestartDSNEnv  = "AGENTSTORE_PG_RESTART_DSN"
@@ -86,7 +90,11 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		downFor                        = 3 * time.Second
 	)
 	n := scaled(t, 8000, 1500)
-	schema := "rel_restart_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	fault := os.Getenv("AGENTSTORE_PG_FAULT")
+	if fault == "" {
+		fault = "restart"
+	}
+	schema := "rel_" + fault + "_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	pool := agentstore.DefaultPool()
 	pool.MaxOpenConns, pool.ConnectTimeout = 3, connectTimeout
 	open := func() *agentstore.Store {
@@ -433,8 +441,8 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 		t.Errorf("nothing acknowledged (%d completes, %d acks)", len(completed), len(workAcked))
 	}
 	extra := int64(len(rows)) - int64(n)
-	relLogf(t, "PostgreSQL restart (down %s at %d/%d produced): ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, pool recovered %.2fs after start; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0; duplicate enqueues (ambiguous commits) %d; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free; orchestrations %d/%d completed with consistent histories (%d bad), orchestration-loop retries %d, stops %d %v",
-		downFor, n/3, n, stats.ok, stats.retryable, retryWhileDown, len(stats.permanent), stats.maxLatency.Round(time.Millisecond),
+	relLogf(t, "PostgreSQL %s (down %s at %d/%d produced): ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, pool recovered %.2fs after start; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0; duplicate enqueues (ambiguous commits) %d; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free; orchestrations %d/%d completed with consistent histories (%d bad), orchestration-loop retries %d, stops %d %v",
+		fault, downFor, n/3, n, stats.ok, stats.retryable, retryWhileDown, len(stats.permanent), stats.maxLatency.Round(time.Millisecond),
 		stats.firstOKAfterStart.Sub(stats.startedAt).Seconds(), len(enqueued), len(workSent), lostEnq+lostDone, len(completed), extra, len(workAcked), len(appended), lostMsgs, orchDone, norch, orchBad, engineRetries(engines), len(engineErrs), engineErrs[:min(3, len(engineErrs))])
 }
 
