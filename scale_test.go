@@ -98,3 +98,98 @@ func TestScaleDeleteSessionBigQueue(t *testing.T) {
 			h.Dialect, scaleRows, with, without)
 	})
 }
+
+// TestScalePagingAndPurge measures, with scaleRows rows: the first page
+// and a page half-way of GetSummariesPage (one session holding every
+// summary) and of ListChildrenPage, and PurgeFinished of scaleRows
+// finished queue items (default batch).
+func TestScalePagingAndPurge(t *testing.T) {
+	requireScale(t)
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clock := newTestClock()
+		st := h.New(t, agentstore.WithClock(clock.Now))
+		ss, q := st.Sessions(), st.SessionQueue()
+		owner := &repo.Session{ID: uuid.New()}
+		if err := ss.Save(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+		pg := h.Dialect == agentstore.Postgres
+		sum, sess, qt := st.Table(models.TableSummaries), st.Table(models.TableSessions), st.Table(models.TableQueue)
+		// plant: scaleRows summaries of owner, scaleRows children of owner
+		// and scaleRows queue items finished 30 days ago, faster than the API.
+		var stmts []string
+		if pg {
+			stmts = []string{
+				`INSERT INTO ` + sum + ` (id, session_id, summary, created_at) SELECT gen_random_uuid(), $1, 'x', now() - make_interval(secs => g / 1000.0) FROM generate_series(1, $2) g`,
+				`INSERT INTO ` + sess + ` (id, parent_id, created_at, updated_at) SELECT gen_random_uuid(), $1, now() - make_interval(secs => g / 1000.0), now() FROM generate_series(1, $2) g`,
+				`INSERT INTO ` + qt + ` (id, session_id, content, status, created_at, processed_at) SELECT gen_random_uuid(), $1, 'x', 'completed', timestamptz '2025-01-01', timestamptz '2025-01-01' FROM generate_series(1, $2)`,
+			}
+		} else {
+			g := `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM g WHERE n < ?2) `
+			stmts = []string{
+				g + `INSERT INTO ` + sum + ` (id, session_id, summary, created_at) SELECT lower(hex(randomblob(16))), ?1, 'x', strftime('%Y-%m-%d %H:%M:%f', '2025-01-01', '+' || n || ' seconds') FROM g`,
+				g + `INSERT INTO ` + sess + ` (id, parent_id, created_at, updated_at) SELECT lower(hex(randomblob(16))), ?1, strftime('%Y-%m-%d %H:%M:%f', '2025-01-01', '+' || n || ' seconds'), '2025-01-01' FROM g`,
+				g + `INSERT INTO ` + qt + ` (id, session_id, content, status, created_at, processed_at) SELECT lower(hex(randomblob(16))), ?1, 'x', 'completed', '2025-01-01', '2025-01-01 00:00:00' FROM g`,
+			}
+		}
+		for _, s := range stmts {
+			if err := st.DB(ctx).Exec(s, owner.ID, scaleRows).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.DB(ctx).Exec("ANALYZE")
+		// the cursor half-way: walk with big pages
+		halfway := func(page func(repo.PageParams) (int, string, error)) string {
+			after, seen := "", 0
+			for seen < scaleRows/2 {
+				n, next, err := page(repo.PageParams{Limit: repo.MaxPageLimit, After: after})
+				if err != nil || next == "" {
+					t.Fatalf("walk: %v", err)
+				}
+				seen += n
+				after = next
+			}
+			return after
+		}
+		sumPage := func(p repo.PageParams) (int, string, error) {
+			out, next, err := ss.GetSummariesPage(ctx, owner.ID, p)
+			return len(out), next, err
+		}
+		kidPage := func(p repo.PageParams) (int, string, error) {
+			out, next, err := ss.ListChildrenPage(ctx, owner.ID, p)
+			return len(out), next, err
+		}
+		for _, c := range []struct {
+			name string
+			page func(repo.PageParams) (int, string, error)
+		}{{"GetSummariesPage", sumPage}, {"ListChildrenPage", kidPage}} {
+			mid := halfway(c.page)
+			for _, after := range []string{"", mid} {
+				d := median(15, func() time.Duration {
+					t0 := time.Now()
+					if n, _, err := c.page(repo.PageParams{Limit: 100, After: after}); err != nil || n != 100 {
+						t.Fatalf("%s: %d %v", c.name, n, err)
+					}
+					return time.Since(t0)
+				})
+				where := "first page"
+				if after != "" {
+					where = "page half-way"
+				}
+				t.Logf("%s: %s of 100, %d rows: %s median %v", h.Dialect, c.name, scaleRows, where, d)
+			}
+		}
+		t0 := time.Now()
+		n, err := q.PurgeFinished(ctx, 0, 0)
+		if err != nil || n != scaleRows {
+			t.Fatalf("purge: %d %v", n, err)
+		}
+		t.Logf("%s: PurgeFinished of %d finished items (batches of %d): %v", h.Dialect, n, repo.DefaultPurgeBatch, time.Since(t0))
+		t0 = time.Now()
+		if n, err := q.PurgeFinished(ctx, 0, 0); err != nil || n != 0 {
+			t.Fatalf("purge again: %d %v", n, err)
+		}
+		t.Logf("%s: PurgeFinished with nothing to purge: %v", h.Dialect, time.Since(t0))
+	})
+}
