@@ -12,6 +12,7 @@ import (
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // scaleRows is the queue size of the scale measurements; they run only
@@ -191,5 +192,61 @@ func TestScalePagingAndPurge(t *testing.T) {
 			t.Fatalf("purge again: %d %v", n, err)
 		}
 		t.Logf("%s: PurgeFinished with nothing to purge: %v", h.Dialect, time.Since(t0))
+	})
+}
+
+// TestScaleFetchLockedBacklog measures Fetch+Ack of an instance while
+// another instance, locked by a turn in progress, has 16384 visible
+// messages queued ahead of it.
+func TestScaleFetchLockedBacklog(t *testing.T) {
+	requireScale(t)
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		for _, general := range []bool{false, true} {
+			if general && h.Dialect != agentstore.Postgres {
+				continue
+			}
+			var opts []agentstore.Option
+			name := string(h.Dialect)
+			if general {
+				opts = append(opts, agentstore.WithoutCapabilities(agentstore.CapAdvisoryLocks))
+				name += "-general"
+				h = newHarness(t, h.Dialect)
+			}
+			clock := newTestClock()
+			st := h.New(t, append(opts, agentstore.WithClock(clock.Now))...)
+			e := &pEnv{h: h, st: st, p: st.Provider(), a: st.ProviderAdmin(), clock: clock, ctx: context.Background()}
+			e.startInstance(t, "busy", nil)
+			e.startInstance(t, "other", nil)
+			e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+			held := e.fetch(t) // busy stays locked for the whole measurement
+			e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+			oq := st.Table(models.TableOrchestratorQueue)
+			measure := func() (time.Duration, time.Duration) {
+				var fetchOnly []time.Duration
+				d := median(15, func() time.Duration {
+					e.enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
+					t0 := time.Now()
+					it := e.fetch(t)
+					fetchOnly = append(fetchOnly, time.Since(t0))
+					if it.Instance != "other" {
+						t.Fatalf("fetched %s", it.Instance)
+					}
+					e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
+					return time.Since(t0)
+				})
+				return d, median(len(fetchOnly), func() time.Duration { v := fetchOnly[0]; fetchOnly = fetchOnly[1:]; return v })
+			}
+			d0, f0 := measure()
+			// plant: double busy's unlocked backlog 14 times (16384 rows).
+			for i := 0; i < 14; i++ {
+				e.exec(t, `INSERT INTO `+oq+` (instance_id, work_item, visible_at, created_at, attempt_count)`+
+					` SELECT instance_id, work_item, visible_at, created_at, 0 FROM `+oq+` WHERE instance_id = 'busy' AND lock_token IS NULL`)
+			}
+			st.DB(e.ctx).Exec("ANALYZE")
+			d, f := measure()
+			t.Logf("%s: Fetch+Ack (Fetch alone) while a locked instance holds 16384 queued messages ahead: median %v (%v); with 1 message: %v (%v)",
+				name, d, f, d0, f0)
+			_ = held
+		}
 	})
 }
