@@ -130,6 +130,10 @@ func (Summary) TableName(n schema.Namer) string { return tableName(n, TableSumma
 // the table but leaves the index, and a claim (pending -> processing)
 // changes no indexed column (on PostgreSQL it can be a HOT update).
 // A dequeued item is leased until LeasedUntil (epoch milliseconds).
+// The unique (session_id, idempotency_key) index also serves the session
+// foreign key's ON DELETE CASCADE (the partial index cannot), so deleting
+// a session never scans the queue; the partial (processed_at) index of
+// finished items serves SessionQueue.PurgeFinished.
 type QueueItem struct {
 	Seq         int64      `gorm:"primaryKey;autoIncrement;index:,composite:session_status,priority:3"`
 	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex"`
