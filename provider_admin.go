@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -42,6 +43,90 @@ func (p *gormProvider) ListExecutions(ctx context.Context, instance string) ([]u
 		out[i] = uint64(id)
 	}
 	return out, nil
+}
+
+// instancesPage returns one page of the instances of from (the instances
+// table aliased i, possibly joined) that match where, newest first by
+// (created_at, instance_id), after the cursor of kind.
+func (p *gormProvider) instancesPage(ctx context.Context, op, kind, from, where string, args []any, pp repo.PageParams) ([]string, string, error) {
+	limit, err := pageLimit(pp)
+	if err != nil {
+		return nil, "", perr(op, err)
+	}
+	c, err := decodeCursor(pp, kind)
+	if err != nil {
+		return nil, "", perr(op, err)
+	}
+	if c != nil {
+		// created_at <= t is the range of the created_at index; the rest
+		// only steps over the instances created in the cursor's millisecond.
+		where += " AND i.created_at <= ? AND (i.created_at < ? OR i.instance_id < ?)"
+		args = append(args, c.N, c.N, c.ID)
+	}
+	var rows []struct {
+		InstanceID string
+		CreatedAt  int64
+	}
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT i.instance_id, i.created_at FROM `+from+` WHERE `+where+
+		fmt.Sprintf(` ORDER BY i.created_at DESC, i.instance_id DESC LIMIT %d`, limit+1), args...).Scan(&rows).Error; err != nil {
+		return nil, "", perr(op, err)
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeCursor(pageCursor{Kind: kind, N: last.CreatedAt, ID: last.InstanceID})
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.InstanceID
+	}
+	return ids, next, nil
+}
+
+// ListInstancesPage implements duroxide.ProviderAdmin.
+func (p *gormProvider) ListInstancesPage(ctx context.Context, pp repo.PageParams) ([]string, string, error) {
+	return p.instancesPage(ctx, "list_instances_page", curInstances, p.q(models.TableInstances)+` i`, "1 = 1", nil, pp)
+}
+
+// ListInstancesByStatusPage implements duroxide.ProviderAdmin.
+func (p *gormProvider) ListInstancesByStatusPage(ctx context.Context, status string, pp repo.PageParams) ([]string, string, error) {
+	return p.instancesPage(ctx, "list_instances_by_status_page", curByStatus,
+		p.q(models.TableInstances)+` i JOIN `+p.q(models.TableExecutions)+` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`,
+		"e.status = ?", []any{status}, pp)
+}
+
+// ListExecutionsPage implements duroxide.ProviderAdmin.
+func (p *gormProvider) ListExecutionsPage(ctx context.Context, instance string, pp repo.PageParams) ([]uint64, string, error) {
+	const op = "list_executions_page"
+	limit, err := pageLimit(pp)
+	if err != nil {
+		return nil, "", perr(op, err)
+	}
+	c, err := decodeCursor(pp, curExecutions)
+	if err != nil {
+		return nil, "", perr(op, err)
+	}
+	after := int64(0)
+	if c != nil {
+		after = c.N
+	}
+	var ids []int64
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT execution_id FROM `+p.q(models.TableExecutions)+
+		fmt.Sprintf(` WHERE instance_id = ? AND execution_id > ? ORDER BY execution_id LIMIT %d`, limit+1),
+		instance, after).Scan(&ids).Error; err != nil {
+		return nil, "", perr(op, err)
+	}
+	next := ""
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = encodeCursor(pageCursor{Kind: curExecutions, N: ids[limit-1]})
+	}
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
+	}
+	return out, next, nil
 }
 
 // ReadHistoryWithExecutionID implements duroxide.ProviderAdmin.

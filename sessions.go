@@ -1044,3 +1044,131 @@ func sessionUpdateSet(row *models.Session) (string, []any, error) {
 	}
 	return b.String(), args, nil
 }
+
+// childPage runs the keyset query of one page of a child table (or of
+// child sessions): rows of q after the cursor c in (created_at, id)
+// order, at most limit+1 of them into dest.
+func childPage(q *gorm.DB, c *pageCursor, limit int, dest any) error {
+	if c != nil {
+		id, err := uuid.Parse(c.ID)
+		if err != nil || c.T.IsZero() {
+			return invalidf("page cursor holds no (created_at, id)")
+		}
+		// A row-value comparison: one range of the (.., created_at, id) index.
+		q = q.Where("(created_at, id) > (?, ?)", c.T.UTC(), id)
+	}
+	return q.Order("created_at, id").Limit(limit + 1).Find(dest).Error
+}
+
+// ListChildrenPage implements repo.Sessions.
+func (ss *sessionStore) ListChildrenPage(ctx context.Context, parentID uuid.UUID, p repo.PageParams) ([]uuid.UUID, string, error) {
+	if ss.scopeErr != nil {
+		return nil, "", ss.scopeErr
+	}
+	limit, err := pageLimit(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("list children of %s: %w", parentID, err)
+	}
+	c, err := decodeCursor(p, curChildren)
+	if err != nil {
+		return nil, "", fmt.Errorf("list children of %s: %w", parentID, err)
+	}
+	q := ss.db(ctx).Model(&models.Session{}).Select("id", "created_at").Where("parent_id = ?", parentID)
+	if ss.tenant != nil {
+		q = q.Where("tenant_id = ?", *ss.tenant)
+	}
+	var rows []models.Session
+	if err := childPage(q, c, limit, &rows); err != nil {
+		return nil, "", fmt.Errorf("list children of %s: %w", parentID, dbErr(err))
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeCursor(pageCursor{Kind: curChildren, T: last.CreatedAt.UTC(), ID: last.ID.String()})
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids, next, nil
+}
+
+// GetSummariesPage implements repo.Sessions.
+func (ss *sessionStore) GetSummariesPage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.SummarySnapshot, string, error) {
+	if ss.scopeErr != nil {
+		return nil, "", ss.scopeErr
+	}
+	limit, err := pageLimit(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, err)
+	}
+	c, err := decodeCursor(p, curSummaries)
+	if err != nil {
+		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, err)
+	}
+	tc, targs := ss.inTenantCond()
+	db := ss.db(ctx)
+	var rows []models.Summary
+	if err := childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
+		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, dbErr(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, "", ss.missing("get summaries of", sessionID, err)
+		}
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeCursor(pageCursor{Kind: curSummaries, T: last.CreatedAt.UTC(), ID: last.ID.String()})
+	}
+	out := make([]repo.SummarySnapshot, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, repo.SummarySnapshot{ID: r.ID, SessionID: r.SessionID, Summary: r.Summary,
+			LeafMessageID: r.LeafMessageID, CreatedAt: r.CreatedAt.UTC()})
+	}
+	return out, next, nil
+}
+
+// PlansPage implements repo.Sessions.
+func (ss *sessionStore) PlansPage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.Plan, string, error) {
+	if ss.scopeErr != nil {
+		return nil, "", ss.scopeErr
+	}
+	limit, err := pageLimit(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("plans of %s: %w", sessionID, err)
+	}
+	c, err := decodeCursor(p, curPlans)
+	if err != nil {
+		return nil, "", fmt.Errorf("plans of %s: %w", sessionID, err)
+	}
+	tc, targs := ss.inTenantCond()
+	db := ss.db(ctx)
+	var rows []models.Plan
+	if err := childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
+		return nil, "", fmt.Errorf("plans of %s: %w", sessionID, dbErr(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, "", ss.missing("plans of", sessionID, err)
+		}
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeCursor(pageCursor{Kind: curPlans, T: last.CreatedAt.UTC(), ID: last.ID.String()})
+	}
+	out := make([]repo.Plan, 0, len(rows))
+	for i := range rows {
+		pl, err := planFromRow(&rows[i])
+		if err != nil {
+			return nil, "", fmt.Errorf("plans of %s: %w", sessionID, err)
+		}
+		out = append(out, pl)
+	}
+	return out, next, nil
+}

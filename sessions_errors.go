@@ -3,6 +3,7 @@ package agentstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -177,6 +178,24 @@ func (a sessionsAPI) Plans(ctx context.Context, sessionID uuid.UUID) ([]repo.Pla
 	return out, opErr("plans", err)
 }
 
+// ListChildrenPage implements repo.Sessions.
+func (a sessionsAPI) ListChildrenPage(ctx context.Context, parentID uuid.UUID, p repo.PageParams) ([]uuid.UUID, string, error) {
+	ids, next, err := a.ss.ListChildrenPage(ctx, parentID, p)
+	return ids, next, opErr("list_children_page", err)
+}
+
+// GetSummariesPage implements repo.Sessions.
+func (a sessionsAPI) GetSummariesPage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.SummarySnapshot, string, error) {
+	out, next, err := a.ss.GetSummariesPage(ctx, sessionID, p)
+	return out, next, opErr("get_summaries_page", err)
+}
+
+// PlansPage implements repo.Sessions.
+func (a sessionsAPI) PlansPage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.Plan, string, error) {
+	out, next, err := a.ss.PlansPage(ctx, sessionID, p)
+	return out, next, opErr("plans_page", err)
+}
+
 // CleanupExpired implements repo.Sessions.
 func (a sessionsAPI) CleanupExpired(ctx context.Context, batchSize int) (int, error) {
 	n, err := a.ss.CleanupExpired(ctx, batchSize)
@@ -241,4 +260,16 @@ func (a sessionQueueAPI) CancelQueued(ctx context.Context, itemID uuid.UUID) (bo
 func (a sessionQueueAPI) PendingQueue(ctx context.Context, sessionID uuid.UUID) ([]repo.QueueItem, error) {
 	out, err := a.sq.PendingQueue(ctx, sessionID)
 	return out, opErr("pending_queue", err)
+}
+
+// PendingQueuePage implements repo.SessionQueue.
+func (a sessionQueueAPI) PendingQueuePage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.QueueItem, string, error) {
+	out, next, err := a.sq.PendingQueuePage(ctx, sessionID, p)
+	return out, next, opErr("pending_queue_page", err)
+}
+
+// PurgeFinished implements repo.SessionQueue.
+func (a sessionQueueAPI) PurgeFinished(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+	n, err := a.sq.PurgeFinished(ctx, olderThan, batch)
+	return n, opErr("purge_finished", err)
 }

@@ -375,3 +375,105 @@ func (sq *sessionQueue) PendingQueue(ctx context.Context, sessionID uuid.UUID) (
 	}
 	return items, nil
 }
+
+// PendingQueuePage implements repo.SessionQueue. After a cursor (priority
+// p, seq n) the page is the union of two ranges of the live-items index
+// (session_id, priority DESC, seq): the rest of priority p after seq n,
+// and the priorities below p from the top, each cut at the page size.
+func (sq *sessionQueue) PendingQueuePage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.QueueItem, string, error) {
+	if sq.scopeErr != nil {
+		return nil, "", sq.scopeErr
+	}
+	limit, err := pageLimit(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("pending queue of %s: %w", sessionID, err)
+	}
+	c, err := decodeCursor(p, curPending)
+	if err != nil {
+		return nil, "", fmt.Errorf("pending queue of %s: %w", sessionID, err)
+	}
+	tc, targs := sq.inTenantCond()
+	qt := sq.s.quoted(models.TableQueue)
+	base := "SELECT " + queueCols + " FROM " + qt + " WHERE session_id = ?" + liveQueue + " AND status = 'pending'" + tc
+	lim := fmt.Sprintf(" LIMIT %d", limit+1)
+	var (
+		q    string
+		args []any
+	)
+	if c == nil {
+		q = base + " ORDER BY priority DESC, seq" + lim
+		args = append([]any{sessionID}, targs...)
+	} else {
+		q = "SELECT " + queueCols + " FROM (SELECT * FROM (" + base + " AND priority = ? AND seq > ? ORDER BY seq" + lim +
+			") AS same_priority UNION ALL SELECT * FROM (" + base + " AND priority < ? ORDER BY priority DESC, seq" + lim +
+			") AS lower_priority) AS page ORDER BY priority DESC, seq" + lim
+		args = append(append([]any{sessionID}, targs...), c.P, c.N)
+		args = append(append(append(args, sessionID), targs...), c.P)
+	}
+	db := sq.db(ctx)
+	rows, err := db.Raw(q, args...).Rows()
+	if err != nil {
+		return nil, "", fmt.Errorf("pending queue of %s: %w", sessionID, dbErr(err))
+	}
+	items, err := scanQueueItems(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("pending queue of %s: %w", sessionID, err)
+	}
+	if len(items) == 0 {
+		if ok, err := sq.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, "", sq.missing("pending queue of", sessionID, err)
+		}
+	}
+	next := ""
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		next = encodeCursor(pageCursor{Kind: curPending, P: last.Priority, N: last.Seq})
+	}
+	return items, next, nil
+}
+
+// PurgeFinished implements repo.SessionQueue. Each batch is one DELETE
+// (its own transaction) of the oldest finished items, picked by a walk of
+// the partial index of finished items (processed_at) WHERE processed_at
+// IS NOT NULL; only pending and processing items have no processed_at.
+func (sq *sessionQueue) PurgeFinished(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+	if sq.scopeErr != nil {
+		return 0, sq.scopeErr
+	}
+	switch {
+	case olderThan < 0:
+		return 0, invalidf("purge finished queue items: negative age %v", olderThan)
+	case olderThan == 0:
+		olderThan = repo.DefaultQueueRetention
+	}
+	switch {
+	case batch < 0 || batch > repo.MaxPurgeBatch:
+		return 0, invalidf("purge finished queue items: batch %d outside 0..%d", batch, repo.MaxPurgeBatch)
+	case batch == 0:
+		batch = repo.DefaultPurgeBatch
+	}
+	cutoff := sq.s.now().Add(-olderThan)
+	tc, targs := sq.inTenantCond()
+	qt := sq.s.quoted(models.TableQueue)
+	stmt := "DELETE FROM " + qt + " WHERE seq IN (SELECT seq FROM " + qt +
+		" WHERE processed_at IS NOT NULL AND processed_at < ?" + tc +
+		fmt.Sprintf(" ORDER BY processed_at LIMIT %d)", batch)
+	args := append([]any{cutoff}, targs...)
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("purge finished queue items: %w", err)
+		}
+		unlock := sq.writeLock()
+		res := sq.db(ctx).Exec(stmt, args...)
+		unlock()
+		if res.Error != nil {
+			return total, fmt.Errorf("purge finished queue items (%d deleted before the failure): %w", total, dbErr(res.Error))
+		}
+		total += int(res.RowsAffected)
+		if res.RowsAffected < int64(batch) {
+			return total, nil
+		}
+	}
+}

@@ -14,16 +14,18 @@ import (
 // history records another checksum. A new migration is added here when it
 // is released; an entry is never edited.
 var released = map[string]int32{
-	"postgres/V1__agentstore_baseline.sql":                   -2022403588, // 0.1.0
-	"sqlite/V1__agentstore_baseline.sql":                     -332758851,  // 0.1.0
-	"postgres/V2__provider_status_indexes.sql":               1292511532,  // 0.2.0
-	"sqlite/V2__provider_status_indexes.sql":                 -398017780,  // 0.2.0
-	"postgres/V3__sessions_exact_money_and_idempotency.sql":  -82151986,   // 0.2.0
-	"sqlite/V3__sessions_exact_money_and_idempotency.sql":    -2085520010, // 0.2.0
-	"postgres/V4__sessions_list_and_idempotency_indexes.sql": -95630944,   // 0.2.0
-	"sqlite/V4__sessions_list_and_idempotency_indexes.sql":   684074299,   // 0.2.0
-	"postgres/V5__provider_kv_store.sql":                     -883528558,  // 0.2.0
-	"sqlite/V5__provider_kv_store.sql":                       -1585311537, // 0.2.0
+	"postgres/V1__agentstore_baseline.sql":                         -2022403588, // 0.1.0
+	"sqlite/V1__agentstore_baseline.sql":                           -332758851,  // 0.1.0
+	"postgres/V2__provider_status_indexes.sql":                     1292511532,  // 0.2.0
+	"sqlite/V2__provider_status_indexes.sql":                       -398017780,  // 0.2.0
+	"postgres/V3__sessions_exact_money_and_idempotency.sql":        -82151986,   // 0.2.0
+	"sqlite/V3__sessions_exact_money_and_idempotency.sql":          -2085520010, // 0.2.0
+	"postgres/V4__sessions_list_and_idempotency_indexes.sql":       -95630944,   // 0.2.0
+	"sqlite/V4__sessions_list_and_idempotency_indexes.sql":         684074299,   // 0.2.0
+	"postgres/V5__provider_kv_store.sql":                           -883528558,  // 0.2.0
+	"sqlite/V5__provider_kv_store.sql":                             -1585311537, // 0.2.0
+	"postgres/V6__sessions_paging_and_queue_retention_indexes.sql": -2088678884, // 0.2.0
+	"sqlite/V6__sessions_paging_and_queue_retention_indexes.sql":   -1215285331, // 0.2.0
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -25,8 +25,8 @@ const (
 // compactions, summaries, queue items, todos and plans live in child tables
 // that cascade on delete.
 type Session struct {
-	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;not null;index:,composite:updated_id,priority:2;index:,composite:created_id,priority:2"`
-	ParentID                 *uuid.UUID `gorm:"type:uuid;index"`
+	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;not null;index:,composite:updated_id,priority:2;index:,composite:created_id,priority:2;index:,composite:parent_created,priority:3"`
+	ParentID                 *uuid.UUID `gorm:"type:uuid;index:,composite:parent_created,priority:1"`
 	SessionType              string     `gorm:"type:varchar(32);not null;default:main"`
 	AgentType                *string    `gorm:"type:text"`
 	AgentDescription         *string    `gorm:"type:text"`
@@ -49,7 +49,7 @@ type Session struct {
 	Version                  int64      `gorm:"not null;default:1"`
 	ForkedFromSessionID      *uuid.UUID `gorm:"type:uuid"`
 	ForkedFromSeq            *int64
-	CreatedAt                time.Time  `gorm:"not null;index:,composite:created_id,priority:1"`
+	CreatedAt                time.Time  `gorm:"not null;index:,composite:created_id,priority:1;index:,composite:parent_created,priority:2"`
 	UpdatedAt                time.Time  `gorm:"not null;index:,composite:tenant_updated,priority:2;index:,composite:updated_id,priority:1"`
 	ExpiresAt                *time.Time `gorm:"index:,where:expires_at IS NOT NULL"`
 
@@ -110,11 +110,11 @@ func (Compact) TableName(n schema.Namer) string { return tableName(n, TableCompa
 
 // Summary is one row of {prefix}summaries: a summary snapshot.
 type Summary struct {
-	ID            uuid.UUID `gorm:"type:uuid;primaryKey;not null"`
-	SessionID     uuid.UUID `gorm:"type:uuid;not null;index"`
+	ID            uuid.UUID `gorm:"type:uuid;primaryKey;not null;index:,composite:session_created,priority:3"`
+	SessionID     uuid.UUID `gorm:"type:uuid;not null;index:,composite:session_created,priority:1"`
 	Summary       string    `gorm:"type:text;not null"`
 	LeafMessageID *string   `gorm:"type:text"`
-	CreatedAt     time.Time `gorm:"not null"`
+	CreatedAt     time.Time `gorm:"not null;index:,composite:session_created,priority:2"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
@@ -130,6 +130,10 @@ func (Summary) TableName(n schema.Namer) string { return tableName(n, TableSumma
 // the table but leaves the index, and a claim (pending -> processing)
 // changes no indexed column (on PostgreSQL it can be a HOT update).
 // A dequeued item is leased until LeasedUntil (epoch milliseconds).
+// The unique (session_id, idempotency_key) index also serves the session
+// foreign key's ON DELETE CASCADE (the partial index cannot), so deleting
+// a session never scans the queue; the partial (processed_at) index of
+// finished items serves SessionQueue.PurgeFinished.
 type QueueItem struct {
 	Seq         int64      `gorm:"primaryKey;autoIncrement;index:,composite:session_status,priority:3"`
 	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex"`
@@ -144,7 +148,9 @@ type QueueItem struct {
 	LeasedUntil *int64
 	LastError   *string   `gorm:"type:text"`
 	CreatedAt   time.Time `gorm:"not null"`
-	ProcessedAt *time.Time
+	// ProcessedAt is set when the item finishes; the partial index of
+	// finished items orders PurgeFinished's age walk.
+	ProcessedAt *time.Time `gorm:"index:,where:processed_at IS NOT NULL"`
 	// IdempotencyKey is the caller's key of EnqueueWith, unique per session
 	// (NULL for none; NULLs never collide).
 	IdempotencyKey *string `gorm:"type:text;uniqueIndex:,composite:session_idem,priority:2"`
@@ -178,13 +184,13 @@ func (Todo) TableName(n schema.Namer) string { return tableName(n, TableTodos) }
 // ever had stays, with its final status. A partial unique index allows at
 // most one active (draft, approved or executing) plan per session.
 type Plan struct {
-	ID          uuid.UUID `gorm:"type:uuid;primaryKey;not null"`
-	SessionID   uuid.UUID `gorm:"type:uuid;not null;index;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
+	ID          uuid.UUID `gorm:"type:uuid;primaryKey;not null;index:,composite:session_created,priority:3"`
+	SessionID   uuid.UUID `gorm:"type:uuid;not null;index:,composite:session_created,priority:1;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
 	Name        *string   `gorm:"type:text"`
 	Content     string    `gorm:"type:text;not null"`
 	Status      string    `gorm:"type:varchar(32);not null;default:draft"`
 	Error       *string   `gorm:"type:text"`
-	CreatedAt   time.Time `gorm:"not null"`
+	CreatedAt   time.Time `gorm:"not null;index:,composite:session_created,priority:2"`
 	ApprovedAt  *time.Time
 	StartedAt   *time.Time
 	CompletedAt *time.Time

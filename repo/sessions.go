@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -70,6 +71,12 @@ type Sessions interface {
 	// ListChildren returns the ids of the sessions whose parent is
 	// parentID, oldest first. An unknown parent gives an empty slice.
 	ListChildren(ctx context.Context, parentID uuid.UUID) ([]uuid.UUID, error)
+	// ListChildrenPage is ListChildren one page at a time (see
+	// PageParams), in the same order (created_at, id) over the
+	// (parent_id, created_at, id) index: it returns at most p.Limit ids and
+	// the cursor of the next page, "" after the last one. An unknown parent
+	// gives an empty page.
+	ListChildrenPage(ctx context.Context, parentID uuid.UUID, p PageParams) ([]uuid.UUID, string, error)
 	// AppendMessages appends msgs to the session in one transaction
 	// without a version check (appends commute): each gets the next
 	// sequence number; a message without ParentID is linked to the
@@ -120,6 +127,12 @@ type Sessions interface {
 	AddSummary(ctx context.Context, snap SummarySnapshot) (SummarySnapshot, error)
 	// GetSummaries returns the session's summaries, oldest first.
 	GetSummaries(ctx context.Context, sessionID uuid.UUID) ([]SummarySnapshot, error)
+	// GetSummariesPage is GetSummaries one page at a time (see
+	// PageParams), oldest first ((created_at, id) over the (session_id,
+	// created_at, id) index): at most p.Limit summaries and the cursor of
+	// the next page, "" after the last one. ErrNotFound when the session
+	// does not exist (checked when the page is empty).
+	GetSummariesPage(ctx context.Context, sessionID uuid.UUID, p PageParams) ([]SummarySnapshot, string, error)
 	// SetTodos replaces the session's todos by id (update, insert, remove;
 	// a stored todo that cannot be decoded is never removed) and bumps the
 	// version. It returns the stored list. Two todos with the same id are
@@ -128,6 +141,12 @@ type Sessions interface {
 	SetTodos(ctx context.Context, sessionID uuid.UUID, todos []TodoItem) ([]TodoItem, error)
 	// Plans returns every plan the session ever had, oldest first.
 	Plans(ctx context.Context, sessionID uuid.UUID) ([]Plan, error)
+	// PlansPage is Plans one page at a time (see PageParams), oldest
+	// first ((created_at, id) over the (session_id, created_at, id)
+	// index): at most p.Limit plans and the cursor of the next page, ""
+	// after the last one. ErrNotFound when the session does not exist
+	// (checked when the page is empty).
+	PlansPage(ctx context.Context, sessionID uuid.UUID, p PageParams) ([]Plan, string, error)
 	// CleanupExpired deletes sessions whose ExpiresAt is before the store's
 	// clock (their child rows and child sessions cascade), in batches of at
 	// most batchSize (0 = 500) picked sessions per transaction, and returns
@@ -175,4 +194,25 @@ type SessionQueue interface {
 	CancelQueued(ctx context.Context, itemID uuid.UUID) (bool, error)
 	// PendingQueue returns the session's pending items in dequeue order.
 	PendingQueue(ctx context.Context, sessionID uuid.UUID) ([]QueueItem, error)
+	// PendingQueuePage is PendingQueue one page at a time (see
+	// PageParams), in dequeue order (priority descending, then enqueue
+	// order), each page at most two ranges of the live-items index: at most
+	// p.Limit items and the cursor of the next page, "" after the last one.
+	// ErrNotFound when the session does not exist (checked when the page
+	// is empty).
+	PendingQueuePage(ctx context.Context, sessionID uuid.UUID, p PageParams) ([]QueueItem, string, error)
+	// PurgeFinished deletes finished items (completed, failed or
+	// cancelled) of every session (of the view's tenant) that finished
+	// more than olderThan before the store's clock, oldest first, in
+	// transactions of at most batch items each, until none is left, and
+	// returns how many it deleted. olderThan 0 means DefaultQueueRetention
+	// (7 days), batch 0 DefaultPurgeBatch (1000); a negative olderThan, or
+	// a batch that is negative or above MaxPurgeBatch, is ErrInvalidInput.
+	// Pending and processing items are never deleted. Each batch commits on
+	// its own: when a batch fails (or ctx ends) the earlier batches stay
+	// deleted and the count of them is returned with the error. Finished
+	// items are otherwise kept until their session is deleted; call this
+	// periodically (for example hourly) so queue history does not grow
+	// forever.
+	PurgeFinished(ctx context.Context, olderThan time.Duration, batch int) (int, error)
 }

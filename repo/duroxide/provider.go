@@ -3,6 +3,8 @@ package duroxide
 import (
 	"context"
 	"time"
+
+	"github.com/agentstore/agentstore/repo"
 )
 
 // Provider is the storage contract of a durable-orchestration runtime
@@ -146,6 +148,21 @@ type ProviderAdmin interface {
 	ListInstancesByStatus(ctx context.Context, status string) ([]string, error)
 	// ListExecutions returns the instance's execution ids ascending (empty if unknown).
 	ListExecutions(ctx context.Context, instance string) ([]uint64, error)
+	// ListInstancesPage is ListInstances one page at a time (see
+	// repo.PageParams): newest first by (created_at, instance_id), each
+	// page one range of the created_at index after the cursor, at most
+	// p.Limit ids and the cursor of the next page ("" after the last).
+	// A bad limit or cursor is ErrInvalidInput.
+	ListInstancesPage(ctx context.Context, p repo.PageParams) ([]string, string, error)
+	// ListInstancesByStatusPage is ListInstancesByStatus one page at a
+	// time, in the same order and with the same cursors' rules as
+	// ListInstancesPage (a cursor of ListInstancesPage is refused).
+	ListInstancesByStatusPage(ctx context.Context, status string, p repo.PageParams) ([]string, string, error)
+	// ListExecutionsPage is ListExecutions one page at a time: execution
+	// ids ascending, each page one range of the primary key, at most
+	// p.Limit ids and the cursor of the next page ("" after the last). An
+	// unknown instance gives an empty page.
+	ListExecutionsPage(ctx context.Context, instance string, p repo.PageParams) ([]uint64, string, error)
 	// ReadHistoryWithExecutionID returns one execution's history; ErrCorruptRow on undecodable rows.
 	ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]Event, error)
 	// ReadHistory returns the current execution's history. ErrNotFound for an unknown instance.
