@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"regexp"
 	"strings"
@@ -95,6 +96,9 @@ type config struct {
 	pollInterval time.Duration
 	capsOff      Capability // WithoutCapabilities
 	readOnly     bool       // WithReadOnly
+	pgbouncer    bool       // WithPgBouncer
+	directDSN    string     // WithDirectDSN
+	slog         *slog.Logger
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -229,6 +233,75 @@ func WithReadOnly() Option {
 	})
 }
 
+// WithPgBouncer makes a PostgreSQL Store work through PgBouncer (or
+// another pooler) in transaction or session pooling:
+//
+//   - Open sends every statement with the extended protocol and an unnamed
+//     statement in one round trip (pgx's QueryExecModeExec) and keeps no
+//     statement or description cache, so no prepared statement outlives
+//     its transaction (PgBouncer 1.18 cannot carry named ones in
+//     transaction pooling). A Store made by New keeps the pgx settings of
+//     the handle it is given: configure that handle the same way.
+//   - No other session state is relied on across transactions (settings
+//     are SET LOCAL / set_config(..., true), locks transaction-scoped).
+//   - LISTEN, which needs a session, runs on a connection of its own to
+//     WithDirectDSN's server when that option is given (not a pooled
+//     connection, so it never takes a slot of a small pool). Without it
+//     waiting fetches are woken only by enqueues through the same Store and
+//     otherwise re-check the database every WithPollInterval (default 20
+//     ms); the Store logs this fallback at Warn level (see WithSlog) when
+//     its first fetch waits.
+//   - Migrate's steps that cannot run in a transaction (CREATE INDEX
+//     CONCURRENTLY, serialised by a session-level advisory lock) run on a
+//     connection to WithDirectDSN's server; without that option Migrate
+//     refuses such a step with ErrInvalidConfig. Run Migrate on a direct
+//     connection (or pass WithDirectDSN).
+//
+// Open refuses WithReadOnly together with WithPgBouncer (ErrInvalidConfig):
+// PgBouncer refuses the startup parameter WithReadOnly sets. SQLite ignores
+// the option.
+func WithPgBouncer() Option {
+	return optionFunc(func(c *config) error {
+		c.pgbouncer = true
+		return nil
+	})
+}
+
+// WithDirectDSN names a direct (not pooled) connection to the same
+// PostgreSQL database as the Store's DSN, postgres://... or key=value,
+// for what needs a session behind a pooler (see WithPgBouncer): the LISTEN
+// wake-up subscriber (one connection for the Store's lifetime, outside the
+// pool) and Migrate's non-transactional steps. Open checks only that it
+// parses (ErrInvalidConfig otherwise, the DSN redacted); it connects when
+// first needed, and a LISTEN connection that fails is retried every 500 ms
+// and logged (WithSlog) while the fallback re-check covers the gap. SQLite
+// ignores the option.
+func WithDirectDSN(dsn string) Option {
+	return optionFunc(func(c *config) error {
+		if dsn == "" {
+			return configf("direct DSN must not be empty")
+		}
+		c.directDSN = dsn
+		return nil
+	})
+}
+
+// WithSlog sets the logger of the Store's structured events (default:
+// none): Warn when a waiting fetch falls back to polling because the
+// cross-Store wake-up is unavailable (behind PgBouncer without
+// WithDirectDSN, or a pool of fewer than 3 connections), Warn when the
+// LISTEN connection is lost or cannot be opened, Info when it is up again.
+// Events carry the attribute "component"="agentstore" and no DSN password.
+func WithSlog(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return configf("slog logger must not be nil")
+		}
+		c.slog = l
+		return nil
+	})
+}
+
 func clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "..."
@@ -238,7 +311,7 @@ func clip(s string) string {
 
 func buildConfig(opts []Option) (*config, error) {
 	c := &config{prefix: DefaultTablePrefix, pool: DefaultPool(), logger: logger.Discard, clock: time.Now, sqliteSync: "NORMAL",
-		pollInterval: defaultPollInterval}
+		pollInterval: defaultPollInterval, slog: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, configf("nil option")
