@@ -96,6 +96,7 @@ type config struct {
 	pollInterval time.Duration
 	capsOff      Capability // WithoutCapabilities
 	readOnly     bool       // WithReadOnly
+	customClock  bool       // WithClock
 	pgbouncer    bool       // WithPgBouncer
 	directDSN    string     // WithDirectDSN
 	slog         *slog.Logger
@@ -184,6 +185,7 @@ func WithClock(now func() time.Time) Option {
 			return configf("clock must not be nil")
 		}
 		c.clock = now
+		c.customClock = true
 		return nil
 	})
 }
