@@ -23,8 +23,10 @@ import (
 // its next fallback re-check. Publishing is off the hot path: notify only
 // flags the kind and nudges one background goroutine, which sends a single
 // NOTIFY (asynchronous commit, no fsync wait) for everything flagged since
-// its last send, so a burst of enqueues costs one NOTIFY. Errors are
-// ignored: the fallback re-check still finds the work.
+// its last send, so a burst of enqueues costs one NOTIFY. Publish errors
+// are ignored: the fallback re-check still finds the work. The listener's
+// losses, reconnects and its absence (behind PgBouncer without
+// WithDirectDSN, a pool under 3 connections) are logged (WithSlog).
 
 // Payloads of the wake-up channel: the kind, a colon and the sending
 // Store's tag (see pgNotifier.self).

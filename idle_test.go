@@ -150,5 +150,41 @@ func TestIdleFetchCost(t *testing.T) {
 		if p50 > 100*time.Millisecond { // ~1-3 ms here; a re-check would take up to 1 s
 			t.Fatalf("cross-Store wake-up p50 %v", p50)
 		}
+
+		// A message that arrives while its instance's turn is in flight
+		// is fetched soon after that turn's ack (which wakes no one): the
+		// waiting fetch keeps the poll interval while an instance lock
+		// holds a visible message back. (On SQLite the ack's commit also
+		// wakes it through data_version; on PostgreSQL only that interval
+		// does: without it the fetch waits for the 1 s re-check.)
+		if err := other.Provider().EnqueueForOrchestrator(ctx, startItem("idle-blocked", nil), 0); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := other.Provider().FetchOrchestrationItem(ctx, time.Minute, time.Second, nil)
+		if err != nil || turn == nil || turn.Instance != "idle-blocked" {
+			t.Fatalf("first turn: %v, %v", turn, err)
+		}
+		if err := other.Provider().EnqueueForOrchestrator(ctx, &duroxide.ExternalRaised{Instance: "idle-blocked", Name: "ev", Data: "{}"}, 0); err != nil {
+			t.Fatal(err)
+		}
+		next := make(chan time.Time, 1)
+		go func() {
+			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+			if err != nil || it == nil || it.Instance != "idle-blocked" {
+				t.Errorf("second turn: %v, %v", it, err)
+			}
+			next <- time.Now()
+		}()
+		time.Sleep(300 * time.Millisecond) // the fetch waits: the instance is locked
+		acked := time.Now()
+		if err := other.Provider().AckOrchestrationItem(ctx, turn.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []duroxide.Event{startedEv("idle-blocked", 1, 1, nil)},
+			Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusRunning), OrchestrationName: sp("Orch"),
+				OrchestrationVersion: sp("1.0.0")}}); err != nil {
+			t.Fatal(err)
+		}
+		if el := (<-next).Sub(acked); el > 400*time.Millisecond {
+			t.Fatalf("message held back by a turn in flight fetched %v after the ack (poll interval 20 ms)", el)
+		}
 	})
 }

@@ -209,10 +209,14 @@ func WithSQLiteSynchronous(mode string) Option {
 // same Store wake waiting fetchers at once, and so do commits by other
 // Stores and processes: LISTEN/NOTIFY on PostgreSQL, a PRAGMA data_version
 // watcher on SQLite (one cheap check per 2 ms per Store while a fetch
-// waits). The interval bounds how late a delayed item (timer, abandon
-// delay) is seen, and is the fallback if those wake-ups are unavailable
-// (a pool of fewer than 3 connections). An idle waiting fetcher runs one
-// claim query per interval.
+// waits). While that cross-Store wake-up is up (and the Store runs on the
+// real clock, not WithClock), a waiting fetch re-checks only at the next
+// delay end or lock expiry of its queue (one query after each wake-up
+// finds it) or after max(interval, 1 s): about one claim query per idle
+// second per waiting fetch. Otherwise (wake-up off, not yet up or lost,
+// behind PgBouncer without WithDirectDSN, a pool of fewer than 3
+// connections) an idle waiting fetcher runs one claim query per interval,
+// and the interval bounds how late a delayed item is seen.
 func WithPollInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond || d > time.Minute {

@@ -74,7 +74,8 @@ type signal struct {
 	// (LISTEN connected, data_version watcher running); nextDue, when set,
 	// returns the earliest time (the Store's clock, Unix ms) after since
 	// at which a message of the queue may become fetchable without an
-	// enqueue (a delay ends, a lock expires). With both, a waiting fetch
+	// enqueue (a delay ends, a lock expires), or a negative due when the
+	// poll interval must stay in force. With both, a waiting fetch
 	// re-checks the database at that time or after idleRecheck, not every
 	// poll interval.
 	healthy func() bool
@@ -301,7 +302,7 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 	}
 	// due is the last nextDue answer (dueOK: there is one); fresh means
 	// it must be asked again: first round, after a wake-up, once due.
-	var due int64
+	var due, askedAt int64
 	dueOK, fresh := false, true
 	for {
 		ch := sig.wait()
@@ -321,15 +322,21 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 			// after idleRecheck without a wake-up keeps the last answer
 			// (a lock taken since by another Store is seen expired by the
 			// claim at a re-check).
-			if fresh || (dueOK && due <= since) {
+			// A negative answer (a message waits for a locked instance)
+			// keeps the poll interval and is asked again after idleRecheck.
+			if fresh || (dueOK && due <= since && (due >= 0 || since-askedAt >= idleRecheck.Milliseconds())) {
 				var err error
 				due, dueOK, err = sig.nextDue(ctx, since)
-				fresh = err != nil
+				fresh, askedAt = err != nil, since
 			}
 			if !fresh {
-				wait = max(fallback, idleRecheck)
-				if dueOK {
-					wait = min(wait, max(time.Duration(due-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+				switch {
+				case dueOK && due < 0:
+					wait = fallback
+				case dueOK:
+					wait = min(max(fallback, idleRecheck), max(time.Duration(due-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+				default:
+					wait = max(fallback, idleRecheck)
 				}
 			}
 		}
@@ -369,16 +376,16 @@ func (p *gormProvider) minDue(ctx context.Context, sql string, args ...any) (int
 // orchNextDue: the earliest future visible_at or lock expiry of an
 // orchestrator-queue message, or instance-lock expiry, after since. While
 // a visible message waits for a locked instance (a turn in flight, whose
-// ack need not wake anyone), it is since plus the poll interval: the fetch
-// keeps re-checking at that interval, as without a healthy wake-up.
+// ack need not wake anyone), it is -1: the fetch keeps re-checking at the
+// poll interval, as without a healthy wake-up.
 func (p *gormProvider) orchNextDue(ctx context.Context, since int64) (int64, bool, error) {
 	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
 	return p.minDue(ctx, `SELECT MIN(x.t) AS t FROM (SELECT MIN(visible_at) AS t FROM `+oq+` WHERE visible_at > ?`+
 		` UNION ALL SELECT MIN(locked_until) AS t FROM `+oq+` WHERE lock_token IS NOT NULL AND locked_until > ?`+
 		` UNION ALL SELECT MIN(locked_until) AS t FROM `+il+` WHERE locked_until > ?`+
-		` UNION ALL SELECT `+p.s.castParam("BIGINT")+` AS t WHERE EXISTS (SELECT 1 FROM `+oq+` q JOIN `+il+` l ON l.instance_id = q.instance_id`+
+		` UNION ALL SELECT -1 AS t WHERE EXISTS (SELECT 1 FROM `+oq+` q JOIN `+il+` l ON l.instance_id = q.instance_id`+
 		` WHERE l.locked_until > ? AND q.visible_at <= ? AND q.lock_token IS NULL)) x`,
-		since, since, since, since+durMS(p.s.cfg.pollInterval), since, since)
+		since, since, since, since, since)
 }
 
 // workNextDue: the earliest future visible_at or lock expiry of a

@@ -79,7 +79,8 @@ func (h sqliteHarness) NewDatabase(t testing.TB) Database {
 // an admin connection on the same DSN and dropped with CASCADE at the end of
 // the test. opts are applied to every Store (do not pass WithSchema: the
 // harness selects the test's schema). The DSN's user must be allowed to
-// create schemas. A DSN through a pooler (PgBouncer) works.
+// create schemas. For a DSN through PgBouncer in transaction pooling use
+// PostgresPgBouncer.
 func Postgres(dsn string, opts ...agentstore.Option) Harness {
 	return &pgHarness{dsn: dsn, opts: opts}
 }
