@@ -275,13 +275,15 @@ func WithPgBouncer() Option {
 
 // WithDirectDSN names a direct (not pooled) connection to the same
 // PostgreSQL database as the Store's DSN, postgres://... or key=value,
-// for what needs a session behind a pooler (see WithPgBouncer): the LISTEN
-// wake-up subscriber (one connection for the Store's lifetime, outside the
-// pool) and Migrate's non-transactional steps. Open checks only that it
-// parses (ErrInvalidConfig otherwise, the DSN redacted); it connects when
-// first needed, and a LISTEN connection that fails is retried every 500 ms
-// and logged (WithSlog) while the fallback re-check covers the gap. SQLite
-// ignores the option.
+// for what needs a session behind a pooler: the LISTEN wake-up subscriber
+// runs on a connection of its own to it whenever the option is given (one
+// connection for the Store's lifetime, outside the pool, so even a pool of
+// fewer than 3 connections gets the wake-up), and with WithPgBouncer
+// Migrate's non-transactional steps run on a connection to it opened for
+// the step. Open checks only that it parses (ErrInvalidConfig otherwise,
+// the DSN redacted); it connects when first needed, and a LISTEN
+// connection that fails is retried every 500 ms and logged (WithSlog)
+// while the fallback re-check covers the gap. SQLite ignores the option.
 func WithDirectDSN(dsn string) Option {
 	return optionFunc(func(c *config) error {
 		if dsn == "" {
