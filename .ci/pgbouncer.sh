@@ -51,6 +51,7 @@ pool_mode = transaction
 default_pool_size = 5
 reserve_pool_size = 0
 max_client_conn = 200
+admin_users = postgres
 max_db_connections = 20
 ignore_startup_parameters = extra_float_digits
 server_reset_query =
