@@ -56,7 +56,33 @@ var pgKeyValueRE = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|passw
 
 func (pgDialect) ownsGorm(name string) bool { return name == "postgres" }
 
-func (pgDialect) checkConfig(*config) error { return nil }
+// checkConfig refuses WithReadOnly behind PgBouncer (it is a startup
+// parameter, which PgBouncer refuses) and a WithDirectDSN that does not
+// parse.
+func (pgDialect) checkConfig(cfg *config) error {
+	if cfg.pgbouncer && cfg.readOnly {
+		return configf("WithReadOnly cannot be used with WithPgBouncer: PgBouncer refuses the startup parameter default_transaction_read_only")
+	}
+	if cfg.directDSN != "" {
+		if _, err := parseDirectDSN(cfg.directDSN); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseDirectDSN parses WithDirectDSN's DSN (never sent through a
+// pooler: it keeps pgx's default statement mode).
+func parseDirectDSN(dsn string) (*pgx.ConnConfig, error) {
+	if _, ok, _ := (pgDialect{}).matchDSN(dsn); !ok {
+		return nil, configf("direct DSN %s is not a PostgreSQL DSN (postgres://... or key=value)", RedactDSN(dsn))
+	}
+	pc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, configf("parse direct DSN %s: %v", RedactDSN(dsn), scrub(err, dsn))
+	}
+	return pc, nil
+}
 
 func (pgDialect) open(_ context.Context, target string, cfg *config) (*dialectConn, error) {
 	pc, err := pgx.ParseConfig(target)
@@ -65,6 +91,13 @@ func (pgDialect) open(_ context.Context, target string, cfg *config) (*dialectCo
 	}
 	if cfg.pool.ConnectTimeout > 0 {
 		pc.ConnectTimeout = cfg.pool.ConnectTimeout
+	}
+	if cfg.pgbouncer {
+		// One round trip per statement with an unnamed statement, no
+		// caches: nothing prepared outlives a pooled transaction.
+		pc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		pc.StatementCacheCapacity = 0
+		pc.DescriptionCacheCapacity = 0
 	}
 	if cfg.readOnly {
 		if pc.RuntimeParams == nil {
@@ -161,9 +194,28 @@ func (pgDialect) normalizeDDL(stmt string) string { return stmt }
 // holds a session-level advisory lock (with CapAdvisoryLocks): it re-reads
 // the recorded version, drops the INVALID indexes an interrupted CREATE
 // INDEX CONCURRENTLY of this step left, and runs the statements in order
-// (the last records the version).
+// (the last records the version). Behind a pooler (WithPgBouncer) the
+// connection is a direct one to WithDirectDSN's server, opened for the
+// step and closed after it; without that option the step is refused with
+// ErrInvalidConfig (a session lock through a transaction pooler may be
+// taken and released on different server connections, and leak).
 func (pgDialect) applyNoTx(ctx context.Context, s *Store, version int64, stmts []string) error {
-	conn, err := s.sqlDB.Conn(ctx)
+	pool := s.sqlDB
+	if s.cfg.pgbouncer {
+		if s.cfg.directDSN == "" {
+			return configf("migration V%d (CREATE INDEX CONCURRENTLY) needs a session: behind PgBouncer pass WithDirectDSN or run Migrate on a direct connection", version)
+		}
+		pc, err := parseDirectDSN(s.cfg.directDSN)
+		if err != nil {
+			return err
+		}
+		if s.cfg.pool.ConnectTimeout > 0 {
+			pc.ConnectTimeout = s.cfg.pool.ConnectTimeout
+		}
+		pool = stdlib.OpenDB(*pc)
+		defer pool.Close()
+	}
+	conn, err := pool.Conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,11 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -21,8 +23,10 @@ import (
 // its next fallback re-check. Publishing is off the hot path: notify only
 // flags the kind and nudges one background goroutine, which sends a single
 // NOTIFY (asynchronous commit, no fsync wait) for everything flagged since
-// its last send, so a burst of enqueues costs one NOTIFY. Errors are
-// ignored: the fallback re-check still finds the work.
+// its last send, so a burst of enqueues costs one NOTIFY. Publish errors
+// are ignored: the fallback re-check still finds the work. The listener's
+// losses, reconnects and its absence (behind PgBouncer without
+// WithDirectDSN, a pool under 3 connections) are logged (WithSlog).
 
 // Payloads of the wake-up channel: the kind, a colon and the sending
 // Store's tag (see pgNotifier.self).
@@ -51,6 +55,10 @@ type pgNotifier struct {
 	wg            sync.WaitGroup
 	// onNotify is called with the payload of every notification received.
 	onNotify func(payload string)
+	// up: the subscriber is LISTENing; lostRuns counts the failed
+	// attempts since it was last up.
+	up       atomic.Bool
+	lostRuns atomic.Int64
 }
 
 // notifyChannel names the channel of a schema and prefix (an identifier
@@ -116,14 +124,20 @@ func (n *pgNotifier) waiting(int32) {}
 // start implements waker: it starts the LISTEN subscriber.
 func (n *pgNotifier) start() { n.listen() }
 
-// listen starts the subscriber once; it holds one pooled connection for
-// the Store's lifetime and reconnects after failures.
+// listen starts the subscriber once. It holds one connection for the
+// Store's lifetime and reconnects after failures: a connection of its own
+// to WithDirectDSN's server when that option is given, else one pooled
+// connection. Without a direct DSN it does not listen behind a pooler
+// (WithPgBouncer: LISTEN needs a session) nor with a pool of fewer than
+// three connections (it could starve the queries); such a Store relies on
+// the fallback re-check and logs that once at Warn level.
 func (n *pgNotifier) listen() {
-	// The listener holds one pooled connection for good: with a pool of
-	// fewer than three connections it could starve the queries, so such a
-	// store relies on the fallback re-check alone.
-	if m := n.s.sqlDB.Stats().MaxOpenConnections; m > 0 && m < 3 {
-		return
+	direct := n.s.cfg.directDSN != ""
+	reason := ""
+	if !direct && n.s.cfg.pgbouncer {
+		reason = "behind PgBouncer (WithPgBouncer) LISTEN needs a session; pass WithDirectDSN"
+	} else if m := n.s.sqlDB.Stats().MaxOpenConnections; !direct && m > 0 && m < 3 {
+		reason = "the pool has fewer than 3 connections and the listener would hold one; pass WithDirectDSN or a larger pool"
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -131,18 +145,38 @@ func (n *pgNotifier) listen() {
 		return
 	}
 	n.listenStarted = true
+	if reason != "" {
+		n.s.cfg.slog.Warn("agentstore: cross-Store wake-up (LISTEN/NOTIFY) off; waiting fetches poll the database",
+			"component", "agentstore", "event", "wakeup_fallback", "reason", reason,
+			"poll_interval", n.s.cfg.pollInterval, "channel", n.channel)
+		return
+	}
 	n.wg.Add(1)
 	go n.listener()
 }
 
+// healthy reports whether the LISTEN subscriber is up (used by longPoll
+// to re-check the database less often).
+func (n *pgNotifier) healthy() bool { return n.up.Load() }
+
 func (n *pgNotifier) listener() {
 	defer n.wg.Done()
+	failures := 0
 	for n.s.bg.Err() == nil {
-		err := n.listenOnceConn()
+		err := n.listenOnce()
+		n.up.Store(false)
 		if n.s.bg.Err() != nil {
 			return
 		}
-		_ = err // the fallback re-check covers the gap; retry after a pause
+		// The fallback re-check covers the gap; retry after a pause. Log
+		// the first failure of a run of failures and every 100th.
+		if failures%100 == 0 {
+			n.s.cfg.slog.Warn("agentstore: LISTEN connection lost; reconnecting, waiting fetches poll meanwhile",
+				"component", "agentstore", "event", "listener_lost", "error", scrub(err, n.s.cfg.directDSN),
+				"failures", failures+1, "poll_interval", n.s.cfg.pollInterval, "channel", n.channel)
+		}
+		failures++
+		n.lostRuns.Store(int64(failures))
 		select {
 		case <-n.s.bg.Done():
 			return
@@ -152,6 +186,30 @@ func (n *pgNotifier) listener() {
 }
 
 var errNotPgx = errors.New("agentstore: listener connection is not a pgx connection")
+
+// listenOnce listens on one connection until it fails or the Store closes.
+func (n *pgNotifier) listenOnce() error {
+	if n.s.cfg.directDSN == "" {
+		return n.listenOnceConn()
+	}
+	pc, err := parseDirectDSN(n.s.cfg.directDSN)
+	if err != nil {
+		return err
+	}
+	if n.s.cfg.pool.ConnectTimeout > 0 {
+		pc.ConnectTimeout = n.s.cfg.pool.ConnectTimeout
+	}
+	conn, err := pgx.ConnectConfig(n.s.bg, pc)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(ctx)
+		cancel()
+	}()
+	return n.serve(conn)
+}
 
 func (n *pgNotifier) listenOnceConn() error {
 	conn, err := n.s.sqlDB.Conn(n.s.bg)
@@ -164,33 +222,42 @@ func (n *pgNotifier) listenOnceConn() error {
 		if !ok {
 			return errNotPgx
 		}
-		pc := sc.Conn()
-		if _, err := pc.Exec(n.s.bg, `LISTEN "`+n.channel+`"`); err != nil {
-			return err
-		}
-		// Work may have arrived while we were not listening.
-		n.onNotify(notifyOrch)
-		n.onNotify(notifyWork)
-		for {
-			note, err := pc.WaitForNotification(n.s.bg)
-			if err != nil {
-				if n.s.bg.Err() != nil {
-					// Leave the connection clean for the pool.
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					_, uerr := pc.Exec(ctx, `UNLISTEN *`)
-					cancel()
-					if uerr != nil {
-						return driver.ErrBadConn
-					}
-					return nil
-				}
-				return driver.ErrBadConn // discard the connection; reconnect
-			}
-			if kind, from, _ := strings.Cut(note.Payload, ":"); from != n.self {
-				n.onNotify(kind)
-			}
-		}
+		return n.serve(sc.Conn())
 	})
+}
+
+// serve LISTENs on pc and delivers notifications until pc fails or the
+// Store closes (then it UNLISTENs, leaving a pooled connection clean).
+func (n *pgNotifier) serve(pc *pgx.Conn) error {
+	if _, err := pc.Exec(n.s.bg, `LISTEN "`+n.channel+`"`); err != nil {
+		return err
+	}
+	n.up.Store(true)
+	if runs := n.lostRuns.Swap(0); runs > 0 {
+		n.s.cfg.slog.Info("agentstore: LISTEN connection up again", "component", "agentstore",
+			"event", "listener_reconnected", "failures", runs, "channel", n.channel)
+	}
+	// Work may have arrived while we were not listening.
+	n.onNotify(notifyOrch)
+	n.onNotify(notifyWork)
+	for {
+		note, err := pc.WaitForNotification(n.s.bg)
+		if err != nil {
+			if n.s.bg.Err() != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, uerr := pc.Exec(ctx, `UNLISTEN *`)
+				cancel()
+				if uerr != nil {
+					return driver.ErrBadConn
+				}
+				return nil
+			}
+			return fmt.Errorf("%w: %w", driver.ErrBadConn, err) // discard the connection; reconnect
+		}
+		if kind, from, _ := strings.Cut(note.Payload, ":"); from != n.self {
+			n.onNotify(kind)
+		}
+	}
 }
 
 // wait blocks until the publisher and listener goroutines have stopped.

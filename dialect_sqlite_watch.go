@@ -31,6 +31,7 @@ type liteWatcher struct {
 	waiters atomic.Int32
 	kick    chan struct{} // a first waiter arrived
 	checks  atomic.Int64  // data_version reads (tests)
+	up      atomic.Bool   // watching on a connection (healthy)
 
 	mu      sync.Mutex
 	started bool
@@ -98,6 +99,8 @@ func (w *liteWatcher) watchConn() {
 	if err := conn.QueryRowContext(bg, "PRAGMA data_version").Scan(&last); err != nil {
 		return
 	}
+	w.up.Store(true)
+	defer w.up.Store(false)
 	w.onChange() // changes may have happened while no one watched
 	t := time.NewTicker(liteWatchInterval)
 	defer t.Stop()
@@ -126,6 +129,10 @@ func (w *liteWatcher) watchConn() {
 		}
 	}
 }
+
+// healthy reports whether the watcher is watching on a connection (used
+// by longPoll to re-check the database less often).
+func (w *liteWatcher) healthy() bool { return w.up.Load() }
 
 // wait blocks until the watcher goroutine has stopped. The Store's
 // background context must already be cancelled.

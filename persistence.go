@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"regexp"
 	"strings"
@@ -95,6 +96,10 @@ type config struct {
 	pollInterval time.Duration
 	capsOff      Capability // WithoutCapabilities
 	readOnly     bool       // WithReadOnly
+	customClock  bool       // WithClock
+	pgbouncer    bool       // WithPgBouncer
+	directDSN    string     // WithDirectDSN
+	slog         *slog.Logger
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -180,6 +185,7 @@ func WithClock(now func() time.Time) Option {
 			return configf("clock must not be nil")
 		}
 		c.clock = now
+		c.customClock = true
 		return nil
 	})
 }
@@ -203,10 +209,14 @@ func WithSQLiteSynchronous(mode string) Option {
 // same Store wake waiting fetchers at once, and so do commits by other
 // Stores and processes: LISTEN/NOTIFY on PostgreSQL, a PRAGMA data_version
 // watcher on SQLite (one cheap check per 2 ms per Store while a fetch
-// waits). The interval bounds how late a delayed item (timer, abandon
-// delay) is seen, and is the fallback if those wake-ups are unavailable
-// (a pool of fewer than 3 connections). An idle waiting fetcher runs one
-// claim query per interval.
+// waits). While that cross-Store wake-up is up (and the Store runs on the
+// real clock, not WithClock), a waiting fetch re-checks only at the next
+// delay end or lock expiry of its queue (one query after each wake-up
+// finds it) or after max(interval, 1 s): about one claim query per idle
+// second per waiting fetch. Otherwise (wake-up off, not yet up or lost,
+// behind PgBouncer without WithDirectDSN, a pool of fewer than 3
+// connections) an idle waiting fetcher runs one claim query per interval,
+// and the interval bounds how late a delayed item is seen.
 func WithPollInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond || d > time.Minute {
@@ -229,6 +239,77 @@ func WithReadOnly() Option {
 	})
 }
 
+// WithPgBouncer makes a PostgreSQL Store work through PgBouncer (or
+// another pooler) in transaction or session pooling:
+//
+//   - Open sends every statement with the extended protocol and an unnamed
+//     statement in one round trip (pgx's QueryExecModeExec) and keeps no
+//     statement or description cache, so no prepared statement outlives
+//     its transaction (PgBouncer 1.18 cannot carry named ones in
+//     transaction pooling). A Store made by New keeps the pgx settings of
+//     the handle it is given: configure that handle the same way.
+//   - No other session state is relied on across transactions (settings
+//     are SET LOCAL / set_config(..., true), locks transaction-scoped).
+//   - LISTEN, which needs a session, runs on a connection of its own to
+//     WithDirectDSN's server when that option is given (not a pooled
+//     connection, so it never takes a slot of a small pool). Without it
+//     waiting fetches are woken only by enqueues through the same Store and
+//     otherwise re-check the database every WithPollInterval (default 20
+//     ms); the Store logs this fallback at Warn level (see WithSlog) when
+//     its first fetch waits.
+//   - Migrate's steps that cannot run in a transaction (CREATE INDEX
+//     CONCURRENTLY, serialised by a session-level advisory lock) run on a
+//     connection to WithDirectDSN's server; without that option Migrate
+//     refuses such a step with ErrInvalidConfig. Run Migrate on a direct
+//     connection (or pass WithDirectDSN).
+//
+// Open refuses WithReadOnly together with WithPgBouncer (ErrInvalidConfig):
+// PgBouncer refuses the startup parameter WithReadOnly sets. SQLite ignores
+// the option.
+func WithPgBouncer() Option {
+	return optionFunc(func(c *config) error {
+		c.pgbouncer = true
+		return nil
+	})
+}
+
+// WithDirectDSN names a direct (not pooled) connection to the same
+// PostgreSQL database as the Store's DSN, postgres://... or key=value,
+// for what needs a session behind a pooler: the LISTEN wake-up subscriber
+// runs on a connection of its own to it whenever the option is given (one
+// connection for the Store's lifetime, outside the pool, so even a pool of
+// fewer than 3 connections gets the wake-up), and with WithPgBouncer
+// Migrate's non-transactional steps run on a connection to it opened for
+// the step. Open checks only that it parses (ErrInvalidConfig otherwise,
+// the DSN redacted); it connects when first needed, and a LISTEN
+// connection that fails is retried every 500 ms and logged (WithSlog)
+// while the fallback re-check covers the gap. SQLite ignores the option.
+func WithDirectDSN(dsn string) Option {
+	return optionFunc(func(c *config) error {
+		if dsn == "" {
+			return configf("direct DSN must not be empty")
+		}
+		c.directDSN = dsn
+		return nil
+	})
+}
+
+// WithSlog sets the logger of the Store's structured events (default:
+// none): Warn when a waiting fetch falls back to polling because the
+// cross-Store wake-up is unavailable (behind PgBouncer without
+// WithDirectDSN, or a pool of fewer than 3 connections), Warn when the
+// LISTEN connection is lost or cannot be opened, Info when it is up again.
+// Events carry the attribute "component"="agentstore" and no DSN password.
+func WithSlog(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return configf("slog logger must not be nil")
+		}
+		c.slog = l
+		return nil
+	})
+}
+
 func clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "..."
@@ -238,7 +319,7 @@ func clip(s string) string {
 
 func buildConfig(opts []Option) (*config, error) {
 	c := &config{prefix: DefaultTablePrefix, pool: DefaultPool(), logger: logger.Discard, clock: time.Now, sqliteSync: "NORMAL",
-		pollInterval: defaultPollInterval}
+		pollInterval: defaultPollInterval, slog: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, configf("nil option")

@@ -70,6 +70,16 @@ type signal struct {
 	// waiting, when set (CapWakeup), is told when a fetcher starts (+1)
 	// and stops (-1) waiting on this signal.
 	waiting func(delta int32)
+	// healthy, when set, reports whether the cross-Store wake-up is up
+	// (LISTEN connected, data_version watcher running); nextDue, when set,
+	// returns the earliest time (the Store's clock, Unix ms) after since
+	// at which a message of the queue may become fetchable without an
+	// enqueue (a delay ends, a lock expires), or a negative due when the
+	// poll interval must stay in force. With both, a waiting fetch
+	// re-checks the database at that time or after idleRecheck, not every
+	// poll interval.
+	healthy func() bool
+	nextDue func(ctx context.Context, since int64) (due int64, ok bool, err error)
 }
 
 func newSignal() *signal { return &signal{ch: make(chan struct{})} }
@@ -136,6 +146,12 @@ func (s *Store) provider() *gormProvider {
 			p.work.publish = func() { w.publish(notifyWork) }
 			p.orch.waiting = w.waiting
 			p.work.waiting = w.waiting
+			// A Store on its own clock (WithClock) cannot turn a due time
+			// into a wait: it keeps re-checking every poll interval.
+			if h, ok := w.(interface{ healthy() bool }); ok && !s.cfg.customClock {
+				p.orch.healthy, p.work.healthy = h.healthy, h.healthy
+				p.orch.nextDue, p.work.nextDue = p.orchNextDue, p.workNextDue
+			}
 		}
 		s.prov = p
 	})
@@ -261,18 +277,36 @@ func withRetry(ctx context.Context, deadline time.Time, fn func() error) error {
 	}
 }
 
+// idleRecheck is how often a fetch waiting on a healthy cross-Store
+// wake-up re-checks the database when no wake-up arrives and no message is
+// due sooner (the poll interval, if longer, instead): a safety net for a
+// lost notification, since every enqueue wakes the waiting fetchers.
+const idleRecheck = time.Second
+
 // longPoll calls try until it yields something, fails, or pollTimeout
 // passes; between tries it waits for sig or the fallback interval. try gets
 // the poll's deadline for its internal retries (zero for a short poll,
-// pollTimeout 0, which keeps duroxide's three retries).
+// pollTimeout 0, which keeps duroxide's three retries). While sig's
+// wake-up is healthy (sig.healthy), an empty try is followed by one
+// sig.nextDue query (after a wake-up or once the last answer is due; a
+// plain re-check reuses it) and the wait lasts until that time, a
+// wake-up, or max(fallback, idleRecheck), whichever comes first: about
+// one claim statement per idle second per waiting fetch.
+// (nextDue is set only on a Store on the real clock, so due times are
+// Unix ms of time.Now.)
 func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
 	deadline := time.Now().Add(pollTimeout)
 	retryBound := deadline
 	if pollTimeout <= 0 {
 		retryBound = time.Time{}
 	}
+	// due is the last nextDue answer (dueOK: there is one); fresh means
+	// it must be asked again: first round, after a wake-up, once due.
+	var due, askedAt int64
+	dueOK, fresh := false, true
 	for {
 		ch := sig.wait()
+		since := time.Now().UnixMilli()
 		v, err := try(retryBound)
 		if err != nil || v != nil {
 			return v, err
@@ -281,13 +315,39 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 		if remaining <= 0 {
 			return nil, nil
 		}
-		t := time.NewTimer(min(remaining, fallback))
+		wait := fallback
+		if sig.healthy != nil && sig.nextDue != nil && sig.healthy() {
+			// Anything committed since ch was taken has woken it; what
+			// remains is time: the next delay or lock expiry. A re-check
+			// after idleRecheck without a wake-up keeps the last answer
+			// (a lock taken since by another Store is seen expired by the
+			// claim at a re-check).
+			// A negative answer (a message waits for a locked instance)
+			// keeps the poll interval and is asked again after idleRecheck.
+			if fresh || (dueOK && due <= since && (due >= 0 || since-askedAt >= idleRecheck.Milliseconds())) {
+				var err error
+				due, dueOK, err = sig.nextDue(ctx, since)
+				fresh, askedAt = err != nil, since
+			}
+			if !fresh {
+				switch {
+				case dueOK && due < 0:
+					wait = fallback
+				case dueOK:
+					wait = min(max(fallback, idleRecheck), max(time.Duration(due-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+				default:
+					wait = max(fallback, idleRecheck)
+				}
+			}
+		}
+		t := time.NewTimer(min(remaining, wait))
 		if sig.waiting != nil {
 			sig.waiting(1)
 		}
 		select {
 		case <-ctx.Done():
 		case <-ch:
+			fresh = true
 		case <-t.C:
 		}
 		t.Stop()
@@ -298,6 +358,43 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 			return nil, err
 		}
 	}
+}
+
+// minDue runs a query of one column t (MIN over UNION ALL branches) and
+// returns its value.
+func (p *gormProvider) minDue(ctx context.Context, sql string, args ...any) (int64, bool, error) {
+	var row struct{ T *int64 }
+	if err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&row).Error; err != nil {
+		return 0, false, err
+	}
+	if row.T == nil {
+		return 0, false, nil
+	}
+	return *row.T, true, nil
+}
+
+// orchNextDue: the earliest future visible_at or lock expiry of an
+// orchestrator-queue message, or instance-lock expiry, after since. While
+// a visible message waits for a locked instance (a turn in flight, whose
+// ack need not wake anyone), it is -1: the fetch keeps re-checking at the
+// poll interval, as without a healthy wake-up.
+func (p *gormProvider) orchNextDue(ctx context.Context, since int64) (int64, bool, error) {
+	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
+	return p.minDue(ctx, `SELECT MIN(x.t) AS t FROM (SELECT MIN(visible_at) AS t FROM `+oq+` WHERE visible_at > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+oq+` WHERE lock_token IS NOT NULL AND locked_until > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+il+` WHERE locked_until > ?`+
+		` UNION ALL SELECT -1 AS t WHERE EXISTS (SELECT 1 FROM `+oq+` q JOIN `+il+` l ON l.instance_id = q.instance_id`+
+		` WHERE l.locked_until > ? AND q.visible_at <= ? AND q.lock_token IS NULL)) x`,
+		since, since, since, since, since)
+}
+
+// workNextDue: the earliest future visible_at or lock expiry of a
+// worker-queue item, or activity-session lease expiry, after since.
+func (p *gormProvider) workNextDue(ctx context.Context, since int64) (int64, bool, error) {
+	wq, as := p.q(models.TableWorkerQueue), p.q(models.TableActivitySessions)
+	return p.minDue(ctx, `SELECT MIN(x.t) AS t FROM (SELECT MIN(visible_at) AS t FROM `+wq+` WHERE visible_at > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+wq+` WHERE lock_token IS NOT NULL AND locked_until > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+as+` WHERE locked_until > ?) x`, since, since, since)
 }
 
 func newLockToken() string { return "lock_" + uuid.NewString() }

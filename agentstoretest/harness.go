@@ -56,6 +56,11 @@ type Database struct {
 	// Schema is the PostgreSQL schema the Options select, "" for none.
 	// Tests that check Verify's report compare it with the report's schema.
 	Schema string
+	// Pooled reports that DSN goes through a transaction pooler
+	// (PgBouncer): a test that opens its own driver handle on DSN (rather
+	// than through agentstore.Open with Options) configures it for one
+	// (pgx QueryExecModeExec, no statement cache).
+	Pooled bool
 }
 
 // SQLite returns the harness of a SQLite file per test in t.TempDir(),
@@ -74,17 +79,31 @@ func (h sqliteHarness) NewDatabase(t testing.TB) Database {
 // an admin connection on the same DSN and dropped with CASCADE at the end of
 // the test. opts are applied to every Store (do not pass WithSchema: the
 // harness selects the test's schema). The DSN's user must be allowed to
-// create schemas. A DSN through a pooler (PgBouncer) works.
+// create schemas. For a DSN through PgBouncer in transaction pooling use
+// PostgresPgBouncer.
 func Postgres(dsn string, opts ...agentstore.Option) Harness {
 	return &pgHarness{dsn: dsn, opts: opts}
 }
 
+// PostgresPgBouncer returns the harness of a fresh schema per test on the
+// PostgreSQL database behind a PgBouncer (or other pooler) in transaction
+// or session pooling at dsn, whose server directDSN reaches directly.
+// Schemas are created and dropped through dsn; every Store is opened on
+// dsn with agentstore.WithPgBouncer() and agentstore.WithDirectDSN(directDSN)
+// (LISTEN and Migrate's CONCURRENTLY steps go there) before opts, and
+// Database.Pooled is set.
+func PostgresPgBouncer(dsn, directDSN string, opts ...agentstore.Option) Harness {
+	all := append([]agentstore.Option{agentstore.WithPgBouncer(), agentstore.WithDirectDSN(directDSN)}, opts...)
+	return &pgHarness{dsn: dsn, opts: all, pooled: true}
+}
+
 type pgHarness struct {
-	dsn  string
-	opts []agentstore.Option
-	once sync.Once
-	db   *sql.DB
-	err  error
+	dsn    string
+	opts   []agentstore.Option
+	pooled bool
+	once   sync.Once
+	db     *sql.DB
+	err    error
 }
 
 func (h *pgHarness) admin() (*sql.DB, error) {
@@ -118,7 +137,7 @@ func (h *pgHarness) NewDatabase(t testing.TB) Database {
 		_, _ = db.ExecContext(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`)
 	})
 	opts := append([]agentstore.Option{agentstore.WithSchema(schema)}, h.opts...)
-	return Database{DSN: h.dsn, Options: opts, Schema: schema}
+	return Database{DSN: h.dsn, Options: opts, Schema: schema, Pooled: h.pooled}
 }
 
 // test is one conformance test.
@@ -197,6 +216,8 @@ type harness struct {
 	// PostgreSQL schema private to the test ("" on SQLite).
 	DSN    string
 	Schema string
+	// pooled: DSN goes through a transaction pooler (Database.Pooled).
+	pooled bool
 	opts   []agentstore.Option
 }
 
@@ -207,7 +228,7 @@ func newHarness(t *testing.T, h Harness) *harness {
 	if err != nil {
 		t.Fatalf("agentstoretest: harness DSN: %v", err)
 	}
-	return &harness{Dialect: d, DSN: db.DSN, Schema: db.Schema, opts: db.Options}
+	return &harness{Dialect: d, DSN: db.DSN, Schema: db.Schema, pooled: db.Pooled, opts: db.Options}
 }
 
 // Open opens another store on the test's database (not migrated).

@@ -116,6 +116,10 @@ func countingStore(t *testing.T, h *harness, opts ...agentstore.Option) (*agents
 	if err != nil {
 		t.Fatal(err)
 	}
+	if h.pooled { // as agentstore.WithPgBouncer configures its own handles
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+		cfg.StatementCacheCapacity, cfg.DescriptionCacheCapacity = 0, 0
+	}
 	counter := &stmtCounter{}
 	cfg.Tracer = counter
 	sqlDB := stdlib.OpenDB(*cfg)

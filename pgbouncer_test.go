@@ -1,0 +1,211 @@
+package agentstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo/duroxide"
+
+	"github.com/agentstore/agentstore/agentstoretest"
+)
+
+// TestConformancePgBouncer runs the exported conformance suite through
+// PgBouncer in transaction pooling (AGENTSTORE_TEST_PGBOUNCER_DSN, started
+// by .ci/pgbouncer.sh) with WithPgBouncer, and WithDirectDSN naming the
+// direct server (AGENTSTORE_TEST_POSTGRES_DSN) for LISTEN and Migrate's
+// CONCURRENTLY steps. Schemas are created and dropped through the pooler.
+// It is skipped without the variable, and fails then if
+// AGENTSTORE_REQUIRE_PGBOUNCER=1.
+func TestConformancePgBouncer(t *testing.T) {
+	dsn := os.Getenv("AGENTSTORE_TEST_PGBOUNCER_DSN")
+	if dsn == "" {
+		if os.Getenv("AGENTSTORE_REQUIRE_PGBOUNCER") == "1" {
+			t.Fatal("PgBouncer required (AGENTSTORE_REQUIRE_PGBOUNCER=1) but AGENTSTORE_TEST_PGBOUNCER_DSN is not set: run .ci/pgbouncer.sh")
+		}
+		t.Skip("NOTICE: AGENTSTORE_TEST_PGBOUNCER_DSN not set (see .ci/pgbouncer.sh); skipping the PgBouncer conformance run")
+	}
+	requirePostgres(t)
+	agentstoretest.Run(t, agentstoretest.PostgresPgBouncer(dsn, postgresDSN()))
+}
+
+// slogRecorder is a slog.Handler that keeps the "event" attribute of every
+// record with its level.
+type slogRecorder struct {
+	mu     sync.Mutex
+	events []string // "LEVEL event"
+}
+
+func (r *slogRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *slogRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *slogRecorder) WithGroup(string) slog.Handler            { return r }
+func (r *slogRecorder) Handle(_ context.Context, rec slog.Record) error {
+	ev := ""
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "event" {
+			ev = a.Value.String()
+		}
+		return true
+	})
+	r.mu.Lock()
+	r.events = append(r.events, rec.Level.String()+" "+ev)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *slogRecorder) has(e string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.events, e)
+}
+
+func (r *slogRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprint(r.events)
+}
+
+// TestPgBouncerOptions: WithDirectDSN refuses an empty or non-PostgreSQL
+// DSN, and WithPgBouncer refuses WithReadOnly (a startup parameter
+// PgBouncer rejects), each with ErrInvalidConfig and no password in the
+// message.
+func TestPgBouncerOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := postgresDSN()
+	cases := map[string][]agentstore.Option{
+		"empty direct DSN":         {agentstore.WithDirectDSN("")},
+		"sqlite direct DSN":        {agentstore.WithDirectDSN("sqlite:x.db")},
+		"unparsable direct":        {agentstore.WithDirectDSN("postgres://u:s3cr3t@h:notaport/db")},
+		"read-only behind bouncer": {agentstore.WithPgBouncer(), agentstore.WithReadOnly()},
+	}
+	for name, opts := range cases {
+		st, err := agentstore.Open(ctx, dsn, opts...)
+		if err == nil {
+			_ = st.Close()
+			t.Errorf("%s: Open succeeded", name)
+			continue
+		}
+		if !errors.Is(err, agentstore.ErrInvalidConfig) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: Open = %v, want ErrInvalidConfig without the password", name, err)
+		}
+	}
+}
+
+// TestListenerLostAndReconnectLogged: the LISTEN connection of a Store
+// with WithDirectDSN (its own connection, outside the pool) is killed on
+// the server; the Store logs listener_lost (Warn) and, once it listens
+// again, listener_reconnected (Info), and a cross-Store enqueue wakes its
+// waiting fetch again well before the fallback re-check.
+func TestListenerLostAndReconnectLogged(t *testing.T) {
+	t.Parallel()
+	admin := requirePostgres(t)
+	h := newHarness(t, agentstore.Postgres)
+	rec := &slogRecorder{}
+	ctx := context.Background()
+	st := h.New(t, agentstore.WithDirectDSN(postgresDSN()), agentstore.WithSlog(slog.New(rec)),
+		agentstore.WithPollInterval(3*time.Second), agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 2}))
+	other := h.Open(t)
+	// A pool of 2 would get no listener without WithDirectDSN: it is not pooled.
+	if _, err := st.Provider().FetchWorkItem(ctx, time.Minute, 300*time.Millisecond, nil, duroxide.TagFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	hs := fnv.New64a()
+	_, _ = hs.Write([]byte(h.Schema + "." + agentstore.DefaultTablePrefix))
+	listen := fmt.Sprintf(`LISTEN "agentstore_wake_%016x"`, hs.Sum64())
+	var killed int
+	if err := admin.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1`, listen).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed != 1 {
+		t.Fatalf("%d LISTEN connections for %s, want 1", killed, listen)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !(rec.has("WARN listener_lost") && rec.has("INFO listener_reconnected")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no listener_lost + listener_reconnected events after killing the listener: %s", rec)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 10*time.Second, nil, duroxide.TagFilter{})
+		if err == nil && l == nil {
+			err = errors.New("no item")
+		}
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := other.Provider().EnqueueForWorker(ctx, activity("relisten", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 1500*time.Millisecond {
+		t.Fatalf("fetch woken after %v (fallback 3 s): the listener did not come back", el)
+	}
+}
+
+// TestPgBouncerWithoutDirectDSN: through PgBouncer in transaction pooling
+// without WithDirectDSN, a Store logs the wake-up fallback (Warn
+// wakeup_fallback) when its first fetch waits, still works (an enqueue by
+// another Store is found by the fallback re-check), and Migrate refuses
+// the CONCURRENTLY step with ErrInvalidConfig.
+func TestPgBouncerWithoutDirectDSN(t *testing.T) {
+	dsn := os.Getenv("AGENTSTORE_TEST_PGBOUNCER_DSN")
+	if dsn == "" {
+		if os.Getenv("AGENTSTORE_REQUIRE_PGBOUNCER") == "1" {
+			t.Fatal("PgBouncer required (AGENTSTORE_REQUIRE_PGBOUNCER=1) but AGENTSTORE_TEST_PGBOUNCER_DSN is not set")
+		}
+		t.Skip("AGENTSTORE_TEST_PGBOUNCER_DSN not set")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, agentstore.Postgres)
+	pooled, err := agentstore.Open(ctx, dsn, agentstore.WithSchema(h.Schema), agentstore.WithPgBouncer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pooled.Close()
+	if err := pooled.Migrate(ctx); !errors.Is(err, agentstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithDirectDSN") {
+		t.Fatalf("Migrate through PgBouncer without WithDirectDSN = %v, want ErrInvalidConfig naming WithDirectDSN", err)
+	}
+	h.New(t) // migrate directly
+	rec := &slogRecorder{}
+	st, err := agentstore.Open(ctx, dsn, agentstore.WithSchema(h.Schema), agentstore.WithPgBouncer(),
+		agentstore.WithSlog(slog.New(rec)), agentstore.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	other := h.Open(t)
+	done := make(chan error, 1)
+	go func() {
+		l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 5*time.Second, nil, duroxide.TagFilter{})
+		if err == nil && l == nil {
+			err = errors.New("no item")
+		}
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := other.Provider().EnqueueForWorker(ctx, activity("fallback", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("fetch through PgBouncer: %v", err)
+	}
+	if !rec.has("WARN wakeup_fallback") {
+		t.Fatalf("no wakeup_fallback warning: %s", rec)
+	}
+}
