@@ -36,15 +36,14 @@ unix_socket_directories = '$fo_dir'
 wal_level = replica
 max_wal_senders = 5
 hot_standby = on
-synchronous_standby_names = '*'
 synchronous_commit = on
 CONF
 echo "host replication postgres 127.0.0.1/32 trust" >> "$fo_dir/primary/pg_hba.conf"
 "${fo_as[@]}" "$fo_pgbin/pg_ctl" -D "$fo_dir/primary" -l "$fo_dir/primary.log" -w start >/dev/null
-# The database exists before the standby is cloned (no sync standby yet, so
-# this commit does not wait).
-psql -h 127.0.0.1 -p "$p1" -U postgres -d postgres -qc 'CREATE DATABASE test' \
-  -c "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+# The database exists before the standby is cloned; synchronous replication
+# is switched on once the standby streams (a commit would wait for a
+# standby that is not there yet).
+psql -h 127.0.0.1 -p "$p1" -U postgres -d postgres -qc 'CREATE DATABASE test' >/dev/null
 "${fo_as[@]}" "$fo_pgbin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$fo_dir/standby" -R -X stream >/dev/null
 cat >> "$fo_dir/standby/postgresql.conf" <<CONF
 port = $p2
@@ -52,6 +51,7 @@ CONF
 # Once promoted, the standby has no standby of its own: it must not wait for one.
 echo "synchronous_standby_names = ''" >> "$fo_dir/standby/postgresql.auto.conf"
 "${fo_as[@]}" "$fo_pgbin/pg_ctl" -D "$fo_dir/standby" -l "$fo_dir/standby.log" -w start >/dev/null
+psql -h 127.0.0.1 -p "$p1" -U postgres -d postgres -qc "ALTER SYSTEM SET synchronous_standby_names = '*'" -c 'SELECT pg_reload_conf()' >/dev/null
 for _ in $(seq 1 60); do
   state="$(psql -h 127.0.0.1 -p "$p1" -U postgres -d postgres -Atc "SELECT sync_state FROM pg_stat_replication" 2>/dev/null || true)"
   [ "$state" = "sync" ] && break
