@@ -288,7 +288,7 @@ func dialectList() string {
 	return strings.Join(names, " or ")
 }
 
-// ErrDialectUnavailable is returned by Open, New and DDL for a dialect this
+// ErrDialectUnavailable is returned by Open and New for a dialect this
 // binary was built without (SQLite in a CGO_ENABLED=0 build: the SQLite
 // driver needs cgo). It also matches ErrInvalidConfig; no SQL has run.
 var ErrDialectUnavailable = errors.New("agentstore: dialect not available in this build")
