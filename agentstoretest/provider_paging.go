@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register("ProviderAdmin",
+	register("Admin",
 		test{"ProviderAdminPaging", testProviderAdminPaging},
 	)
 }
