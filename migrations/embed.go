@@ -157,7 +157,7 @@ func Render(sql, prefix, schema string) string {
 	}
 	out := identRE.ReplaceAllStringFunc(sql, func(m string) string {
 		sub := identRE.FindStringSubmatch(m)
-		q := sub[1] // the file's quote: " (PostgreSQL, later SQLite files) or ` (SQLite V1)
+		q := sub[1]       // the file's quote: " (PostgreSQL, later SQLite files) or ` (SQLite V1)
 		if sub[2] != "" { // index or constraint: never schema-qualified here
 			return q + sub[2] + prefix + sub[3] + q
 		}
