@@ -278,7 +278,7 @@ func (pgDialect) applyNoTx(ctx context.Context, s *Store, version int64, stmts [
 			}
 		}
 		if _, err := conn.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("%.80s: %w", st, err)
+			return &stmtError{st, err}
 		}
 	}
 	return nil

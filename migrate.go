@@ -46,6 +46,105 @@ func (e *SchemaVersionError) Error() string {
 // Unwrap returns ErrSchemaAhead.
 func (e *SchemaVersionError) Unwrap() error { return ErrSchemaAhead }
 
+// ErrMigrationFailed is in the chain of the error Migrate and MigrateTo
+// return when a migration step, the index repair at head or the reading of
+// the recorded version fails; that error is a *MigrationError. (A refused
+// call, ErrSchemaAhead or ErrInvalidInput, is not one: nothing was tried.)
+var ErrMigrationFailed = errors.New("agentstore: migration failed")
+
+// MigrationError reports a failed migration step. Its message names the
+// step, the failing statement (its first 80 characters) and the class of
+// the failure, never the database's own text, which DatabaseMessage
+// carries for the operator (the CLI prints it on a line of its own).
+// errors.Is matches ErrMigrationFailed and whatever the cause matches
+// (ErrRetryable for a transient failure, ErrConflict for an object that
+// already exists, context.Canceled, ...); errors.As reaches the driver's
+// error. A failed step recorded nothing: Migrate applies it again next
+// time.
+type MigrationError struct {
+	Version         int64  // the step's version; 0 for the index repair or reading the recorded version
+	Description     string // the step's description ("index repair", "read schema version" for version 0)
+	Statement       string // the first 80 characters of the failing statement; "" when no statement failed
+	DatabaseMessage string // the database's (or driver's) own message, for operators; "" if none
+	Err             error  // the cause, with agentstore's sentinels in its chain
+}
+
+// Error implements error.
+func (e *MigrationError) Error() string {
+	var b strings.Builder
+	b.WriteString("agentstore: migrate")
+	if e.Version > 0 {
+		fmt.Fprintf(&b, " V%d", e.Version)
+	}
+	if e.Description != "" {
+		fmt.Fprintf(&b, " (%s)", e.Description)
+	}
+	if e.Statement != "" {
+		fmt.Fprintf(&b, ": statement %q", e.Statement)
+	}
+	b.WriteString(": ")
+	b.WriteString(failureClass(e.Err))
+	return b.String()
+}
+
+// Unwrap returns ErrMigrationFailed and the cause.
+func (e *MigrationError) Unwrap() []error { return []error{ErrMigrationFailed, e.Err} }
+
+// failureClass names the class of err by the sentinel it matches, without
+// the driver's text.
+func failureClass(err error) string {
+	switch {
+	case err == nil:
+		return "failed"
+	case errors.Is(err, context.Canceled):
+		return "cancelled (context canceled)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the caller's deadline passed (context deadline exceeded)"
+	case errors.Is(err, ErrInvalidConfig):
+		return err.Error() // agentstore's own text (configf), no driver text
+	case errors.Is(err, ErrRetryable):
+		return "transient database failure (retry)"
+	case errors.Is(err, ErrConflict):
+		return "conflict: an object the step creates already exists or a concurrent migrator collided"
+	case errors.Is(err, ErrNotFound):
+		return "an object the step needs does not exist"
+	case errors.Is(err, ErrInvalidInput):
+		return "the database refused the statement as invalid"
+	}
+	return "the database refused the statement"
+}
+
+// stmtError ties a failing migration statement to its error.
+type stmtError struct {
+	stmt string
+	err  error
+}
+
+func (e *stmtError) Error() string { return fmt.Sprintf("%.80s: %v", e.stmt, e.err) }
+func (e *stmtError) Unwrap() error { return e.err }
+
+// migrationError builds the *MigrationError of a failed step.
+func migrationError(version int64, desc string, err error) error {
+	if err == nil {
+		return nil
+	}
+	me := &MigrationError{Version: version, Description: desc, Err: translateError(err)}
+	var se *stmtError
+	if errors.As(err, &se) {
+		me.Statement = se.stmt
+		if len(me.Statement) > 80 {
+			me.Statement = me.Statement[:80]
+		}
+		err = se.err
+	}
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, ErrInvalidConfig) {
+			me.DatabaseMessage = err.Error()
+		}
+	}
+	return me
+}
+
 // Migrate brings the database to SchemaVersion: an empty database gets
 // the whole chain, a database at any released version the migrations after
 // it, each in order and each recording its version in the schema_version
@@ -90,7 +189,7 @@ func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 	for {
 		cur, err := s.recordedVersion(s.db.WithContext(ctx))
 		if err != nil {
-			return fmt.Errorf("migrate: %w", translateError(err))
+			return migrationError(0, "read schema version", err)
 		}
 		if cur > SchemaVersion || cur > target {
 			return fmt.Errorf("migrate: %w", &SchemaVersionError{Database: cur, Expected: min(target, SchemaVersion)})
@@ -104,14 +203,14 @@ func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 					err = s.repairIndexes(ctx)
 				}
 				if err != nil {
-					return fmt.Errorf("migrate: repair indexes: %w", err)
+					return migrationError(0, "index repair", err)
 				}
 			}
 			return nil
 		}
 		m := chain[cur]
 		if err := s.applyWithRetry(ctx, m); err != nil {
-			return fmt.Errorf("migrate: V%d (%s): %w", m.Version, m.Description, err)
+			return migrationError(m.Version, m.Description, err)
 		}
 	}
 }
@@ -172,7 +271,7 @@ func (s *Store) applyMigration(ctx context.Context, m migrations.Migration) erro
 		}
 		for _, st := range stmts {
 			if err := tx.Exec(st).Error; err != nil {
-				return fmt.Errorf("%.80s: %w", st, err)
+				return &stmtError{st, err}
 			}
 		}
 		return nil
@@ -228,7 +327,7 @@ func (s *Store) repairIndexes(ctx context.Context) error {
 		}
 		for _, st := range fixes {
 			if err := tx.Exec(st).Error; err != nil {
-				return fmt.Errorf("%.80s: %w", st, err)
+				return &stmtError{st, err}
 			}
 		}
 		return nil

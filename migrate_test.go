@@ -438,3 +438,47 @@ func TestSchemaBehindIsTyped(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateFailureIsTyped: a step the database refuses (a table V1
+// creates already exists, planted by hand) returns a *MigrationError
+// naming the step and the statement, matching ErrMigrationFailed, with
+// the database's text in DatabaseMessage only; nothing is recorded.
+func TestMigrateFailureIsTyped(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		st := h.Open(t)
+		if h.Schema != "" {
+			if _, err := st.SQLDB().ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS "`+h.Schema+`"`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// plant: a foreign table under the name V1 creates
+		if _, err := st.SQLDB().ExecContext(ctx, `CREATE TABLE `+quotedTable(h, st, models.TableSessions)+` (x integer)`); err != nil {
+			t.Fatal(err)
+		}
+		err := st.Migrate(ctx)
+		var me *agentstore.MigrationError
+		if !errors.As(err, &me) || !errors.Is(err, agentstore.ErrMigrationFailed) {
+			t.Fatalf("Migrate over a planted table = %v, want *MigrationError", err)
+		}
+		if me.Version != 1 || !strings.HasPrefix(me.Statement, "CREATE TABLE") {
+			t.Errorf("MigrationError names V%d, statement %q; want V1, its CREATE TABLE", me.Version, me.Statement)
+		}
+		if errors.Is(err, agentstore.ErrRetryable) {
+			t.Errorf("a refused statement is ErrRetryable: %v", err)
+		}
+		msg := err.Error()
+		for _, leak := range []string{"already exists", "SQLSTATE", "42P07", "sqlite3"} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("error text %q carries the driver's text (%q)", msg, leak)
+			}
+		}
+		if !strings.Contains(me.DatabaseMessage, "already exists") {
+			t.Errorf("DatabaseMessage %q does not carry the database's text", me.DatabaseMessage)
+		}
+		if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != 0 {
+			t.Fatalf("after a failed V1: recorded %d, %v; want 0", v, err)
+		}
+	})
+}

@@ -244,6 +244,10 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if err := st.Migrate(ctx); err != nil {
 		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		var me *agentstore.MigrationError
+		if errors.As(err, &me) && me.DatabaseMessage != "" {
+			fmt.Fprintf(stderr, "database said: %s\n", me.DatabaseMessage)
+		}
 		if errors.Is(err, agentstore.ErrSchemaAhead) {
 			return exitIssues
 		}
