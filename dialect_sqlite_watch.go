@@ -3,9 +3,14 @@
 package agentstore
 
 import (
+	"context"
+	"database/sql"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // Cross-process wake-up on SQLite. SQLite has no notification channel, but
@@ -18,10 +23,29 @@ import (
 // fetch waiting here returns within about a millisecond of an enqueue by
 // another Store or process, instead of at its next fallback re-check.
 // When nothing waits, the watcher blocks and issues no queries.
+//
+// A commit writes the database's -wal file (or, without WAL, the database
+// file or its -journal). Where the operating system reports file changes
+// (inotify, kqueue, ...: fsnotify on the database's directory), the watcher
+// reads data_version only in a short window after such a write
+// (liteSettleWindow, every liteWatchInterval: the writer updates the
+// shared-memory counter after its write, possibly after an fsync) and once
+// per liteSafetyInterval otherwise, so an idle wait costs about one query
+// per second instead of one per liteWatchInterval. Where it cannot watch
+// the directory (an in-memory database, an error), it reads every
+// liteWatchInterval while fetchers wait.
 
 // liteWatchInterval is how often the watcher reads data_version while
-// fetchers wait.
+// fetchers wait and files change (or always, without file events).
 const liteWatchInterval = 2 * time.Millisecond
+
+// liteSettleWindow is how long after the last write to the database's
+// files the watcher keeps reading data_version every liteWatchInterval.
+const liteSettleWindow = 100 * time.Millisecond
+
+// liteSafetyInterval is how often the watcher reads data_version while
+// fetchers wait and no file changes (a change the events missed).
+const liteSafetyInterval = time.Second
 
 // liteWatcher is a Store's data_version watcher (SQLite).
 type liteWatcher struct {
@@ -32,6 +56,7 @@ type liteWatcher struct {
 	kick    chan struct{} // a first waiter arrived
 	checks  atomic.Int64  // data_version reads (tests)
 	up      atomic.Bool   // watching on a connection (healthy)
+	events  atomic.Bool   // watching through file events (tests)
 
 	mu      sync.Mutex
 	started bool
@@ -102,6 +127,32 @@ func (w *liteWatcher) watchConn() {
 	w.up.Store(true)
 	defer w.up.Store(false)
 	w.onChange() // changes may have happened while no one watched
+	read := func() bool {
+		var v int64
+		if err := conn.QueryRowContext(bg, "PRAGMA data_version").Scan(&v); err != nil {
+			return false
+		}
+		w.checks.Add(1)
+		if v != last {
+			last = v
+			w.onChange()
+		}
+		return true
+	}
+	files, fw := liteFileEvents(bg, conn)
+	if fw == nil {
+		w.poll(read)
+		return
+	}
+	defer fw.Close()
+	w.events.Store(true)
+	defer w.events.Store(false)
+	w.watchEvents(fw, files, read)
+}
+
+// poll reads data_version every liteWatchInterval while fetchers wait.
+func (w *liteWatcher) poll(read func() bool) {
+	bg := w.s.bg
 	t := time.NewTicker(liteWatchInterval)
 	defer t.Stop()
 	for {
@@ -118,16 +169,98 @@ func (w *liteWatcher) watchConn() {
 			return
 		case <-t.C:
 		}
-		var v int64
-		if err := conn.QueryRowContext(bg, "PRAGMA data_version").Scan(&v); err != nil {
+		if !read() {
 			return
 		}
-		w.checks.Add(1)
-		if v != last {
-			last = v
-			w.onChange()
+	}
+}
+
+// watchEvents reads data_version after writes to the database's files
+// (every liteWatchInterval for liteSettleWindow after the last one) and
+// every liteSafetyInterval otherwise, while fetchers wait. A failure of
+// the event source falls back to poll.
+func (w *liteWatcher) watchEvents(fw *fsnotify.Watcher, files map[string]bool, read func() bool) {
+	bg := w.s.bg
+	var settleUntil time.Time
+	fast := time.NewTicker(liteWatchInterval)
+	defer fast.Stop()
+	safety := time.NewTicker(liteSafetyInterval)
+	defer safety.Stop()
+	for {
+		// Wait for a fetcher (file events meanwhile only need draining).
+		for w.waiters.Load() <= 0 {
+			select {
+			case <-bg.Done():
+				return
+			case <-w.kick:
+			case _, ok := <-fw.Events:
+				if !ok {
+					w.poll(read)
+					return
+				}
+			case <-fw.Errors:
+				// an overflow or error: fall through to a check when a fetcher waits
+			}
+		}
+		var tick <-chan time.Time
+		if time.Now().Before(settleUntil) {
+			tick = fast.C
+		}
+		select {
+		case <-bg.Done():
+			return
+		case <-w.kick:
+			continue
+		case ev, ok := <-fw.Events:
+			if !ok {
+				w.poll(read)
+				return
+			}
+			if !files[filepath.Base(ev.Name)] || !ev.Has(fsnotify.Write|fsnotify.Create) {
+				continue
+			}
+			settleUntil = time.Now().Add(liteSettleWindow)
+		case <-fw.Errors: // events may be lost: read now and settle
+			settleUntil = time.Now().Add(liteSettleWindow)
+		case <-tick:
+		case <-safety.C:
+		}
+		if !read() {
+			return
 		}
 	}
+}
+
+// liteFileEvents starts a file-change watch on the directory of the
+// connection's main database and returns the base names of the files a
+// commit writes, or nil when the database has no file (in memory) or the
+// system cannot watch it.
+func liteFileEvents(ctx context.Context, conn *sql.Conn) (map[string]bool, *fsnotify.Watcher) {
+	rows, err := conn.QueryContext(ctx, "PRAGMA database_list")
+	if err != nil {
+		return nil, nil
+	}
+	var path string
+	for rows.Next() {
+		var seq int
+		var name, file string
+		if rows.Scan(&seq, &name, &file) == nil && name == "main" {
+			path = file
+		}
+	}
+	if rows.Close() != nil || rows.Err() != nil || path == "" {
+		return nil, nil
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, nil
+	}
+	if err := fw.Add(filepath.Dir(path)); err != nil {
+		_ = fw.Close()
+		return nil, nil
+	}
+	base := filepath.Base(path)
+	return map[string]bool{base: true, base + "-wal": true, base + "-journal": true}, fw
 }
 
 // healthy reports whether the watcher is watching on a connection (used
