@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/agentstoretest"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -667,4 +669,100 @@ func openGormSQLite(t *testing.T, dsn string) *gorm.DB {
 		}
 	})
 	return gdb
+}
+
+// spanAudit is a span processor that checks every span agentstore ends:
+// its name, kind, only the documented attribute keys (so no payload, token
+// or other id can appear), ids of the right shape, and an Error status
+// described by a sentinel class, never by driver text.
+type spanAudit struct {
+	mu       sync.Mutex
+	spans    int
+	problems []string
+}
+
+var auditKeys = map[attribute.Key]bool{agentstore.AttrDBSystem: true, agentstore.AttrDBOperation: true, agentstore.AttrDBCollection: true,
+	agentstore.AttrErrorType: true, agentstore.AttrSessionID: true, agentstore.AttrInstanceID: true, agentstore.AttrOutcome: true}
+
+var errorClasses = map[string]bool{"deadline_exceeded": true, "canceled": true, "stale_version": true, "duplicate_event": true,
+	"duplicate": true, "conflict": true, "lock_lost": true, "instance_running": true, "sub_orchestration": true, "orphan": true,
+	"invalid_input": true, "corrupt_row": true, "schema_behind": true, "retryable": true, "invalid_config": true, "_OTHER": true}
+
+func (a *spanAudit) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (a *spanAudit) Shutdown(context.Context) error                  { return nil }
+func (a *spanAudit) ForceFlush(context.Context) error                { return nil }
+func (a *spanAudit) OnEnd(s sdktrace.ReadOnlySpan) {
+	var bad []string
+	if !strings.HasPrefix(s.Name(), "agentstore.") || s.SpanKind() != trace.SpanKindClient {
+		bad = append(bad, fmt.Sprintf("span %q kind %v", s.Name(), s.SpanKind()))
+	}
+	outcome := ""
+	for _, kv := range s.Attributes() {
+		switch {
+		case !auditKeys[kv.Key]:
+			bad = append(bad, fmt.Sprintf("%s: undocumented attribute %s=%q", s.Name(), kv.Key, kv.Value.Emit()))
+		case kv.Key == agentstore.AttrSessionID:
+			if _, err := uuid.Parse(kv.Value.AsString()); err != nil {
+				bad = append(bad, fmt.Sprintf("%s: session id %q", s.Name(), kv.Value.AsString()))
+			}
+		case kv.Key == agentstore.AttrOutcome:
+			outcome = kv.Value.AsString()
+		}
+	}
+	switch st := s.Status(); {
+	case outcome == agentstore.OutcomeError && (st.Code != codes.Error || !errorClasses[st.Description]):
+		bad = append(bad, fmt.Sprintf("%s: failed call with status %v %q", s.Name(), st.Code, st.Description))
+	case outcome != agentstore.OutcomeError && st.Code != codes.Unset:
+		bad = append(bad, fmt.Sprintf("%s: outcome %q with status %v", s.Name(), outcome, st.Code))
+	case outcome == "":
+		bad = append(bad, fmt.Sprintf("%s: no outcome", s.Name()))
+	}
+	a.mu.Lock()
+	a.spans++
+	if len(a.problems) < 20 {
+		a.problems = append(a.problems, bad...)
+	}
+	a.mu.Unlock()
+}
+
+// TestConformanceTelemetry runs the whole exported conformance suite with
+// telemetry on (SDK providers), so the traced repositories behave exactly
+// as the plain ones, and audits every span the suite produces.
+func TestConformanceTelemetry(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			if d == agentstore.Postgres {
+				requirePostgres(t)
+			}
+			audit := &spanAudit{}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(audit))
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			t.Cleanup(func() {
+				var rm metricdata.ResourceMetrics
+				if err := reader.Collect(context.Background(), &rm); err != nil {
+					t.Errorf("collect: %v", err)
+				}
+				if n := histCount(rm, agentstore.MetricCallDuration, nil); n == 0 {
+					t.Error("no call recorded")
+				}
+				audit.mu.Lock()
+				defer audit.mu.Unlock()
+				if audit.spans == 0 {
+					t.Error("no span ended")
+				}
+				t.Logf("%d spans audited", audit.spans)
+				for _, p := range audit.problems {
+					t.Error(p)
+				}
+			})
+			opts := []agentstore.Option{agentstore.WithTracerProvider(tp), agentstore.WithMeterProvider(mp)}
+			if d == agentstore.Postgres {
+				agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), opts...))
+			} else {
+				agentstoretest.Run(t, agentstoretest.SQLite(opts...))
+			}
+		})
+	}
 }
