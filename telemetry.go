@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // Telemetry: OpenTelemetry traces and metrics of a Store, through the
@@ -183,10 +186,11 @@ type opInfo struct {
 	op        string
 	queue     string
 	startOpts []trace.SpanStartOption
-	outcome   map[string]metric.MeasurementOption // ok, empty, not_found
-	errAttrs  []attribute.KeyValue                // base attributes of an error's set
-	opOpt     metric.MeasurementOption            // retries
-	lostOpt   metric.MeasurementOption            // lock lost (queue ops)
+	outcome   map[string]metric.MeasurementOption        // ok, empty, not_found
+	errAttrs  []attribute.KeyValue                       // base attributes of an error's set
+	errOpts   []atomic.Pointer[metric.MeasurementOption] // per error class, built on first use
+	opOpt     metric.MeasurementOption                   // retries
+	lostOpt   metric.MeasurementOption                   // lock lost (queue ops)
 }
 
 // newTelemetry builds the Store's instrumentation, nil without providers.
@@ -216,6 +220,7 @@ func newTelemetry(s *Store) (*telemetry, error) {
 		o.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}
 		base := []attribute.KeyValue{t.system, AttrDBOperation.String(d.op)}
 		o.errAttrs = base
+		o.errOpts = make([]atomic.Pointer[metric.MeasurementOption], len(errorClasses))
 		o.outcome = map[string]metric.MeasurementOption{}
 		for _, oc := range []string{OutcomeOK, OutcomeEmpty, OutcomeNotFound} {
 			o.outcome[oc] = metric.WithAttributeSet(attribute.NewSet(append(base[:len(base):len(base)], AttrOutcome.String(oc))...))
@@ -367,11 +372,11 @@ func (c call) redelivered(attempts int64, queue string) {
 }
 
 func (c call) finish(err error, empty bool) {
-	outcome, class := OutcomeOK, ""
+	outcome, class := OutcomeOK, 0
 	switch {
 	case err != nil:
 		class = errorType(err)
-		if class == "not_found" {
+		if class == classNotFound {
 			outcome = OutcomeNotFound
 		} else {
 			outcome = OutcomeError
@@ -380,23 +385,23 @@ func (c call) finish(err error, empty bool) {
 		outcome = OutcomeEmpty
 	}
 	if c.t.meter != nil {
+		opt := c.o.outcome[outcome]
 		if outcome == OutcomeError {
-			attrs := append(c.o.errAttrs[:len(c.o.errAttrs):len(c.o.errAttrs)], AttrOutcome.String(outcome), AttrErrorType.String(class))
-			c.t.duration.Record(c.ctx, time.Since(c.start).Seconds(), metric.WithAttributes(attrs...))
-			if class == "lock_lost" && c.o.lostOpt != nil {
+			opt = c.o.errorOpt(class)
+			if class == classLockLost && c.o.lostOpt != nil {
 				c.t.lockLost.Add(c.ctx, 1, c.o.lostOpt)
 			}
-		} else {
-			c.t.duration.Record(c.ctx, time.Since(c.start).Seconds(), c.o.outcome[outcome])
 		}
+		c.t.duration.Record(c.ctx, time.Since(c.start).Seconds(), opt)
 	}
 	if c.span == nil {
 		return
 	}
 	if c.span.IsRecording() {
 		if outcome == OutcomeError {
-			c.span.SetAttributes(AttrOutcome.String(outcome), AttrErrorType.String(class))
-			c.span.SetStatus(codes.Error, class)
+			name := errorClasses[class].name
+			c.span.SetAttributes(AttrOutcome.String(outcome), AttrErrorType.String(name))
+			c.span.SetStatus(codes.Error, name)
 		} else {
 			c.span.SetAttributes(AttrOutcome.String(outcome))
 		}
@@ -404,43 +409,88 @@ func (c call) finish(err error, empty bool) {
 	c.span.End()
 }
 
-// errorType is the sentinel class of err (AttrErrorType), never its text.
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline_exceeded"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, ErrStaleVersion):
-		return "stale_version"
-	case errors.Is(err, ErrDuplicateEvent):
-		return "duplicate_event"
-	case errors.Is(err, ErrDuplicate):
-		return "duplicate"
-	case errors.Is(err, ErrConflict):
-		return "conflict"
-	case errors.Is(err, ErrLockLost):
-		return "lock_lost"
-	case errors.Is(err, ErrInstanceRunning):
-		return "instance_running"
-	case errors.Is(err, ErrSubOrchestration):
-		return "sub_orchestration"
-	case errors.Is(err, ErrOrphan):
-		return "orphan"
-	case errors.Is(err, ErrInvalidInput):
-		return "invalid_input"
-	case errors.Is(err, ErrCorruptRow):
-		return "corrupt_row"
-	case errors.Is(err, ErrSchemaBehind):
-		return "schema_behind"
-	case errors.Is(err, ErrRetryable):
-		return "retryable"
-	case errors.Is(err, ErrNotFound):
-		return "not_found"
-	case errors.Is(err, ErrInvalidConfig):
-		return "invalid_config"
+// errorOpt returns the measurement option of a failed call of class
+// (built on first use).
+func (o *opInfo) errorOpt(class int) metric.MeasurementOption {
+	if p := o.errOpts[class].Load(); p != nil {
+		return *p
 	}
-	return "_OTHER"
+	opt := metric.WithAttributeSet(attribute.NewSet(append(o.errAttrs[:len(o.errAttrs):len(o.errAttrs)],
+		AttrOutcome.String(OutcomeError), AttrErrorType.String(errorClasses[class].name))...))
+	o.errOpts[class].Store(&opt)
+	return opt
+}
+
+// errorClasses are the values of AttrErrorType, in the order errorType
+// tests them (the first the error matches wins).
+var errorClasses = []struct {
+	name     string
+	sentinel error
+}{
+	{"deadline_exceeded", context.DeadlineExceeded},
+	{"canceled", context.Canceled},
+	{"stale_version", ErrStaleVersion},
+	{"duplicate_event", ErrDuplicateEvent},
+	{"duplicate", ErrDuplicate},
+	{"conflict", ErrConflict},
+	{"lock_lost", ErrLockLost},
+	{"instance_running", ErrInstanceRunning},
+	{"sub_orchestration", ErrSubOrchestration},
+	{"orphan", ErrOrphan},
+	{"invalid_input", ErrInvalidInput},
+	{"corrupt_row", ErrCorruptRow},
+	{"schema_behind", ErrSchemaBehind},
+	{"retryable", ErrRetryable},
+	{"not_found", ErrNotFound},
+	{"invalid_config", ErrInvalidConfig},
+	{"_OTHER", nil},
+}
+
+// Indexes into errorClasses used in code.
+var (
+	classLockLost  = classIndex("lock_lost")
+	classRetryable = classIndex("retryable")
+	classNotFound  = classIndex("not_found")
+	classOther     = len(errorClasses) - 1
+)
+
+func classIndex(name string) int {
+	for i, c := range errorClasses {
+		if c.name == name {
+			return i
+		}
+	}
+	panic("agentstore: unknown error class " + name)
+}
+
+// errorType returns the index in errorClasses of err's sentinel class
+// (AttrErrorType), never its text. The *repo.Error and
+// *duroxide.ProviderError envelopes are peeled first (their Unwrap
+// allocates).
+func errorType(err error) int {
+	retryable := false
+	for {
+		if re, ok := err.(*repo.Error); ok {
+			retryable, err = retryable || re.Retryable, re.Err
+			continue
+		}
+		if pe, ok := err.(*duroxide.ProviderError); ok {
+			retryable, err = retryable || pe.Retryable, pe.Err
+			continue
+		}
+		break
+	}
+	if err != nil {
+		for i, c := range errorClasses[:classOther] {
+			if errors.Is(err, c.sentinel) {
+				return i
+			}
+		}
+	}
+	if retryable {
+		return classRetryable
+	}
+	return classOther
 }
 
 // instrumentSignals counts wake-ups delivered to waiting fetches and the
