@@ -62,11 +62,11 @@ const (
 	MetricCallDuration = "agentstore.call.duration"      // histogram, s: every repository call; AttrDBSystem, AttrDBOperation, AttrOutcome, AttrErrorType (errors)
 	MetricRetries      = "agentstore.retries"            // counter, {retry}: internal retries of a retryable failure (fetch, orchestration ack); AttrDBSystem, AttrDBOperation
 	MetricLockLost     = "agentstore.lock.lost"          // counter, {call}: calls refused because their lock or lease is no longer held (ErrLockLost); AttrDBSystem, AttrDBOperation, AttrQueue
-	MetricRedelivered  = "agentstore.queue.redeliveries" // counter, {item}: fetched or dequeued items delivered before (attempt count > 1); AttrDBSystem, AttrQueue
-	MetricWakeups      = "agentstore.wakeups"            // counter, {wakeup}: waiting fetches woken by a wake-up signal; AttrDBSystem, AttrQueue
-	MetricWaiting      = "agentstore.fetch.waiting"      // up-down counter, {fetch}: fetches waiting for work now; AttrDBSystem, AttrQueue
-	MetricQueueDepth   = "agentstore.queue.depth"        // observable gauge, {item}: visible, claimable items (capped at TelemetryDepthCap); AttrDBSystem, AttrQueue
-	MetricQueueAge     = "agentstore.queue.oldest_age"   // observable gauge, s: age of the oldest visible, claimable item; AttrDBSystem, AttrQueue
+	MetricRedelivered  = "agentstore.queue.redeliveries" // counter, {item}: fetched or dequeued items delivered before (attempt count > 1); AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricWakeups      = "agentstore.wakeups"            // counter, {wakeup}: waiting fetches woken by a wake-up signal; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricWaiting      = "agentstore.fetch.waiting"      // up-down counter, {fetch}: fetches waiting for work now; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricQueueDepth   = "agentstore.queue.depth"        // observable gauge, {item}: visible, claimable items (capped at TelemetryDepthCap); AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricQueueAge     = "agentstore.queue.oldest_age"   // observable gauge, s: age of the oldest visible, claimable item; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
 	metricNamePrefixOK = "agentstore."                   /* every metric name starts with it */
 )
 
@@ -119,7 +119,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 //     (those WithTracerProvider traces); attributes db.system.name,
 //     db.operation.name, agentstore.outcome, error.type for errors.
 //   - agentstore.retries (counter): internal retries of a retryable
-//     failure (fetches and the orchestration ack retry up to 3 times);
+//     failure (fetches and the orchestration ack retry up to 3 times; each
+//     retry also adds an "agentstore.retry" event to the call's span);
 //     db.system.name, db.operation.name.
 //   - agentstore.lock.lost (counter): calls refused with ErrLockLost (also
 //     ErrInvalidLockToken): the lease or lock expired (and may have been
@@ -128,11 +129,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 //   - agentstore.queue.redeliveries (counter): items a fetch or dequeue
 //     handed out again (attempt count above 1: a lease or lock expired, or
 //     the item was abandoned or released without undoing its attempt);
-//     db.system.name, agentstore.queue.
+//     db.system.name, agentstore.queue, db.collection.name (the queue's
+//     table, as for the wake-up, waiting and gauge metrics below).
 //   - agentstore.wakeups (counter): waiting fetches woken by a wake-up (an
 //     enqueue through this Store, or LISTEN/NOTIFY or the SQLite
 //     data_version watcher for other Stores' commits) before their
-//     re-check timer; db.system.name, agentstore.queue.
+//     re-check timer (each wake-up also adds an "agentstore.wakeup" event
+//     to the fetch's span); db.system.name, agentstore.queue.
 //   - agentstore.fetch.waiting (up-down counter): fetches waiting for work
 //     now; db.system.name, agentstore.queue.
 //   - agentstore.queue.depth (observable gauge) and
@@ -185,6 +188,7 @@ type opInfo struct {
 	span      string
 	op        string
 	queue     string
+	retries   bool // the call may retry internally (withRetry): see noteRetry
 	startOpts []trace.SpanStartOption
 	outcome   map[string]metric.MeasurementOption        // ok, empty, not_found
 	errAttrs  []attribute.KeyValue                       // base attributes of an error's set
@@ -213,6 +217,7 @@ func newTelemetry(s *Store) (*telemetry, error) {
 	for i, d := range opDefs {
 		o := &t.ops[i]
 		o.span, o.op, o.queue = "agentstore."+d.iface+"."+d.method, d.op, d.queue
+		o.retries = retrying(d.op)
 		attrs := []attribute.KeyValue{t.system, AttrDBOperation.String(d.op)}
 		if d.table != "" {
 			attrs = append(attrs, AttrDBCollection.String(s.Table(d.table)))
@@ -273,8 +278,8 @@ func (t *telemetry) instruments() error {
 		return err
 	}
 	t.queueOpts = map[string]metric.MeasurementOption{}
-	for _, q := range []string{QueueSession, QueueOrchestrator, QueueWorker} {
-		t.queueOpts[q] = metric.WithAttributeSet(attribute.NewSet(t.system, AttrQueue.String(q)))
+	for q, table := range map[string]string{QueueSession: models.TableQueue, QueueOrchestrator: models.TableOrchestratorQueue, QueueWorker: models.TableWorkerQueue} {
+		t.queueOpts[q] = metric.WithAttributeSet(attribute.NewSet(t.system, AttrQueue.String(q), AttrDBCollection.String(t.s.Table(table))))
 	}
 	t.reg, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		return t.observeQueues(ctx, o, depth, age)
@@ -314,10 +319,10 @@ func (t *telemetry) start(ctx context.Context, id opID) (context.Context, call) 
 	if t.tracer != nil {
 		ctx, c.span = t.tracer.Start(ctx, o.span, o.startOpts...)
 	}
+	if o.retries {
+		ctx = context.WithValue(ctx, callKey{}, &retryRef{t, o})
+	}
 	if t.meter != nil {
-		if retrying(o.op) {
-			ctx = context.WithValue(ctx, callKey{}, c.telemetryRef())
-		}
 		c.start = time.Now()
 	}
 	c.ctx = ctx
@@ -329,13 +334,14 @@ type retryRef struct {
 	o *opInfo
 }
 
-func (c call) telemetryRef() *retryRef { return &retryRef{c.t, c.o} }
-
 // noteRetry counts an internal retry of the call whose context is ctx
-// (a no-op unless the Store records metrics).
+// and adds an "agentstore.retry" event to its span (a no-op unless ctx is
+// an instrumented call's).
 func noteRetry(ctx context.Context) {
 	if r, ok := ctx.Value(callKey{}).(*retryRef); ok {
-		r.t.retries.Add(ctx, 1, r.o.opOpt)
+		if r.t.meter != nil {
+			r.t.retries.Add(ctx, 1, r.o.opOpt)
+		}
 		if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
 			sp.AddEvent("agentstore.retry")
 		}

@@ -370,7 +370,9 @@ func TestTelemetryQueueMetrics(t *testing.T) {
 		gauges := func(rm metricdata.ResourceMetrics, want map[string]int64, wantAge map[string]float64) {
 			t.Helper()
 			for queue, n := range want {
-				got, ok := intValue(rm, agentstore.MetricQueueDepth, map[string]string{"agentstore.queue": queue, "db.system.name": sys})
+				table := map[string]string{"session": "queue", "worker": "worker_queue", "orchestrator": "orchestrator_queue"}[queue]
+				got, ok := intValue(rm, agentstore.MetricQueueDepth, map[string]string{"agentstore.queue": queue, "db.system.name": sys,
+					"db.collection.name": e.st.Table(table)})
 				if !ok || got != n {
 					t.Errorf("depth of %s queue = %d (reported %v), want %d", queue, got, ok, n)
 				}
