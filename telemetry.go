@@ -32,14 +32,14 @@ const InstrumentationName = "github.com/agentstore/agentstore"
 // database semantic conventions (db.system.name, db.operation.name,
 // db.collection.name, error.type) and agentstore's own.
 const (
-	AttrDBSystem     = attribute.Key("db.system.name")        // "postgresql" or "sqlite"
-	AttrDBOperation  = attribute.Key("db.operation.name")     // the call's operation, e.g. "append_messages", "fetch_work_item"
-	AttrDBCollection = attribute.Key("db.collection.name")    // the table the call mainly works on, prefixed (and schema-qualified)
-	AttrErrorType    = attribute.Key("error.type")            // the error's sentinel class, e.g. "lock_lost"; see the Telemetry section of the README
-	AttrSessionID    = attribute.Key("agentstore.session_id") // the session a session-API call concerns
-	AttrInstanceID   = attribute.Key("agentstore.instance_id")
-	AttrOutcome      = attribute.Key("agentstore.outcome") // "ok", "empty", "not_found" or "error"
-	AttrQueue        = attribute.Key("agentstore.queue")   // "session", "orchestrator" or "worker"
+	AttrDBSystem     = attribute.Key("db.system.name")         // "postgresql" or "sqlite"
+	AttrDBOperation  = attribute.Key("db.operation.name")      // the call's operation, e.g. "append_messages", "fetch_work_item"
+	AttrDBCollection = attribute.Key("db.collection.name")     // the table the call mainly works on, prefixed (and schema-qualified)
+	AttrErrorType    = attribute.Key("error.type")             // the error's sentinel class, e.g. "lock_lost"; see the Telemetry section of the README
+	AttrSessionID    = attribute.Key("agentstore.session_id")  // the session a session-API call concerns
+	AttrInstanceID   = attribute.Key("agentstore.instance_id") // the orchestration instance a provider call concerns
+	AttrOutcome      = attribute.Key("agentstore.outcome")     // "ok", "empty", "not_found" or "error"
+	AttrQueue        = attribute.Key("agentstore.queue")       // "session", "orchestrator" or "worker"
 )
 
 // Outcomes of a call (AttrOutcome).
@@ -67,7 +67,6 @@ const (
 	MetricWaiting      = "agentstore.fetch.waiting"      // up-down counter, {fetch}: fetches waiting for work now; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
 	MetricQueueDepth   = "agentstore.queue.depth"        // observable gauge, {item}: visible, claimable items (capped at TelemetryDepthCap); AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
 	MetricQueueAge     = "agentstore.queue.oldest_age"   // observable gauge, s: age of the oldest visible, claimable item; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
-	metricNamePrefixOK = "agentstore."                   /* every metric name starts with it */
 )
 
 // TelemetryDepthCap bounds the rows the queue gauges' callback reads per
@@ -99,9 +98,11 @@ type telemetryConfig struct {
 // "deadline_exceeded", "canceled", ..., "_OTHER"), never the driver's
 // text. A nil tp is ErrInvalidConfig.
 //
-// Cost: with the option the calls pay for their spans (one span, a
-// context, a few attributes: see BENCHMARKS.md); without it (and without
-// WithMeterProvider) nothing at all.
+// Cost: without this option and WithMeterProvider the Store hands out its
+// repositories unwrapped: nothing at all is added to a call. With them a
+// call pays for its span and measurements: measured on a session Load on
+// SQLite, +2 allocations with noop providers and +11 with the SDK's
+// (296 without), and about 0.5 µs (noop) or 4 µs (SDK) per call.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) error {
 		if tp == nil {
@@ -144,10 +145,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 //     "worker"): visible, claimable items (not leased or locked, or whose
 //     lease or lock expired) and the age of the oldest, from its
 //     visible time (provider queues) or creation (session queue), on the
-//     Store's clock. Only when a reader collects, the callback runs three
-//     bounded index reads (at most TelemetryDepthCap rows per queue; a
-//     depth of TelemetryDepthCap means at least that many); it registers
-//     at Open/New and unregisters at Close.
+//     Store's clock. Only when a reader collects, the callback runs four
+//     small queries (one per provider queue, two for the session queue),
+//     each reading at most TelemetryDepthCap rows of its queue along an
+//     index (the claim order of the provider queues, the session queue's
+//     index of unfinished items), so a depth of TelemetryDepthCap means at
+//     least that many and the age is then the oldest among those rows; the
+//     callback registers at Open/New and unregisters at Close.
 //
 // A nil mp is ErrInvalidConfig.
 func WithMeterProvider(mp metric.MeterProvider) Option {
