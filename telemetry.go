@@ -146,12 +146,14 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 //     lease or lock expired) and the age of the oldest, from its
 //     visible time (provider queues) or creation (session queue), on the
 //     Store's clock. Only when a reader collects, the callback runs four
-//     small queries (one per provider queue, two for the session queue),
-//     each reading at most TelemetryDepthCap rows of its queue along an
-//     index (the claim order of the provider queues, the session queue's
-//     index of unfinished items), so a depth of TelemetryDepthCap means at
-//     least that many and the age is then the oldest among those rows; the
-//     callback registers at Open/New and unregisters at Close.
+//     small queries (one per provider queue, two for the session queue);
+//     each counts at most TelemetryDepthCap matching rows (a depth of
+//     TelemetryDepthCap means at least that many); a provider queue's
+//     oldest item is its claim order's first (one index read, like a
+//     claim), the session queue's the oldest among the rows counted. No
+//     sort; a count stops at the cap (a queue holding mostly delayed or
+//     locked items is read further, up to its end). The callback registers
+//     at Open/New and unregisters at Close.
 //
 // A nil mp is ErrInvalidConfig.
 func WithMeterProvider(mp metric.MeterProvider) Option {
@@ -537,61 +539,78 @@ func (s *signal) woke(ctx context.Context) {
 	}
 }
 
-// observeQueues is the queue gauges' callback: per queue, one bounded
-// read of the visible, claimable items (at most TelemetryDepthCap rows,
-// along the index the claims use) for the depth, and the oldest one's
-// time.
+// gaugeQuery is one query of the queue gauges' callback: it returns one
+// row, n and oldest (depth and the oldest item's time) or, for the
+// session queue's second query, the oldest item's created_at.
+type gaugeQuery struct {
+	queue, sql string
+	args       []any
+}
+
+// Predicates of the queue gauges: visible, claimable items, as the claims
+// and GetQueueDepths see them.
+const (
+	providerVisible = ` WHERE visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?)`
+	sessionVisible  = ` WHERE processed_at IS NULL AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))`
+)
+
+// gaugeQueries returns the callback's queries at now (Store clock, ms).
+// Each counts at most TelemetryDepthCap matching rows (a LIMIT without
+// ORDER BY: the scan stops there). The provider queues' oldest item is
+// their claim order's first (one index read, as a claim); the session
+// queue's is the lowest seq among the counted rows (read through its
+// index of unfinished items where the planner picks it), its created_at
+// then read by primary key.
+func gaugeQueries(s *Store, now int64) []gaugeQuery {
+	oq, wq, qt := s.quoted(models.TableOrchestratorQueue), s.quoted(models.TableWorkerQueue), s.quoted(models.TableQueue)
+	return []gaugeQuery{
+		{QueueOrchestrator, `SELECT (SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + oq + providerVisible + ` LIMIT ?) x) AS n,` +
+			` (SELECT visible_at FROM ` + oq + providerVisible + ` ORDER BY visible_at, id LIMIT 1) AS oldest`,
+			[]any{now, now, TelemetryDepthCap, now, now}},
+		{QueueWorker, `SELECT (SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + wq + providerVisible + ` LIMIT ?) x) AS n,` +
+			` (SELECT visible_at FROM ` + wq + providerVisible + ` ORDER BY id LIMIT 1) AS oldest`,
+			[]any{now, now, TelemetryDepthCap, now, now}},
+		{QueueSession, `SELECT COUNT(*) AS n, MIN(seq) AS oldest FROM (SELECT seq FROM ` + qt + sessionVisible + ` LIMIT ?) x`,
+			[]any{now, TelemetryDepthCap}},
+		// the created_at of the oldest (by seq) of those rows, by primary key
+		{QueueSession, `SELECT created_at FROM ` + qt + ` WHERE seq = ?`, nil},
+	}
+}
+
+// observeQueues is the queue gauges' callback (see WithMeterProvider).
 func (t *telemetry) observeQueues(ctx context.Context, o metric.Observer, depth metric.Int64Observable, age metric.Float64Observable) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s := t.s
 	db := s.db.WithContext(ctx)
 	now := s.nowMS()
+	qs := gaugeQueries(s, now)
 	var errs []error
-	for _, q := range []struct {
-		name, table, order string
-	}{{QueueOrchestrator, models.TableOrchestratorQueue, "visible_at, id"}, {QueueWorker, models.TableWorkerQueue, "id"}} {
+	for _, q := range qs[:3] {
 		var row struct {
 			N      int64
 			Oldest *int64
 		}
-		err := db.Raw(`SELECT COUNT(*) AS n, MIN(visible_at) AS oldest FROM (SELECT visible_at FROM `+s.quoted(q.table)+
-			` WHERE visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) ORDER BY `+q.order+` LIMIT ?) x`,
-			now, now, TelemetryDepthCap).Scan(&row).Error
-		if err != nil {
+		if err := db.Raw(q.sql, q.args...).Scan(&row).Error; err != nil {
 			errs = append(errs, perr("telemetry_queue_depth", err))
 			continue
 		}
 		ageS := 0.0
-		if row.Oldest != nil {
+		if row.Oldest != nil && q.queue != QueueSession {
 			ageS = float64(max(now-*row.Oldest, 0)) / 1000
 		}
-		o.ObserveInt64(depth, row.N, t.queueOpts[q.name])
-		o.ObserveFloat64(age, ageS, t.queueOpts[q.name])
-	}
-	// Session queue: live items (the partial index of unfinished items)
-	// that are pending or whose lease expired; the oldest by seq.
-	qt := s.quoted(models.TableQueue)
-	live := ` WHERE processed_at IS NULL AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))`
-	var n int64
-	err := db.Raw(`SELECT COUNT(*) FROM (SELECT 1 AS one FROM `+qt+live+` LIMIT ?) x`, now, TelemetryDepthCap).Scan(&n).Error
-	if err == nil {
-		var oldest []models.QueueItem
-		if n > 0 {
-			err = db.Raw(`SELECT seq, created_at FROM `+qt+` WHERE seq = (SELECT MIN(seq) FROM (SELECT seq FROM `+qt+live+` LIMIT ?) x)`,
-				now, TelemetryDepthCap).Scan(&oldest).Error
-		}
-		if err == nil {
-			ageS := 0.0
+		if row.Oldest != nil && q.queue == QueueSession {
+			var oldest []models.QueueItem
+			if err := db.Raw(qs[3].sql, *row.Oldest).Scan(&oldest).Error; err != nil {
+				errs = append(errs, perr("telemetry_queue_depth", err))
+				continue
+			}
 			if len(oldest) > 0 {
 				ageS = max(time.UnixMilli(now).Sub(oldest[0].CreatedAt).Seconds(), 0)
 			}
-			o.ObserveInt64(depth, n, t.queueOpts[QueueSession])
-			o.ObserveFloat64(age, ageS, t.queueOpts[QueueSession])
 		}
-	}
-	if err != nil {
-		errs = append(errs, perr("telemetry_queue_depth", err))
+		o.ObserveInt64(depth, row.N, t.queueOpts[q.queue])
+		o.ObserveFloat64(age, ageS, t.queueOpts[q.queue])
 	}
 	return errors.Join(errs...)
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/agentstoretest"
+	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -767,4 +768,66 @@ func TestConformanceTelemetry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPerfTelemetryGaugePlans: the queue gauges' queries sort nothing
+// (their LIMITs bound what they read) and find a provider queue's oldest
+// item through its claim index, on
+// queues of 100,000 rows, half of the session queue finished, without
+// statistics and after ANALYZE.
+func TestPerfTelemetryGaugePlans(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		st := h.New(t)
+		ctx := context.Background()
+		db := st.DB(ctx)
+		pg := st.Dialect() == agentstore.Postgres
+		q := func(base string) string { return quote(st, base) }
+		sess := repo.NewSession()
+		if err := st.Sessions().Save(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+		series := "generate_series(1, 100000) AS g(i)"
+		uuidExpr := "gen_random_uuid()"
+		if !pg {
+			series = "(WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 100000) SELECT i FROM s) AS g"
+			uuidExpr = "lower(hex(randomblob(16)))"
+		}
+		for _, stmt := range []string{
+			"INSERT INTO " + q(models.TableQueue) + " (id, session_id, operation, content, priority, status, attempts, created_at, processed_at)" +
+				" SELECT " + uuidExpr + ", '" + sess.ID.String() + "', 'enqueue', 'x', g.i % 4," +
+				" CASE WHEN g.i % 2 = 0 THEN 'completed' ELSE 'pending' END, 0, CURRENT_TIMESTAMP," +
+				" CASE WHEN g.i % 2 = 0 THEN CURRENT_TIMESTAMP END FROM " + series,
+			"INSERT INTO " + q(models.TableWorkerQueue) + " (work_item, visible_at, created_at, attempt_count) SELECT '{}', g.i, g.i, 0 FROM " + series,
+			"INSERT INTO " + q(models.TableOrchestratorQueue) + " (instance_id, work_item, visible_at, created_at, attempt_count)" +
+				" SELECT 'i' || g.i, '{}', g.i, g.i, 0 FROM " + series,
+		} {
+			if err := db.Exec(stmt).Error; err != nil {
+				t.Fatalf("fill: %v\n%s", err, stmt)
+			}
+		}
+		for _, phase := range []string{"no statistics", "analysed"} {
+			if phase == "analysed" {
+				if err := db.Exec("ANALYZE").Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for queue, sql := range agentstore.TelemetryGaugeSQL(st, 1700000000000) {
+				plan := explain(t, st, sql)
+				bad := []string{"Sort"}
+				if !pg {
+					bad = []string{"USE TEMP B-TREE"}
+				}
+				for _, b := range bad {
+					if strings.Contains(plan, b) {
+						t.Errorf("%s queue gauge (%s): plan has %q:\n%s", queue, phase, b, plan)
+					}
+				}
+				// the provider queues' oldest item is one index read in
+				// claim order (SQLite may walk the worker queue by rowid)
+				if queue != "session" && (pg || queue == "orchestrator") && !strings.Contains(plan, "Index") && !strings.Contains(plan, "INDEX") {
+					t.Errorf("%s queue gauge (%s): plan uses no index:\n%s", queue, phase, plan)
+				}
+			}
+		}
+	})
 }
