@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -830,4 +831,38 @@ func TestPerfTelemetryGaugePlans(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTelemetryCoversEveryMethod: every method of the four interfaces a
+// Store hands out is traced (has its span name), except the provider's
+// Name, Version and Admin (no database call).
+func TestTelemetryCoversEveryMethod(t *testing.T) {
+	have := map[string]bool{}
+	for _, n := range agentstore.TelemetrySpanNames() {
+		if have[n] {
+			t.Errorf("span name %s twice", n)
+		}
+		have[n] = true
+	}
+	want := 0
+	for name, typ := range map[string]reflect.Type{
+		"Sessions":      reflect.TypeFor[repo.Sessions](),
+		"SessionQueue":  reflect.TypeFor[repo.SessionQueue](),
+		"Provider":      reflect.TypeFor[duroxide.Provider](),
+		"ProviderAdmin": reflect.TypeFor[duroxide.ProviderAdmin](),
+	} {
+		for i := range typ.NumMethod() {
+			m := typ.Method(i).Name
+			if name == "Provider" && (m == "Name" || m == "Version" || m == "Admin") {
+				continue
+			}
+			want++
+			if !have["agentstore."+name+"."+m] {
+				t.Errorf("%s.%s is not traced: add its wrapper (telemetry_sessions.go / telemetry_provider.go) and its row in opDefs", name, m)
+			}
+		}
+	}
+	if want != len(have) {
+		t.Errorf("%d span names for %d methods", len(have), want)
+	}
 }
