@@ -348,8 +348,10 @@ func noteRetry(ctx context.Context) {
 		if r.t.meter != nil {
 			r.t.retries.Add(ctx, 1, r.o.opOpt)
 		}
-		if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
-			sp.AddEvent("agentstore.retry")
+		if r.t.tracer != nil { // else the span in ctx is the caller's
+			if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+				sp.AddEvent("agentstore.retry")
+			}
 		}
 	}
 }
@@ -508,7 +510,7 @@ func errorType(err error) int {
 // instrumentSignals counts wake-ups delivered to waiting fetches and the
 // fetches waiting (called once, when the provider is built).
 func (t *telemetry) instrumentSignals(p *gormProvider) {
-	if t == nil || t.meter == nil {
+	if t == nil {
 		return
 	}
 	for _, x := range []struct {
@@ -516,17 +518,23 @@ func (t *telemetry) instrumentSignals(p *gormProvider) {
 		q   string
 	}{{p.orch, QueueOrchestrator}, {p.work, QueueWorker}} {
 		opt := t.queueOpts[x.q]
-		prev := x.sig.waiting
-		x.sig.waiting = func(delta int32) {
-			if prev != nil {
-				prev(delta)
+		if t.meter != nil {
+			prev := x.sig.waiting
+			x.sig.waiting = func(delta int32) {
+				if prev != nil {
+					prev(delta)
+				}
+				t.waiting.Add(context.Background(), int64(delta), opt)
 			}
-			t.waiting.Add(context.Background(), int64(delta), opt)
 		}
 		x.sig.onWake = func(ctx context.Context) {
-			t.wakeups.Add(ctx, 1, opt)
-			if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
-				sp.AddEvent("agentstore.wakeup")
+			if t.meter != nil {
+				t.wakeups.Add(ctx, 1, opt)
+			}
+			if t.tracer != nil { // else the span in ctx is the caller's
+				if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+					sp.AddEvent("agentstore.wakeup")
+				}
 			}
 		}
 	}

@@ -866,3 +866,45 @@ func TestTelemetryCoversEveryMethod(t *testing.T) {
 		t.Errorf("%d span names for %d methods", len(have), want)
 	}
 }
+
+// TestTelemetryMeterOnlyLeavesCallerSpan: a Store with metrics but no
+// tracer provider adds nothing to the caller's span (no child span, no
+// wake-up event) while its fetch is woken.
+func TestTelemetryMeterOnlyLeavesCallerSpan(t *testing.T) {
+	h := newHarness(t, agentstore.SQLite)
+	reader := sdkmetric.NewManualReader()
+	st := h.New(t, agentstore.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+		agentstore.WithPollInterval(time.Minute))
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	ctx, caller := tp.Tracer("caller").Start(context.Background(), "caller")
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Provider().FetchWorkItem(ctx, time.Minute, 40*time.Second, nil, duroxide.TagFilter{})
+		done <- err
+	}()
+	e := &telEnv{reader: reader}
+	for i := 0; ; i++ {
+		if n, _ := intValue(e.collect(t), agentstore.MetricWaiting, map[string]string{"agentstore.queue": "worker"}); n == 1 {
+			break
+		}
+		if i > 2000 {
+			t.Fatal("the fetch never waited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := st.Provider().EnqueueForWorker(context.Background(), &duroxide.ActivityExecute{Instance: "m", ExecutionID: 1, ID: 1, Name: "act", Input: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+	if n, _ := intValue(e.collect(t), agentstore.MetricWakeups, map[string]string{"agentstore.queue": "worker"}); n < 1 {
+		t.Errorf("wake-ups %d, want at least 1", n)
+	}
+	got := spans.GetSpans()
+	if len(got) != 1 || len(got[0].Events) != 0 {
+		t.Errorf("the caller's trace: %d spans, events %v; want its own span alone, untouched", len(got), got[0].Events)
+	}
+}
