@@ -162,7 +162,10 @@ func (s *Store) provider() *gormProvider {
 }
 
 // Provider returns the durable-orchestration provider of the store. Fetches
-// long-poll and are woken at once by enqueues through the same Store.
+// long-poll and are woken at once by enqueues through the same Store. With
+// WithTracerProvider or WithMeterProvider every call is also traced and
+// measured (same results); Provider, ProviderAdmin and Admin then return
+// one wrapper value per Store.
 func (s *Store) Provider() duroxide.Provider { return s.providerAPI() }
 
 // ProviderAdmin returns the provider's management interface.
