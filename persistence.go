@@ -100,6 +100,7 @@ type config struct {
 	pgbouncer    bool       // WithPgBouncer
 	directDSN    string     // WithDirectDSN
 	slog         *slog.Logger
+	telemetry    telemetryConfig // WithTracerProvider, WithMeterProvider
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -356,6 +357,7 @@ type Store struct {
 	// mutex is far cheaper than SQLite's sleeping busy handler). See
 	// sessionStore.writeLock.
 	sessWriteMu sync.Mutex
+	tel         *telemetry // WithTracerProvider, WithMeterProvider (telemetry.go); nil: off
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.
@@ -586,6 +588,10 @@ func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 	if conn.writeDB != nil && conn.writeDB != conn.sqlDB {
 		st.writeDB = conn.writeDB
 	}
+	if st.tel, err = newTelemetry(st); err != nil {
+		cancel()
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -594,6 +600,7 @@ func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 // leaves the caller's pool open.
 func (s *Store) Close() error {
 	s.bgCancel()
+	s.tel.close()
 	if s.prov != nil && s.prov.waker != nil {
 		s.prov.waker.wait()
 	}

@@ -80,6 +80,8 @@ type signal struct {
 	// poll interval.
 	healthy func() bool
 	nextDue func(ctx context.Context, since int64) (due int64, ok bool, err error)
+	// onWake, when set (telemetry), is told that a wake-up ended a wait.
+	onWake func(ctx context.Context)
 }
 
 func newSignal() *signal { return &signal{ch: make(chan struct{})} }
@@ -153,17 +155,21 @@ func (s *Store) provider() *gormProvider {
 				p.orch.nextDue, p.work.nextDue = p.orchNextDue, p.workNextDue
 			}
 		}
+		s.tel.instrumentSignals(p)
 		s.prov = p
 	})
 	return s.prov
 }
 
 // Provider returns the durable-orchestration provider of the store. Fetches
-// long-poll and are woken at once by enqueues through the same Store.
-func (s *Store) Provider() duroxide.Provider { return s.provider() }
+// long-poll and are woken at once by enqueues through the same Store. With
+// WithTracerProvider or WithMeterProvider every call is also traced and
+// measured (same results); Provider, ProviderAdmin and Admin then return
+// one wrapper value per Store.
+func (s *Store) Provider() duroxide.Provider { return s.providerAPI() }
 
 // ProviderAdmin returns the provider's management interface.
-func (s *Store) ProviderAdmin() duroxide.ProviderAdmin { return s.provider() }
+func (s *Store) ProviderAdmin() duroxide.ProviderAdmin { return s.providerAPI() }
 
 // Name implements duroxide.Provider.
 func (p *gormProvider) Name() string { return ProviderName }
@@ -267,6 +273,7 @@ func withRetry(ctx context.Context, deadline time.Time, fn func() error) error {
 		if !deadline.IsZero() && !time.Now().Add(wait).Before(deadline) {
 			return err
 		}
+		noteRetry(ctx)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -348,6 +355,7 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 		case <-ctx.Done():
 		case <-ch:
 			fresh = true
+			sig.woke(ctx)
 		case <-t.C:
 		}
 		t.Stop()

@@ -22,12 +22,12 @@ import (
 
 // Sessions returns the agent-session repository of the store (every
 // tenant). See repo.Sessions for the contract.
-func (s *Store) Sessions() repo.Sessions { return sessionsAPI{&sessionStore{s: s}} }
+func (s *Store) Sessions() repo.Sessions { return s.tel.sessions(sessionsAPI{&sessionStore{s: s}}) }
 
 // SessionQueue returns the per-session durable queue of the store (every
 // tenant). See repo.SessionQueue for the contract.
 func (s *Store) SessionQueue() repo.SessionQueue {
-	return sessionQueueAPI{&sessionQueue{sessionStore{s: s}}}
+	return s.tel.sessionQueue(sessionQueueAPI{&sessionQueue{sessionStore{s: s}}})
 }
 
 // TenantView is a tenant-scoped view of a Store: its repositories only see
@@ -57,13 +57,13 @@ func (v *TenantView) Tenant() string { return v.tenant }
 // Sessions returns the tenant's session repository.
 func (v *TenantView) Sessions() repo.Sessions {
 	t := v.tenant
-	return sessionsAPI{&sessionStore{s: v.st, tenant: &t, scopeErr: v.err}}
+	return v.st.tel.sessions(sessionsAPI{&sessionStore{s: v.st, tenant: &t, scopeErr: v.err}})
 }
 
 // SessionQueue returns the tenant's session queue.
 func (v *TenantView) SessionQueue() repo.SessionQueue {
 	t := v.tenant
-	return sessionQueueAPI{&sessionQueue{sessionStore{s: v.st, tenant: &t, scopeErr: v.err}}}
+	return v.st.tel.sessionQueue(sessionQueueAPI{&sessionQueue{sessionStore{s: v.st, tenant: &t, scopeErr: v.err}}})
 }
 
 var (
