@@ -71,19 +71,40 @@ func (c *pgTimeoutConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		_ = dc.Close()
 		return nil, errNotPgx
 	}
-	return &pgTimeoutConn{Conn: sc, set: c.set}, nil
+	return &pgTimeoutConn{sc: sc, set: c.set}, nil
 }
 
 func (c *pgTimeoutConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 // pgTimeoutConn is a pgx connection whose transactions carry the timeouts.
-// It embeds *stdlib.Conn (Conn() reaches the *pgx.Conn for LISTEN) and
-// replaces what starts statements outside a transaction and transactions.
+// It forwards to *stdlib.Conn (Conn() reaches the *pgx.Conn, for LISTEN)
+// and replaces what starts transactions and statements outside one.
 type pgTimeoutConn struct {
-	*stdlib.Conn
+	sc   *stdlib.Conn
 	set  string
 	inTx bool // a transaction of ours is open (BeginTx, or an autocommit statement's)
 }
+
+// Conn returns the underlying *pgx.Conn (as *stdlib.Conn does).
+func (c *pgTimeoutConn) Conn() *pgx.Conn { return c.sc.Conn() }
+
+// Prepare implements driver.Conn. The store prepares nothing; a prepared
+// statement runs bounded only inside a transaction.
+func (c *pgTimeoutConn) Prepare(query string) (driver.Stmt, error) { return c.sc.Prepare(query) }
+
+// PrepareContext implements driver.ConnPrepareContext.
+func (c *pgTimeoutConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.sc.PrepareContext(ctx, query)
+}
+
+// Close implements driver.Conn.
+func (c *pgTimeoutConn) Close() error { return c.sc.Close() }
+
+// Ping implements driver.Pinger.
+func (c *pgTimeoutConn) Ping(ctx context.Context) error { return c.sc.Ping(ctx) }
+
+// CheckNamedValue implements driver.NamedValueChecker (pgx takes any value).
+func (c *pgTimeoutConn) CheckNamedValue(v *driver.NamedValue) error { return c.sc.CheckNamedValue(v) }
 
 var (
 	_ driver.ConnBeginTx            = (*pgTimeoutConn)(nil)
@@ -91,15 +112,17 @@ var (
 	_ driver.QueryerContext         = (*pgTimeoutConn)(nil)
 	_ driver.SessionResetter        = (*pgTimeoutConn)(nil)
 	_ driver.NamedValueChecker      = (*pgTimeoutConn)(nil)
+	_ driver.Pinger                 = (*pgTimeoutConn)(nil)
+	_ driver.ConnPrepareContext     = (*pgTimeoutConn)(nil)
 	_ driver.RowsColumnTypeScanType = (*pgTimeoutRows)(nil)
 )
 
 // begin sends "BEGIN<mode>; SET LOCAL ..." in one simple-protocol message
 // (pgx uses the simple protocol for a statement without arguments).
 func (c *pgTimeoutConn) begin(ctx context.Context, mode string) error {
-	if _, err := c.Conn.Conn().Exec(ctx, "BEGIN"+mode+c.set); err != nil {
+	if _, err := c.sc.Conn().Exec(ctx, "BEGIN"+mode+c.set); err != nil {
 		c.abort(ctx)
-		if c.Conn.Conn().IsClosed() {
+		if c.sc.Conn().IsClosed() {
 			return driver.ErrBadConn
 		}
 		return err
@@ -112,9 +135,9 @@ func (c *pgTimeoutConn) begin(ctx context.Context, mode string) error {
 // aborted reports its rollback (pgx.ErrTxCommitRollback), as pgx does.
 func (c *pgTimeoutConn) commit(ctx context.Context) error {
 	c.inTx = false
-	tag, err := c.Conn.Conn().Exec(ctx, "COMMIT")
+	tag, err := c.sc.Conn().Exec(ctx, "COMMIT")
 	if err != nil {
-		if c.Conn.Conn().PgConn().TxStatus() != 'I' {
+		if c.sc.Conn().PgConn().TxStatus() != 'I' {
 			c.close()
 		}
 		return err
@@ -129,7 +152,7 @@ func (c *pgTimeoutConn) commit(ctx context.Context) error {
 // (database/sql then discards it), as pgx does.
 func (c *pgTimeoutConn) abort(ctx context.Context) {
 	c.inTx = false
-	pc := c.Conn.Conn()
+	pc := c.sc.Conn()
 	if pc.IsClosed() || pc.PgConn().TxStatus() == 'I' {
 		return
 	}
@@ -141,7 +164,7 @@ func (c *pgTimeoutConn) abort(ctx context.Context) {
 func (c *pgTimeoutConn) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = c.Conn.Conn().Close(ctx)
+	_ = c.sc.Conn().Close(ctx)
 }
 
 // Begin implements driver.Conn.
@@ -153,9 +176,9 @@ func (c *pgTimeoutConn) Begin() (driver.Tx, error) {
 // access mode, and the timeouts, in one message.
 func (c *pgTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if unbounded(ctx) {
-		return c.Conn.BeginTx(ctx, opts)
+		return c.sc.BeginTx(ctx, opts)
 	}
-	if c.Conn.Conn().IsClosed() {
+	if c.sc.Conn().IsClosed() {
 		return nil, driver.ErrBadConn
 	}
 	mode := ""
@@ -185,12 +208,12 @@ func (c *pgTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (dri
 // statement runs in one of its own that carries the timeouts.
 func (c *pgTimeoutConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if c.inTx || unbounded(ctx) {
-		return c.Conn.ExecContext(ctx, query, args)
+		return c.sc.ExecContext(ctx, query, args)
 	}
 	if err := c.begin(ctx, ""); err != nil {
 		return nil, err
 	}
-	res, err := c.Conn.ExecContext(ctx, query, args)
+	res, err := c.sc.ExecContext(ctx, query, args)
 	if err != nil {
 		c.abort(ctx)
 		return nil, err
@@ -206,12 +229,12 @@ func (c *pgTimeoutConn) ExecContext(ctx context.Context, query string, args []dr
 // the end or closed (a statement with RETURNING may have written).
 func (c *pgTimeoutConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if c.inTx || unbounded(ctx) {
-		return c.Conn.QueryContext(ctx, query, args)
+		return c.sc.QueryContext(ctx, query, args)
 	}
 	if err := c.begin(ctx, ""); err != nil {
 		return nil, err
 	}
-	rows, err := c.Conn.QueryContext(ctx, query, args)
+	rows, err := c.sc.QueryContext(ctx, query, args)
 	if err != nil {
 		c.abort(ctx)
 		return nil, err
@@ -228,7 +251,7 @@ func (c *pgTimeoutConn) QueryContext(ctx context.Context, query string, args []d
 // ResetSession implements driver.SessionResetter.
 func (c *pgTimeoutConn) ResetSession(ctx context.Context) error {
 	c.inTx = false // a connection left inside a transaction is discarded below
-	return c.Conn.ResetSession(ctx)
+	return c.sc.ResetSession(ctx)
 }
 
 // pgTimeoutTx is a transaction begun by pgTimeoutConn.BeginTx.
@@ -241,7 +264,7 @@ func (t *pgTimeoutTx) Commit() error { return t.c.commit(t.ctx) }
 
 func (t *pgTimeoutTx) Rollback() error {
 	t.c.inTx = false
-	pc := t.c.Conn.Conn()
+	pc := t.c.sc.Conn()
 	if pc.IsClosed() {
 		return driver.ErrBadConn
 	}

@@ -214,7 +214,7 @@ func testLockTimeoutProviderAck(t *testing.T, h *harness) {
 	inst := quotedTable(h, e.st, models.TableInstances)
 	release := holdTx(t, func(ctx context.Context, held func()) error {
 		return e.st.DB(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.Exec(`UPDATE `+inst+` SET status = status WHERE instance_id = ?`, "i1").Error; err != nil {
+			if err := tx.Exec(`UPDATE `+inst+` SET updated_at = updated_at WHERE instance_id = ?`, "i1").Error; err != nil {
 				return err
 			}
 			held()
