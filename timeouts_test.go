@@ -31,3 +31,10 @@ func (h skipNew) NewDatabase(t testing.TB) agentstoretest.Database {
 	}
 	return h.Harness.NewDatabase(t)
 }
+
+// TestConformanceSQLiteTimeouts runs the whole conformance suite on SQLite
+// with generous statement and lock timeouts (every statement bounded, the
+// busy timeout set by WithLockTimeout).
+func TestConformanceSQLiteTimeouts(t *testing.T) {
+	agentstoretest.Run(t, agentstoretest.SQLite(agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(20*time.Second)))
+}
