@@ -1,12 +1,20 @@
 package agentstore_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/agentstoretest"
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // TestConformancePostgresTimeouts runs the whole conformance suite on
@@ -37,4 +45,101 @@ func (h skipNew) NewDatabase(t testing.TB) agentstoretest.Database {
 // busy timeout set by WithLockTimeout).
 func TestConformanceSQLiteTimeouts(t *testing.T) {
 	agentstoretest.Run(t, agentstoretest.SQLite(agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(20*time.Second)))
+}
+
+// TestPostgresTimeoutsBoundEveryStatement: on PostgreSQL every kind of
+// statement the Store sends is bounded by the options — snapshot reads
+// (Load), single autocommit reads (List, Read, GetQueueDepths), the
+// one-statement fast paths (AppendMessages' lock-and-advance, Dequeue,
+// the orchestration and worker fetches) and the general transaction paths
+// (fast paths off). Each call meets a table an admin transaction holds in
+// ACCESS EXCLUSIVE mode: with WithLockTimeout it fails with the retryable
+// ErrLockTimeout, with WithStatementTimeout alone with ErrStatementTimeout;
+// the caller's deadline (20 s) would give context.DeadlineExceeded instead.
+func TestPostgresTimeoutsBoundEveryStatement(t *testing.T) {
+	admin := requirePostgres(t)
+	ctx := context.Background()
+	h := newHarness(t, agentstore.Postgres)
+	seed := h.New(t)
+	sess := &repo.Session{ID: uuid.New()}
+	if err := seed.Sessions().Save(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	quoted := func(base string) string { return `"` + h.Schema + `"."` + seed.TablePrefix() + base + `"` }
+	type call struct {
+		name, table string
+		run         func(ctx context.Context, st *agentstore.Store) error
+	}
+	calls := []call{
+		{"Load", models.TableSessions, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.Sessions().Load(ctx, sess.ID)
+			return err
+		}},
+		{"List", models.TableSessions, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.Sessions().List(ctx, repo.ListParams{})
+			return err
+		}},
+		{"AppendMessages", models.TableSessions, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.Sessions().AppendMessages(ctx, sess.ID, repo.Message{Role: repo.RoleUser, Content: json.RawMessage(`"hi"`)})
+			return err
+		}},
+		{"Dequeue", models.TableQueue, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.SessionQueue().Dequeue(ctx, sess.ID, repo.DequeueParams{})
+			return err
+		}},
+		{"FetchOrchestrationItem", models.TableOrchestratorQueue, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.Provider().FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			return err
+		}},
+		{"FetchWorkItem", models.TableWorkerQueue, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
+			return err
+		}},
+		{"Read", models.TableHistory, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.Provider().Read(ctx, "i1")
+			return err
+		}},
+		{"GetQueueDepths", models.TableOrchestratorQueue, func(ctx context.Context, st *agentstore.Store) error {
+			_, err := st.ProviderAdmin().GetQueueDepths(ctx)
+			return err
+		}},
+	}
+	for _, mode := range []struct {
+		name string
+		opts []agentstore.Option
+		want error
+	}{
+		{"lock", []agentstore.Option{agentstore.WithLockTimeout(100 * time.Millisecond)}, agentstore.ErrLockTimeout},
+		{"statement", []agentstore.Option{agentstore.WithStatementTimeout(150 * time.Millisecond)}, agentstore.ErrStatementTimeout},
+		{"lock-general", []agentstore.Option{agentstore.WithLockTimeout(100 * time.Millisecond), agentstore.WithoutCapabilities(agentstore.CapFastPaths)}, agentstore.ErrLockTimeout},
+		{"statement-general", []agentstore.Option{agentstore.WithStatementTimeout(150 * time.Millisecond), agentstore.WithoutCapabilities(agentstore.CapFastPaths)}, agentstore.ErrStatementTimeout},
+	} {
+		st := h.Open(t, mode.opts...)
+		for _, c := range calls {
+			t.Run(mode.name+"/"+c.name, func(t *testing.T) {
+				tx, err := admin.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = tx.Rollback() }()
+				if _, err := tx.ExecContext(ctx, `LOCK TABLE `+quoted(c.table)+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+					t.Fatal(err)
+				}
+				cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				err = c.run(cctx, st)
+				var re *repo.Error
+				if !errors.As(err, &re) || !errors.Is(err, mode.want) || errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("%s behind a locked %s table = %v, want a *repo.Error matching %v", c.name, c.table, err, mode.want)
+				}
+				if re.Retryable != errors.Is(mode.want, agentstore.ErrRetryable) || strings.Contains(re.Message, "SQLSTATE") {
+					t.Fatalf("%s: Retryable = %v, message %q", c.name, re.Retryable, re.Message)
+				}
+				_ = tx.Rollback()
+				if err := c.run(ctx, st); err != nil && !errors.Is(err, agentstore.ErrNotFound) {
+					t.Fatalf("%s after the lock was released: %v", c.name, err)
+				}
+			})
+		}
+	}
 }
