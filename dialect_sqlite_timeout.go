@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -172,12 +173,22 @@ func (c *liteTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (d
 	return tx, nil
 }
 
+// waitsForWriteLock reports whether q, run outside a transaction, may wait
+// for the database write lock: not a plain read, not a PRAGMA.
+func waitsForWriteLock(q string) bool {
+	if readOnlySQL(q) {
+		return false
+	}
+	t := strings.TrimLeft(q, " \t\r\n")
+	return len(t) < 6 || !strings.EqualFold(t[:6], "PRAGMA")
+}
+
 // ExecContext implements driver.ExecerContext.
 func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	bctx, cancel := c.bound(ctx)
 	defer cancel()
 	why, restore := busyFull, func() {}
-	if !readOnlySQL(q) && c.sc.AutoCommit() {
+	if waitsForWriteLock(q) && c.sc.AutoCommit() {
 		why, restore = c.shorten(ctx)
 	}
 	res, err := c.sc.ExecContext(bctx, q, args)
@@ -192,7 +203,7 @@ func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driv
 func (c *liteTimeoutConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	bctx, cancel := c.bound(ctx)
 	why, restore := busyFull, func() {}
-	if !readOnlySQL(q) && c.sc.AutoCommit() {
+	if waitsForWriteLock(q) && c.sc.AutoCommit() {
 		why, restore = c.shorten(ctx)
 	}
 	rows, err := c.sc.QueryContext(bctx, q, args)

@@ -336,8 +336,9 @@ func timeoutMS(d time.Duration) int64 {
 // default, is off; d is rounded up to a whole millisecond; a negative d,
 // one below 1 ms or above 24 h is ErrInvalidConfig). A statement that runs
 // longer is cancelled, its transaction rolled back, and the call fails
-// with a *repo.Error (Op names the call, Message the session or instance)
-// matching ErrStatementTimeout and ErrTimeout, not ErrRetryable (see
+// with a *repo.Error (Op names the call; the message names the session,
+// or the instance where the provider call has one, and holds no driver
+// text) matching ErrStatementTimeout and ErrTimeout, not ErrRetryable (see
 // ErrStatementTimeout for why). The caller's own context deadline stays
 // what it was: context.DeadlineExceeded, not ErrTimeout.
 //
@@ -359,12 +360,18 @@ func timeoutMS(d time.Duration) int64 {
 // connections: New refuses the option on PostgreSQL (ErrInvalidConfig);
 // set statement_timeout on the handle's connections instead.
 //
-// SQLite has no server-side statement timeout. There the option bounds, in
-// Go, each transaction the Store opens (waiting for the write connection
-// and the busy wait included) and each single statement by d: the driver
-// interrupts the statement running at the deadline (sqlite3_interrupt) and
-// the call fails with ErrStatementTimeout. It costs a timer per statement
-// or transaction while set; nothing when off. It works with Open and New.
+// SQLite has no server-side statement timeout. There every statement the
+// Store runs gets a context bounded by d: the driver interrupts a statement
+// still running at that deadline (sqlite3_interrupt) and the call fails
+// with ErrStatementTimeout. A wait for the database write lock (BEGIN
+// IMMEDIATE, or a write outside a transaction, while another connection or
+// process writes) is bounded by d too, by shortening the connection's busy
+// timeout for that wait (PRAGMA busy_timeout, restored after; only when d
+// is shorter than the busy timeout). Waiting for the Store's own write
+// connection (another call of the same Store is writing) happens in Go and
+// is bounded by the caller's context only. Cost while set: a timer per
+// statement, two PRAGMAs per such lock wait; nothing when off. Open only:
+// New refuses the option on SQLite too (ErrInvalidConfig).
 func WithStatementTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if err := checkTimeout("statement timeout", d); err != nil {
@@ -379,8 +386,9 @@ func WithStatementTimeout(d time.Duration) Option {
 // off; d is rounded up to a whole millisecond; a negative d, one below
 // 1 ms or above 24 h is ErrInvalidConfig). A statement that waits longer
 // for a lock another transaction holds fails; its transaction is rolled
-// back and the call fails with a *repo.Error (Op names the call, Message
-// the session or instance) matching ErrLockTimeout, ErrTimeout and
+// back and the call fails with a *repo.Error (Op names the call; the
+// message names the session, or the instance where the provider call has
+// one, and holds no driver text) matching ErrLockTimeout, ErrTimeout and
 // ErrRetryable: contention is transient, so the call may be retried (the
 // provider's own internal retries of retryable failures apply too, so one
 // provider call may wait up to about four times d).
@@ -395,13 +403,18 @@ func WithStatementTimeout(d time.Duration) Option {
 // PostgreSQL (ErrInvalidConfig); set lock_timeout on the handle's
 // connections instead.
 //
-// SQLite: the busy timeout of every connection Open opens is d instead
-// of 10 s: a write that waits longer for the database write lock held by
-// another connection or process fails with ErrLockTimeout. Waiting for the
-// Store's own write connection (another call of the same Store is writing)
-// is in Go and is bounded by the caller's context and WithStatementTimeout,
-// not by d. New refuses the option on SQLite (ErrInvalidConfig): the busy
-// timeout is a setting of the caller's connections (_busy_timeout).
+// SQLite: the busy timeout of every connection Open opens is d instead of
+// 10 s: a write that waits longer for the database write lock another
+// connection or process holds fails with ErrLockTimeout (so does one that
+// waited the default 10 s without the option). Waiting for the Store's own
+// write connection (another call of the same Store is writing) happens in
+// Go and is bounded by the caller's context, not by d. New refuses the
+// option on SQLite (ErrInvalidConfig): the busy timeout is a setting of
+// the caller's connections (_busy_timeout).
+//
+// On both dialects a wait for a lock is also ended by the caller's own
+// context deadline, which then is the error (context.DeadlineExceeded, not
+// ErrTimeout); on SQLite the Store shortens the busy wait to it.
 func WithLockTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if err := checkTimeout("lock timeout", d); err != nil {

@@ -195,6 +195,18 @@ func perr(op string, err error) error {
 	return &duroxide.ProviderError{Op: op, Message: t.Error(), Retryable: errors.Is(t, ErrRetryable), Err: t}
 }
 
+// perrAt is perr for a call about one instance: the message names it.
+func perrAt(op, instance string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *duroxide.ProviderError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return perr(op, fmt.Errorf("instance %s: %w", instance, dbErr(err)))
+}
+
 // pfail returns a permanent *duroxide.ProviderError matching sentinel.
 func pfail(op string, sentinel error, format string, args ...any) error {
 	return &duroxide.ProviderError{Op: op, Message: fmt.Sprintf(format, args...), Err: sentinel}
@@ -527,7 +539,7 @@ func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item duroxide
 	}
 	row := models.OrchestratorQueueItem{InstanceID: item.RoutingInstance(), WorkItem: string(data), VisibleAt: visible, CreatedAt: now}
 	if err := p.s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return perr(op, fmt.Errorf("enqueue %s for %s: %w", item.WorkItemType(), item.RoutingInstance(), err))
+		return perr(op, fmt.Errorf("enqueue %s for %s: %w", item.WorkItemType(), item.RoutingInstance(), dbErr(err)))
 	}
 	p.orch.notify()
 	return nil
@@ -1241,11 +1253,11 @@ func (p *gormProvider) Read(ctx context.Context, instance string) ([]duroxide.Ev
 	db := p.s.db.WithContext(ctx)
 	var exec *int64
 	if err := db.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableExecutions)+` WHERE instance_id = ?`, instance).Scan(&exec).Error; err != nil {
-		return nil, perr(op, err)
+		return nil, perrAt(op, instance, err)
 	}
 	if exec == nil { // acked without metadata: no execution rows, only history
 		if err := db.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?`, instance).Scan(&exec).Error; err != nil {
-			return nil, perr(op, err)
+			return nil, perrAt(op, instance, err)
 		}
 	}
 	if exec == nil {
@@ -1262,7 +1274,7 @@ func (p *gormProvider) ReadWithExecution(ctx context.Context, instance string, e
 func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec int64) ([]duroxide.Event, error) {
 	rows, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
 	if err != nil {
-		return nil, perr(op, err)
+		return nil, perrAt(op, instance, err)
 	}
 	evs, err := decodeHistory(instance, exec, rows)
 	if err != nil {
@@ -1299,5 +1311,5 @@ func (p *gormProvider) AppendWithExecution(ctx context.Context, instance string,
 	// One batched INSERT ... ON CONFLICT DO NOTHING (duplicates ignored),
 	// not a statement per event.
 	err := p.s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
-	return perr(op, err)
+	return perrAt(op, instance, err)
 }

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/agentstoretest"
@@ -49,7 +52,7 @@ func TestConformanceSQLiteTimeouts(t *testing.T) {
 
 // TestPostgresTimeoutsBoundEveryStatement: on PostgreSQL every kind of
 // statement the Store sends is bounded by the options — snapshot reads
-// (Load), single autocommit reads (List, Read, GetQueueDepths), the
+// (Load), single autocommit statements (List, Read, GetQueueDepths, EnqueueForOrchestrator), the
 // one-statement fast paths (AppendMessages' lock-and-advance, Dequeue,
 // the orchestration and worker fetches) and the general transaction paths
 // (fast paths off). Each call meets a table an admin transaction holds in
@@ -68,38 +71,42 @@ func TestPostgresTimeoutsBoundEveryStatement(t *testing.T) {
 	quoted := func(base string) string { return `"` + h.Schema + `"."` + seed.TablePrefix() + base + `"` }
 	type call struct {
 		name, table string
+		row         string // the session or instance the message names ("" = none)
 		run         func(ctx context.Context, st *agentstore.Store) error
 	}
 	calls := []call{
-		{"Load", models.TableSessions, func(ctx context.Context, st *agentstore.Store) error {
+		{"Load", models.TableSessions, sess.ID.String(), func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.Sessions().Load(ctx, sess.ID)
 			return err
 		}},
-		{"List", models.TableSessions, func(ctx context.Context, st *agentstore.Store) error {
+		{"List", models.TableSessions, "", func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.Sessions().List(ctx, repo.ListParams{})
 			return err
 		}},
-		{"AppendMessages", models.TableSessions, func(ctx context.Context, st *agentstore.Store) error {
+		{"AppendMessages", models.TableSessions, sess.ID.String(), func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.Sessions().AppendMessages(ctx, sess.ID, repo.Message{Role: repo.RoleUser, Content: json.RawMessage(`"hi"`)})
 			return err
 		}},
-		{"Dequeue", models.TableQueue, func(ctx context.Context, st *agentstore.Store) error {
+		{"Dequeue", models.TableQueue, sess.ID.String(), func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.SessionQueue().Dequeue(ctx, sess.ID, repo.DequeueParams{})
 			return err
 		}},
-		{"FetchOrchestrationItem", models.TableOrchestratorQueue, func(ctx context.Context, st *agentstore.Store) error {
+		{"FetchOrchestrationItem", models.TableOrchestratorQueue, "", func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.Provider().FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 			return err
 		}},
-		{"FetchWorkItem", models.TableWorkerQueue, func(ctx context.Context, st *agentstore.Store) error {
+		{"FetchWorkItem", models.TableWorkerQueue, "", func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 			return err
 		}},
-		{"Read", models.TableHistory, func(ctx context.Context, st *agentstore.Store) error {
+		{"Read", models.TableHistory, "i1", func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.Provider().Read(ctx, "i1")
 			return err
 		}},
-		{"GetQueueDepths", models.TableOrchestratorQueue, func(ctx context.Context, st *agentstore.Store) error {
+		{"EnqueueForOrchestrator", models.TableOrchestratorQueue, "i1", func(ctx context.Context, st *agentstore.Store) error {
+			return st.Provider().EnqueueForOrchestrator(ctx, &duroxide.ExternalRaised{Instance: "i1", Name: "go", Data: "x"}, 0)
+		}},
+		{"GetQueueDepths", models.TableOrchestratorQueue, "", func(ctx context.Context, st *agentstore.Store) error {
 			_, err := st.ProviderAdmin().GetQueueDepths(ctx)
 			return err
 		}},
@@ -135,11 +142,44 @@ func TestPostgresTimeoutsBoundEveryStatement(t *testing.T) {
 				if re.Retryable != errors.Is(mode.want, agentstore.ErrRetryable) || strings.Contains(re.Message, "SQLSTATE") {
 					t.Fatalf("%s: Retryable = %v, message %q", c.name, re.Retryable, re.Message)
 				}
+				if c.row != "" && !strings.Contains(re.Message, c.row) {
+					t.Fatalf("%s: message %q does not name %s", c.name, re.Message, c.row)
+				}
 				_ = tx.Rollback()
 				if err := c.run(ctx, st); err != nil && !errors.Is(err, agentstore.ErrNotFound) {
 					t.Fatalf("%s after the lock was released: %v", c.name, err)
 				}
 			})
 		}
+	}
+}
+
+// TestTimeoutsNewRefused: a Store made by New does not own its connections,
+// so New refuses WithStatementTimeout and WithLockTimeout on both dialects
+// (ErrInvalidConfig, no SQL run) and accepts them set to 0 (off).
+func TestTimeoutsNewRefused(t *testing.T) {
+	lite, err := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handles := map[string]*gorm.DB{"sqlite": lite}
+	if _, err := adminDB(); err == nil {
+		pg, err := gorm.Open(postgres.Open(postgresDSN()), &gorm.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles["postgres"] = pg
+	}
+	for name, gdb := range handles {
+		for _, o := range []agentstore.Option{agentstore.WithStatementTimeout(time.Second), agentstore.WithLockTimeout(time.Second)} {
+			if _, err := agentstore.New(gdb, o); !errors.Is(err, agentstore.ErrInvalidConfig) {
+				t.Fatalf("%s: New with a timeout = %v, want ErrInvalidConfig", name, err)
+			}
+		}
+		st, err := agentstore.New(gdb, agentstore.WithStatementTimeout(0), agentstore.WithLockTimeout(0))
+		if err != nil {
+			t.Fatalf("%s: New with timeouts off: %v", name, err)
+		}
+		_ = st.Close()
 	}
 }
