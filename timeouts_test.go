@@ -2,6 +2,7 @@ package agentstore_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -181,5 +182,91 @@ func TestTimeoutsNewRefused(t *testing.T) {
 			t.Fatalf("%s: New with timeouts off: %v", name, err)
 		}
 		_ = st.Close()
+	}
+}
+
+// TestSQLiteLockTimeoutOtherConnection: a connection outside the Store
+// (another process, in effect) holding SQLite's write lock (BEGIN
+// IMMEDIATE) makes a Store write wait: with WithLockTimeout the call fails
+// with the retryable ErrLockTimeout naming the session; without it, a
+// caller's deadline shorter than the busy timeout ends the wait with
+// context.DeadlineExceeded (not the 10 s busy timeout's ErrLockTimeout).
+func TestSQLiteLockTimeoutOtherConnection(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, agentstore.SQLite)
+	st := h.New(t)
+	sess := &repo.Session{ID: uuid.New()}
+	if err := st.Sessions().Save(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite3", strings.TrimPrefix(h.DSN, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = conn.ExecContext(ctx, "ROLLBACK") }()
+	msg := repo.Message{Role: repo.RoleUser, Content: json.RawMessage(`"hi"`)}
+
+	ts := h.Open(t, agentstore.WithLockTimeout(100*time.Millisecond))
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = ts.Sessions().AppendMessages(cctx, sess.ID, msg)
+	var re *repo.Error
+	if !errors.As(err, &re) || !errors.Is(err, agentstore.ErrLockTimeout) || !re.Retryable || !strings.Contains(re.Message, sess.ID.String()) ||
+		strings.Contains(re.Message, "database is locked") {
+		t.Fatalf("append while another connection holds the write lock = %v, want a retryable ErrLockTimeout naming the session", err)
+	}
+
+	dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer dcancel()
+	_, err = st.Sessions().AppendMessages(dctx, sess.ID, msg)
+	if !errors.As(err, &re) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, agentstore.ErrTimeout) || re.Retryable {
+		t.Fatalf("append past the caller's deadline = %v, want context.DeadlineExceeded only", err)
+	}
+}
+
+// TestPostgresAdminCancelIsNotStatementTimeout: a statement cancelled by
+// the server on an administrator's request (pg_cancel_backend, SQLSTATE
+// 57014 like a statement timeout) is ErrRetryable, not ErrStatementTimeout.
+func TestPostgresAdminCancelIsNotStatementTimeout(t *testing.T) {
+	admin := requirePostgres(t)
+	ctx := context.Background()
+	h := newHarness(t, agentstore.Postgres)
+	st := h.New(t)
+	tx, err := admin.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE "`+h.Schema+`"."`+st.TablePrefix()+models.TableSessions+`" IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Sessions().List(ctx, repo.ListParams{})
+		done <- err
+	}()
+	for cancelled := false; !cancelled; {
+		select {
+		case err := <-done:
+			t.Fatalf("List returned before it was cancelled: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if err := admin.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM (SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+			WHERE strpos(query, $1) > 0 AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()) c`, h.Schema).Scan(&cancelled); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = <-done
+	if !errors.Is(err, agentstore.ErrRetryable) || errors.Is(err, agentstore.ErrTimeout) || strings.Contains(err.Error(), "canceling") {
+		t.Fatalf("List cancelled by an administrator = %v, want ErrRetryable, not ErrTimeout", err)
 	}
 }
