@@ -36,7 +36,8 @@ var (
 	ErrLockLost = errors.New("agentstore: lock lost")
 	// ErrRetryable marks transient database failures (deadlock,
 	// serialization failure, busy SQLite, lost connection, a connection
-	// attempt that timed out). errors.Is(err, ErrRetryable) tells a caller
+	// attempt that timed out, a lock wait past the lock timeout:
+	// ErrLockTimeout). errors.Is(err, ErrRetryable) tells a caller
 	// it may try again. A call ended by the caller's own context deadline
 	// or cancellation is not retryable: its error matches
 	// context.DeadlineExceeded or context.Canceled instead.
@@ -161,7 +162,7 @@ func (e opaqueError) Error() string { return e.msg }
 type Error struct {
 	Op        string // operation, e.g. "append_messages", "ack_orchestration_item"
 	Message   string // human-readable reason (names the session, instance or row concerned)
-	Retryable bool   // transient (deadlock, serialization failure, busy, connection, pool timeout)
+	Retryable bool   // transient (deadlock, serialization failure, busy, connection, pool timeout, lock timeout)
 	Err       error  // underlying error; may be nil
 }
 
