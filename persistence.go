@@ -332,9 +332,10 @@ func timeoutMS(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// WithStatementTimeout bounds every statement the Store runs by d (0, the
-// default, is off; d is rounded up to a whole millisecond; a negative d,
-// one below 1 ms or above 24 h is ErrInvalidConfig). A statement that runs
+// WithStatementTimeout bounds every statement the Store runs (those sent
+// through Store.DB and Store.SQLDB included) by d (0, the default, is off;
+// d is rounded up to a whole millisecond; a negative d, one below 1 ms or
+// above 24 h is ErrInvalidConfig). A statement that runs
 // longer is cancelled, its transaction rolled back, and the call fails
 // with a *repo.Error (Op names the call; the message names the session,
 // or the instance where the provider call has one, and holds no driver

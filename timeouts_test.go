@@ -270,3 +270,48 @@ func TestPostgresAdminCancelIsNotStatementTimeout(t *testing.T) {
 		t.Fatalf("List cancelled by an administrator = %v, want ErrRetryable, not ErrTimeout", err)
 	}
 }
+
+// BenchmarkTimeouts measures what the timeout options cost on the hot
+// paths, off and on side by side, on both dialects: one worker-queue cycle
+// (EnqueueForWorker, FetchWorkItem, AckWorkItem) and one AppendMessages.
+//
+//	go test -run '^$' -bench 'BenchmarkTimeouts' -benchtime 500x -count 3 .
+func BenchmarkTimeouts(b *testing.B) {
+	for _, d := range dialects {
+		for _, mode := range []struct {
+			name string
+			opts []agentstore.Option
+		}{
+			{"off", nil},
+			{"on", []agentstore.Option{agentstore.WithStatementTimeout(30 * time.Second), agentstore.WithLockTimeout(10 * time.Second)}},
+		} {
+			b.Run(string(d)+"/"+mode.name, func(b *testing.B) {
+				h := newHarness(b, d)
+				st := h.New(b, mode.opts...)
+				p := st.Provider()
+				ctx := context.Background()
+				s := repo.NewSession()
+				if err := st.Sessions().Save(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+				i := uint64(0)
+				for b.Loop() {
+					i++
+					if err := p.EnqueueForWorker(ctx, activity("bench", 1, i)); err != nil {
+						b.Fatal(err)
+					}
+					l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
+					if err != nil || l == nil {
+						b.Fatalf("fetch: %v %v", l, err)
+					}
+					if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := st.Sessions().AppendMessages(ctx, s.ID, repo.Message{Role: repo.RoleUser, Content: json.RawMessage(`"hi"`)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
