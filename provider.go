@@ -207,6 +207,15 @@ func perrAt(op, instance string, err error) error {
 	return perr(op, fmt.Errorf("instance %s: %w", instance, dbErr(err)))
 }
 
+// perrLock is perr for a call identified by its lock token: a timeout's
+// message names the token (the instance is known only behind the lock).
+func perrLock(op, lockToken string, err error) error {
+	if t := dbErr(err); errors.Is(t, ErrTimeout) {
+		return perr(op, fmt.Errorf("lock token %s: %w", lockToken, t))
+	}
+	return perr(op, err)
+}
+
 // pfail returns a permanent *duroxide.ProviderError matching sentinel.
 func pfail(op string, sentinel error, format string, args ...any) error {
 	return &duroxide.ProviderError{Op: op, Message: fmt.Sprintf(format, args...), Err: sentinel}
@@ -1005,7 +1014,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		return p.duplicateEventError(ctx, lockToken, dup, hist)
 	}
 	if err != nil {
-		return perr(op, err)
+		return perrLock(op, lockToken, err)
 	}
 	if len(ack.OrchestratorItems) > 0 {
 		p.orch.notify()
@@ -1217,7 +1226,7 @@ func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken s
 		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET `+set+` WHERE lock_token = ?`, args...).Error
 	})
 	if err != nil {
-		return perr(op, err)
+		return perrLock(op, lockToken, err)
 	}
 	p.orch.notify()
 	return nil
@@ -1241,7 +1250,7 @@ func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken
 		}
 		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`, until, lockToken).Error
 	})
-	return perr(op, err)
+	return perrLock(op, lockToken, err)
 }
 
 // ---------------------------------------------------------------------------

@@ -203,8 +203,8 @@ func testCallerDeadlineIsNotTimeout(t *testing.T, h *harness) {
 // testLockTimeoutProviderAck: with WithLockTimeout, an orchestration ack
 // that waits for the instance row another transaction holds (an UPDATE
 // through another Store: a row lock on PostgreSQL, the write lock on
-// SQLite) fails with a retryable ErrLockTimeout naming the operation; the
-// lock token stays valid and the ack succeeds after the release.
+// SQLite) fails with a retryable ErrLockTimeout naming the operation and
+// the lock token; the lock token stays valid and the ack succeeds after the release.
 func testLockTimeoutProviderAck(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.startInstance(t, "i1", nil)
@@ -231,7 +231,7 @@ func testLockTimeoutProviderAck(t *testing.T, h *harness) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("ack = %v, want a *duroxide.ProviderError", err)
 	}
-	checkTimeoutError(t, err, "ack_orchestration_item", agentstore.ErrLockTimeout, "")
+	checkTimeoutError(t, err, "ack_orchestration_item", agentstore.ErrLockTimeout, it.LockToken)
 	if err := release(); err != nil {
 		t.Fatalf("lock holder: %v", err)
 	}
