@@ -117,6 +117,14 @@ var (
 	_ driver.RowsColumnTypeScanType = (*pgTimeoutRows)(nil)
 )
 
+// inTransaction reports whether a transaction is open on the connection:
+// one of ours, or one begun some other way (a statement then belongs to it
+// and must not be wrapped). TxStatus is the server's last reported state,
+// read without a round trip.
+func (c *pgTimeoutConn) inTransaction() bool {
+	return c.inTx || c.sc.Conn().PgConn().TxStatus() != 'I'
+}
+
 // begin sends "BEGIN<mode>; SET LOCAL ..." in one simple-protocol message
 // (pgx uses the simple protocol for a statement without arguments).
 func (c *pgTimeoutConn) begin(ctx context.Context, mode string) error {
@@ -207,7 +215,7 @@ func (c *pgTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (dri
 // ExecContext implements driver.ExecerContext: outside a transaction the
 // statement runs in one of its own that carries the timeouts.
 func (c *pgTimeoutConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if c.inTx || unbounded(ctx) {
+	if c.inTransaction() || unbounded(ctx) {
 		return c.sc.ExecContext(ctx, query, args)
 	}
 	if err := c.begin(ctx, ""); err != nil {
@@ -228,7 +236,7 @@ func (c *pgTimeoutConn) ExecContext(ctx context.Context, query string, args []dr
 // statement runs in one of its own, committed when its rows are read to
 // the end or closed (a statement with RETURNING may have written).
 func (c *pgTimeoutConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.inTx || unbounded(ctx) {
+	if c.inTransaction() || unbounded(ctx) {
 		return c.sc.QueryContext(ctx, query, args)
 	}
 	if err := c.begin(ctx, ""); err != nil {
