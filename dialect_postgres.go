@@ -2,6 +2,7 @@ package agentstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
@@ -105,12 +106,21 @@ func (pgDialect) open(_ context.Context, target string, cfg *config) (*dialectCo
 		}
 		pc.RuntimeParams["default_transaction_read_only"] = "on"
 	}
-	db := stdlib.OpenDB(*pc)
+	var db *sql.DB
+	if set := pgTimeoutSQL(cfg); set != "" {
+		// WithStatementTimeout, WithLockTimeout: see dialect_postgres_timeout.go.
+		db = sql.OpenDB(&pgTimeoutConnector{inner: stdlib.GetConnector(*pc), set: set})
+	} else {
+		db = stdlib.OpenDB(*pc)
+	}
 	applyPool(db, cfg.pool)
 	return &dialectConn{gorm: postgres.New(postgres.Config{Conn: db}), sqlDB: db}, nil
 }
 
-func (pgDialect) wrap(db *gorm.DB, _ *config) (*dialectConn, error) {
+func (pgDialect) wrap(db *gorm.DB, cfg *config) (*dialectConn, error) {
+	if cfg.stmtTimeout > 0 || cfg.lockTimeout > 0 {
+		return nil, configf("WithStatementTimeout and WithLockTimeout need a PostgreSQL Store made by Open (New does not own its connections): set statement_timeout and lock_timeout on the handle's connections instead")
+	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, configf("gorm handle has no *sql.DB: %v", err)
@@ -166,7 +176,20 @@ func (pgDialect) translateDriverError(err error) (error, bool) {
 		switch pgErr.Code {
 		case "23505":
 			return fmt.Errorf("%w: %w", ErrConflict, err), true
-		case "40P01", "40001", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300":
+		case "55P03":
+			// lock_not_available: lock_timeout (WithLockTimeout) expired
+			return fmt.Errorf("%w: %w", ErrLockTimeout, err), true
+		case "57014":
+			// query_canceled: by statement_timeout (WithStatementTimeout), or
+			// by the server or an administrator (pg_cancel_backend). Only
+			// the message tells them apart (with English lc_messages); the
+			// caller's own cancellation never gets here (translateError
+			// returns its context error first).
+			if strings.Contains(pgErr.Message, "statement timeout") {
+				return fmt.Errorf("%w: %w", ErrStatementTimeout, err), true
+			}
+			return fmt.Errorf("%w: %w", ErrRetryable, err), true
+		case "40P01", "40001", "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300":
 			return fmt.Errorf("%w: %w", ErrRetryable, err), true
 		case "22P05", "22021", "22003", "21000":
 			// untranslatable/invalid text, numeric overflow, one row affected twice
@@ -215,6 +238,9 @@ func (pgDialect) applyNoTx(ctx context.Context, s *Store, version int64, stmts [
 		pool = stdlib.OpenDB(*pc)
 		defer pool.Close()
 	}
+	// Not bounded by WithStatementTimeout/WithLockTimeout: CREATE INDEX
+	// CONCURRENTLY cannot run in the transaction that would carry them.
+	ctx = withoutTimeouts(ctx)
 	conn, err := pool.Conn(ctx)
 	if err != nil {
 		return err

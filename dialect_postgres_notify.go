@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // Cross-process wake-up on PostgreSQL. A Store publishes "work arrived"
@@ -218,7 +217,8 @@ func (n *pgNotifier) listenOnceConn() error {
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		// *stdlib.Conn, or the pgTimeoutConn embedding it (WithStatementTimeout)
+		sc, ok := dc.(interface{ Conn() *pgx.Conn })
 		if !ok {
 			return errNotPgx
 		}

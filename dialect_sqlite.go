@@ -50,14 +50,15 @@ const sqliteStmtCache = 128
 
 // sqliteDSN builds the mattn/go-sqlite3 DSN for path with the pragmas agentstore needs.
 func sqliteDSN(path string, cfg *config) string {
-	params := "_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.sqliteSync +
+	busy := strconv.FormatInt(timeoutMS(liteBusy(cfg)), 10) // WithLockTimeout, default 10 s
+	params := "_journal_mode=WAL&_busy_timeout=" + busy + "&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.sqliteSync +
 		"&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
 	if path == ":memory:" {
 		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
 	}
 	if cfg.readOnly {
 		// No journal-mode switch (a write) and no BEGIN IMMEDIATE.
-		params = "mode=ro&_busy_timeout=10000&_foreign_keys=on&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
+		params = "mode=ro&_busy_timeout=" + busy + "&_foreign_keys=on&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
 	}
 	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
 	return "file:" + r.Replace(path) + "?" + params
@@ -67,16 +68,13 @@ func sqliteDSN(path string, cfg *config) string {
 // (see liteConnPool); an in-memory database is one connection for both.
 func (liteDialect) open(_ context.Context, target string, cfg *config) (*dialectConn, error) {
 	memory := target == ":memory:"
-	readDB, err := sql.Open("sqlite3", sqliteDSN(target, cfg))
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", target, err)
-	}
+	// Every connection bounds its statements and lock waits (see
+	// dialect_sqlite_timeout.go).
+	conn := &liteTimeoutConnector{dsn: sqliteDSN(target, cfg), busy: liteBusy(cfg), stmt: cfg.stmtTimeout}
+	readDB := sql.OpenDB(conn)
 	writeDB := readDB
 	if !memory {
-		if writeDB, err = sql.Open("sqlite3", sqliteDSN(target, cfg)); err != nil {
-			_ = readDB.Close()
-			return nil, fmt.Errorf("open sqlite %s: %w", target, err)
-		}
+		writeDB = sql.OpenDB(conn)
 		applyPool(readDB, cfg.pool)
 	}
 	for _, d := range []*sql.DB{readDB, writeDB} {
@@ -90,7 +88,10 @@ func (liteDialect) open(_ context.Context, target string, cfg *config) (*dialect
 	return &dialectConn{gorm: sqlite.New(sqlite.Config{Conn: &liteConnPool{read: readDB, write: writeDB}}), sqlDB: readDB, writeDB: writeDB}, nil
 }
 
-func (liteDialect) wrap(db *gorm.DB, _ *config) (*dialectConn, error) {
+func (liteDialect) wrap(db *gorm.DB, cfg *config) (*dialectConn, error) {
+	if cfg.stmtTimeout > 0 || cfg.lockTimeout > 0 {
+		return nil, configf("WithStatementTimeout and WithLockTimeout need a SQLite Store made by Open (New does not own its connections): set _busy_timeout on the handle's DSN instead")
+	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, configf("gorm handle has no *sql.DB: %v", err)
@@ -132,7 +133,11 @@ func (liteDialect) translateDriverError(err error) (error, bool) {
 		return nil, false
 	}
 	switch sqErr.Code {
-	case sqlite3.ErrBusy, sqlite3.ErrLocked:
+	case sqlite3.ErrBusy:
+		// the wait for another connection's write lock outlasted the busy
+		// timeout (WithLockTimeout, default 10 s)
+		return fmt.Errorf("%w: %w", ErrLockTimeout, err), true
+	case sqlite3.ErrLocked:
 		return fmt.Errorf("%w: %w", ErrRetryable, err), true
 	case sqlite3.ErrConstraint:
 		switch sqErr.ExtendedCode {

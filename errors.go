@@ -33,6 +33,15 @@ var (
 	ErrLockLost = repo.ErrLockLost
 	// ErrRetryable: a transient database failure; the call may be retried.
 	ErrRetryable = repo.ErrRetryable
+	// ErrTimeout: a timeout set with WithLockTimeout or WithStatementTimeout
+	// expired (one of the two below); never the caller's own deadline.
+	ErrTimeout = repo.ErrTimeout
+	// ErrLockTimeout: a lock wait exceeded the lock timeout (also ErrTimeout
+	// and ErrRetryable); see WithLockTimeout.
+	ErrLockTimeout = repo.ErrLockTimeout
+	// ErrStatementTimeout: a statement exceeded the statement timeout (also
+	// ErrTimeout, not ErrRetryable); see WithStatementTimeout.
+	ErrStatementTimeout = repo.ErrStatementTimeout
 	// ErrInvalidConfig is returned by Open, New, DDL and the options for a
 	// bad DSN, table prefix, schema name or pool setting. No SQL has run.
 	ErrInvalidConfig = errors.New("agentstore: invalid configuration")
@@ -69,7 +78,7 @@ func translateError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrTimeout) {
 		return err
 	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -101,6 +101,10 @@ type config struct {
 	directDSN    string     // WithDirectDSN
 	slog         *slog.Logger
 	telemetry    telemetryConfig // WithTracerProvider, WithMeterProvider
+	// stmtTimeout and lockTimeout (WithStatementTimeout, WithLockTimeout;
+	// 0 = off) are applied by the dialect (see its open and wrap).
+	stmtTimeout time.Duration
+	lockTimeout time.Duration
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -307,6 +311,118 @@ func WithSlog(l *slog.Logger) Option {
 			return configf("slog logger must not be nil")
 		}
 		c.slog = l
+		return nil
+	})
+}
+
+// maxTimeout is the longest statement or lock timeout the options accept
+// (PostgreSQL's limit is 2^31-1 ms, about 24.8 days).
+const maxTimeout = 24 * time.Hour
+
+// checkTimeout validates a timeout option's duration: 0 (off) or between
+// 1 ms and maxTimeout.
+func checkTimeout(name string, d time.Duration) error {
+	if d < 0 || (d > 0 && d < time.Millisecond) || d > maxTimeout {
+		return configf("%s %v must be 0 (off) or between 1ms and %v", name, d, maxTimeout)
+	}
+	return nil
+}
+
+// timeoutMS returns d in whole milliseconds, rounded up.
+func timeoutMS(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// WithStatementTimeout bounds every statement the Store runs (those sent
+// through Store.DB and Store.SQLDB included) by d (0, the default, is off;
+// d is rounded up to a whole millisecond; a negative d, one below 1 ms or
+// above 24 h is ErrInvalidConfig). A statement that runs
+// longer is cancelled, its transaction rolled back, and the call fails
+// with a *repo.Error (Op names the call; the message names the session,
+// or the instance where the provider call has one, and holds no driver
+// text) matching ErrStatementTimeout and ErrTimeout, not ErrRetryable (see
+// ErrStatementTimeout for why). The caller's own context deadline stays
+// what it was: context.DeadlineExceeded, not ErrTimeout.
+//
+// PostgreSQL (Store made by Open): every transaction the Store opens
+// starts with SET LOCAL statement_timeout = d, sent in the same message
+// as its BEGIN (no extra round trip), so the setting lives exactly as long
+// as the transaction and works through PgBouncer in transaction pooling
+// (nothing is left on the server connection). A statement the Store would
+// otherwise run on its own (autocommit: the one-statement fast paths,
+// single reads) is run as BEGIN + SET LOCAL, the statement, COMMIT: two
+// extra round trips per such statement, paid only while a timeout is
+// configured (a set_config inside the statement itself would not bound
+// it: the server arms statement_timeout when the statement starts). Off,
+// nothing is sent. Migrate's steps that cannot run in a transaction
+// (CREATE INDEX CONCURRENTLY) are not bounded; its other steps are, so run
+// Migrate on a Store without the option if an index build may take
+// longer. The LISTEN connection's wait for notifications is not a
+// statement and is not bounded. A Store made by New does not own its
+// connections: New refuses the option on PostgreSQL (ErrInvalidConfig);
+// set statement_timeout on the handle's connections instead.
+//
+// SQLite has no server-side statement timeout. There every statement the
+// Store runs gets a context bounded by d: the driver interrupts a statement
+// still running at that deadline (sqlite3_interrupt) and the call fails
+// with ErrStatementTimeout. A wait for the database write lock (BEGIN
+// IMMEDIATE, or a write outside a transaction, while another connection or
+// process writes) is bounded by d too, by shortening the connection's busy
+// timeout for that wait (PRAGMA busy_timeout, restored after; only when d
+// is shorter than the busy timeout). Waiting for the Store's own write
+// connection (another call of the same Store is writing) happens in Go and
+// is bounded by the caller's context only. Cost while set: a timer per
+// statement, two PRAGMAs per such lock wait; nothing when off. Open only:
+// New refuses the option on SQLite too (ErrInvalidConfig).
+func WithStatementTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if err := checkTimeout("statement timeout", d); err != nil {
+			return err
+		}
+		c.stmtTimeout = d
+		return nil
+	})
+}
+
+// WithLockTimeout bounds every wait for a lock by d (0, the default, is
+// off; d is rounded up to a whole millisecond; a negative d, one below
+// 1 ms or above 24 h is ErrInvalidConfig). A statement that waits longer
+// for a lock another transaction holds fails; its transaction is rolled
+// back and the call fails with a *repo.Error (Op names the call; the
+// message names the session, or the instance where the provider call has
+// one, and holds no driver text) matching ErrLockTimeout, ErrTimeout and
+// ErrRetryable: contention is transient, so the call may be retried (the
+// provider's own internal retries of retryable failures apply too, so one
+// provider call may wait up to about four times d).
+//
+// PostgreSQL (Store made by Open): applied exactly like
+// WithStatementTimeout, as SET LOCAL lock_timeout = d at the start of
+// every transaction the Store opens (in the BEGIN's message; autocommit
+// statements run in a transaction of their own, two extra round trips
+// each, only while a timeout is set), so it works through PgBouncer in
+// transaction pooling. Row locks (SELECT ... FOR UPDATE, UPDATE), table
+// locks and advisory locks are all covered. New refuses the option on
+// PostgreSQL (ErrInvalidConfig); set lock_timeout on the handle's
+// connections instead.
+//
+// SQLite: the busy timeout of every connection Open opens is d instead of
+// 10 s: a write that waits longer for the database write lock another
+// connection or process holds fails with ErrLockTimeout (so does one that
+// waited the default 10 s without the option). Waiting for the Store's own
+// write connection (another call of the same Store is writing) happens in
+// Go and is bounded by the caller's context, not by d. New refuses the
+// option on SQLite (ErrInvalidConfig): the busy timeout is a setting of
+// the caller's connections (_busy_timeout).
+//
+// On both dialects a wait for a lock is also ended by the caller's own
+// context deadline, which then is the error (context.DeadlineExceeded, not
+// ErrTimeout); on SQLite the Store shortens the busy wait to it.
+func WithLockTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if err := checkTimeout("lock timeout", d); err != nil {
+			return err
+		}
+		c.lockTimeout = d
 		return nil
 	})
 }

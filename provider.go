@@ -201,6 +201,27 @@ func perr(op string, err error) error {
 	return &duroxide.ProviderError{Op: op, Message: t.Error(), Retryable: errors.Is(t, ErrRetryable), Err: t}
 }
 
+// perrAt is perr for a call about one instance: the message names it.
+func perrAt(op, instance string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *duroxide.ProviderError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return perr(op, fmt.Errorf("instance %s: %w", instance, dbErr(err)))
+}
+
+// perrLock is perr for a call identified by its lock token: a timeout's
+// message names the token (the instance is known only behind the lock).
+func perrLock(op, lockToken string, err error) error {
+	if t := dbErr(err); errors.Is(t, ErrTimeout) {
+		return perr(op, fmt.Errorf("lock token %s: %w", lockToken, t))
+	}
+	return perr(op, err)
+}
+
 // pfail returns a permanent *duroxide.ProviderError matching sentinel.
 func pfail(op string, sentinel error, format string, args ...any) error {
 	return &duroxide.ProviderError{Op: op, Message: fmt.Sprintf(format, args...), Err: sentinel}
@@ -535,7 +556,7 @@ func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item duroxide
 	}
 	row := models.OrchestratorQueueItem{InstanceID: item.RoutingInstance(), WorkItem: string(data), VisibleAt: visible, CreatedAt: now}
 	if err := p.s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return perr(op, fmt.Errorf("enqueue %s for %s: %w", item.WorkItemType(), item.RoutingInstance(), err))
+		return perr(op, fmt.Errorf("enqueue %s for %s: %w", item.WorkItemType(), item.RoutingInstance(), dbErr(err)))
 	}
 	p.orch.notify()
 	return nil
@@ -1001,7 +1022,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		return p.duplicateEventError(ctx, lockToken, dup, hist)
 	}
 	if err != nil {
-		return perr(op, err)
+		return perrLock(op, lockToken, err)
 	}
 	if len(ack.OrchestratorItems) > 0 {
 		p.orch.notify()
@@ -1213,7 +1234,7 @@ func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken s
 		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET `+set+` WHERE lock_token = ?`, args...).Error
 	})
 	if err != nil {
-		return perr(op, err)
+		return perrLock(op, lockToken, err)
 	}
 	p.orch.notify()
 	return nil
@@ -1237,7 +1258,7 @@ func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken
 		}
 		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`, until, lockToken).Error
 	})
-	return perr(op, err)
+	return perrLock(op, lockToken, err)
 }
 
 // ---------------------------------------------------------------------------
@@ -1249,11 +1270,11 @@ func (p *gormProvider) Read(ctx context.Context, instance string) ([]duroxide.Ev
 	db := p.s.db.WithContext(ctx)
 	var exec *int64
 	if err := db.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableExecutions)+` WHERE instance_id = ?`, instance).Scan(&exec).Error; err != nil {
-		return nil, perr(op, err)
+		return nil, perrAt(op, instance, err)
 	}
 	if exec == nil { // acked without metadata: no execution rows, only history
 		if err := db.Raw(`SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?`, instance).Scan(&exec).Error; err != nil {
-			return nil, perr(op, err)
+			return nil, perrAt(op, instance, err)
 		}
 	}
 	if exec == nil {
@@ -1270,7 +1291,7 @@ func (p *gormProvider) ReadWithExecution(ctx context.Context, instance string, e
 func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec int64) ([]duroxide.Event, error) {
 	rows, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
 	if err != nil {
-		return nil, perr(op, err)
+		return nil, perrAt(op, instance, err)
 	}
 	evs, err := decodeHistory(instance, exec, rows)
 	if err != nil {
@@ -1307,5 +1328,5 @@ func (p *gormProvider) AppendWithExecution(ctx context.Context, instance string,
 	// One batched INSERT ... ON CONFLICT DO NOTHING (duplicates ignored),
 	// not a statement per event.
 	err := p.s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
-	return perr(op, err)
+	return perrAt(op, instance, err)
 }

@@ -32,7 +32,7 @@ func opErr(op string, err error) error {
 // the sentinel's (the callers add the session and row), the driver's error
 // stays in the chain for errors.As.
 type dbFault struct {
-	kind  error // ErrNotFound, ErrDuplicate, ErrRetryable or ErrInvalidInput
+	kind  error // ErrNotFound, ErrDuplicate, ErrRetryable, ErrInvalidInput, ErrLockTimeout or ErrStatementTimeout
 	cause error // the driver's (or GORM's) error
 }
 
@@ -42,7 +42,7 @@ func (e *dbFault) Unwrap() []error { return []error{e.kind, e.cause} }
 // ours reports whether err already carries one of the sentinels (an error
 // the store made, or a dbFault), so dbErr leaves it alone.
 func ours(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalidInput, ErrCorruptRow, ErrLockLost, ErrRetryable} {
+	for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalidInput, ErrCorruptRow, ErrLockLost, ErrRetryable, ErrTimeout} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -68,6 +68,10 @@ func dbErr(err error) error {
 	}
 	t := translateError(err)
 	switch {
+	case errors.Is(t, ErrLockTimeout): // before ErrRetryable, which it also matches
+		return &dbFault{ErrLockTimeout, err}
+	case errors.Is(t, ErrStatementTimeout):
+		return &dbFault{ErrStatementTimeout, err}
 	case errors.Is(t, ErrRetryable):
 		return &dbFault{ErrRetryable, err}
 	case errors.Is(t, ErrConflict):

@@ -36,11 +36,39 @@ var (
 	ErrLockLost = errors.New("agentstore: lock lost")
 	// ErrRetryable marks transient database failures (deadlock,
 	// serialization failure, busy SQLite, lost connection, a connection
-	// attempt that timed out). errors.Is(err, ErrRetryable) tells a caller
+	// attempt that timed out, a lock wait past the lock timeout:
+	// ErrLockTimeout). errors.Is(err, ErrRetryable) tells a caller
 	// it may try again. A call ended by the caller's own context deadline
 	// or cancellation is not retryable: its error matches
 	// context.DeadlineExceeded or context.Canceled instead.
 	ErrRetryable = errors.New("agentstore: retryable database error")
+)
+
+// The timeouts a Store applies when it is configured with
+// agentstore.WithLockTimeout or agentstore.WithStatementTimeout. The
+// statement that timed out was cancelled and its transaction rolled back:
+// nothing of the call was written. The caller's own context deadline is not
+// one of them: a call ended by it matches context.DeadlineExceeded (and is
+// not ErrRetryable), never ErrTimeout.
+var (
+	// ErrTimeout matches both timeouts below.
+	ErrTimeout = errors.New("agentstore: timeout")
+	// ErrLockTimeout: waiting for a lock took longer than the lock timeout
+	// (PostgreSQL lock_timeout, SQLSTATE 55P03: a row or table lock another
+	// transaction holds; SQLite: the database write lock another connection
+	// or process holds, past the busy timeout). It is contention, so it is
+	// retryable: it matches ErrTimeout and ErrRetryable.
+	ErrLockTimeout error = &causeError{"agentstore: timeout: lock wait", ErrTimeout, ErrRetryable}
+	// ErrStatementTimeout: a statement ran longer than the statement
+	// timeout (PostgreSQL statement_timeout, SQLSTATE 57014 "canceling
+	// statement due to statement timeout"; SQLite: the Store's deadline of
+	// the statement or transaction, which interrupts it). It matches
+	// ErrTimeout but not ErrRetryable: the same statement is likely to
+	// time out again, and retrying it multiplies the load that made it
+	// slow. A caller that knows the cause was contention may retry after a
+	// back-off; WithLockTimeout below the statement timeout turns lock
+	// waits into the retryable ErrLockTimeout instead.
+	ErrStatementTimeout error = &causeError{"agentstore: timeout: statement", ErrTimeout, nil}
 )
 
 // The causes of an ErrConflict of the session API; each matches
@@ -50,24 +78,30 @@ var (
 	// AppendMessagesWith with ExpectedVersion): the stored version is not
 	// the caller's. The error is a *StaleVersionError carrying the stored
 	// version. Someone else wrote: Load again, reapply, retry.
-	ErrStaleVersion error = &causeError{"agentstore: conflict: stale version", ErrConflict}
+	ErrStaleVersion error = &causeError{"agentstore: conflict: stale version", ErrConflict, nil}
 	// ErrDuplicate: a key the caller chose is already stored with other
 	// content (a session id, a message id within its session, a todo or
 	// plan id of another session, a queue idempotency key). The message
 	// names the key. A retry of the same write is not a duplicate where
 	// the method is documented as idempotent (AppendMessages with message
 	// ids, EnqueueWith with an idempotency key).
-	ErrDuplicate error = &causeError{"agentstore: conflict: duplicate", ErrConflict}
+	ErrDuplicate error = &causeError{"agentstore: conflict: duplicate", ErrConflict, nil}
 )
 
-// causeError is a sentinel that also matches a broader sentinel.
+// causeError is a sentinel that also matches one or two broader sentinels.
 type causeError struct {
-	msg    string
-	parent error
+	msg     string
+	parent  error
+	parent2 error // may be nil
 }
 
 func (e *causeError) Error() string { return e.msg }
-func (e *causeError) Unwrap() error { return e.parent }
+func (e *causeError) Unwrap() []error {
+	if e.parent2 == nil {
+		return []error{e.parent}
+	}
+	return []error{e.parent, e.parent2}
+}
 
 // StaleVersionError is the error of a failed version check: the session,
 // the version the caller expected and the version stored when the check
@@ -128,7 +162,7 @@ func (e opaqueError) Error() string { return e.msg }
 type Error struct {
 	Op        string // operation, e.g. "append_messages", "ack_orchestration_item"
 	Message   string // human-readable reason (names the session, instance or row concerned)
-	Retryable bool   // transient (deadlock, serialization failure, busy, connection, pool timeout)
+	Retryable bool   // transient (deadlock, serialization failure, busy, connection, pool timeout, lock timeout)
 	Err       error  // underlying error; may be nil
 }
 

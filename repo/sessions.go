@@ -17,7 +17,10 @@ import (
 // store them; the rule is the same on every dialect), message content that
 // is not valid JSON, an unknown enum value; ErrNotFound when the session
 // does not exist or belongs to another tenant of a tenant-scoped view;
-// ErrRetryable for transient database failures; a *CorruptRowError
+// ErrRetryable for transient database failures; ErrLockTimeout (also
+// ErrTimeout and ErrRetryable) or ErrStatementTimeout (also ErrTimeout, not
+// retryable) when a timeout the Store was configured with expired (the
+// caller's own deadline is context.DeadlineExceeded instead); a *CorruptRowError
 // (errors.Is ErrCorruptRow) naming the table and row when a stored row
 // cannot be decoded — such rows are never skipped and never deleted (and
 // never match ErrInvalidInput); ErrConflict only with one of its causes,

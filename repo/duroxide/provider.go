@@ -14,7 +14,10 @@ import (
 //
 // Every error is a *ProviderError. Errors matching ErrRetryable are
 // transient (deadlock, serialization failure, busy SQLite, lost connection,
-// pool timeout); all others are permanent. Lock-token failures match
+// pool timeout, a lock wait past the Store's lock timeout: ErrLockTimeout);
+// all others are permanent (a statement past the Store's statement timeout
+// matches ErrStatementTimeout; a call past the caller's own deadline matches
+// context.DeadlineExceeded). Lock-token failures match
 // ErrInvalidLockToken (and ErrLockLost); input refused before any SQL
 // matches ErrInvalidInput; undecodable stored rows match ErrCorruptRow.
 type Provider interface {
