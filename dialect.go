@@ -165,6 +165,9 @@ type dialect interface {
 	name() Dialect
 	// title spells the database's name for messages ("PostgreSQL").
 	title() string
+	// semconvSystem is the OpenTelemetry db.system.name of the database
+	// ("postgresql", "sqlite").
+	semconvSystem() string
 	// capabilities is what the database can do (before WithoutCapabilities).
 	capabilities() Capability
 	// matchDSN reports whether dsn is this dialect's, and returns the

@@ -36,6 +36,8 @@ type pgDialect struct{}
 
 func (pgDialect) title() string { return "PostgreSQL" }
 
+func (pgDialect) semconvSystem() string { return "postgresql" }
+
 func (pgDialect) name() Dialect { return Postgres }
 
 func (pgDialect) capabilities() Capability {

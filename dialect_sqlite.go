@@ -28,6 +28,8 @@ type liteDialect struct{}
 
 func (liteDialect) title() string { return "SQLite" }
 
+func (liteDialect) semconvSystem() string { return "sqlite" }
+
 func (liteDialect) name() Dialect { return SQLite }
 
 // SQLite admits one writer at a time; the write transaction (BEGIN

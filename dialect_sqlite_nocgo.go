@@ -24,6 +24,8 @@ type liteUnavailable struct{}
 
 func (liteUnavailable) title() string { return "SQLite" }
 
+func (liteUnavailable) semconvSystem() string { return "sqlite" }
+
 func (liteUnavailable) name() Dialect                 { return SQLite }
 func (liteUnavailable) capabilities() Capability      { return CapSingleWriter | CapPartialIndexes }
 func (liteUnavailable) ownsGorm(name string) bool     { return name == "sqlite" || name == "sqlite3" }

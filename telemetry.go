@@ -94,8 +94,9 @@ type telemetryConfig struct {
 // owner or other id is recorded. A failed call (not ErrNotFound) has
 // status Error, described by its error.type: the sentinel class
 // ("invalid_input", "lock_lost", "retryable", "stale_version",
-// "duplicate", "conflict", "corrupt_row", "schema_behind",
-// "deadline_exceeded", "canceled", ..., "_OTHER"), never the driver's
+// "duplicate", "conflict", "corrupt_row", "schema_behind", "lock_timeout",
+// "statement_timeout", "deadline_exceeded", "canceled", ..., "_OTHER"),
+// never the driver's
 // text. A nil tp is ErrInvalidConfig.
 //
 // Cost: without this option and WithMeterProvider the Store hands out its
@@ -209,7 +210,7 @@ func newTelemetry(s *Store) (*telemetry, error) {
 	if tc.tp == nil && tc.mp == nil {
 		return nil, nil
 	}
-	t := &telemetry{s: s, system: AttrDBSystem.String(dbSystemName(s.d.name()))}
+	t := &telemetry{s: s, system: AttrDBSystem.String(s.d.semconvSystem())}
 	if tc.tp != nil {
 		t.tracer = tc.tp.Tracer(InstrumentationName, trace.WithInstrumentationVersion(ProviderVersion))
 	}
@@ -242,13 +243,6 @@ func newTelemetry(s *Store) (*telemetry, error) {
 		}
 	}
 	return t, nil
-}
-
-func dbSystemName(d Dialect) string {
-	if d == Postgres {
-		return "postgresql"
-	}
-	return string(d)
 }
 
 func (t *telemetry) instruments() error {
@@ -454,6 +448,9 @@ var errorClasses = []struct {
 	{"invalid_input", ErrInvalidInput},
 	{"corrupt_row", ErrCorruptRow},
 	{"schema_behind", ErrSchemaBehind},
+	{"lock_timeout", ErrLockTimeout},
+	{"statement_timeout", ErrStatementTimeout},
+	{"timeout", ErrTimeout},
 	{"retryable", ErrRetryable},
 	{"not_found", ErrNotFound},
 	{"invalid_config", ErrInvalidConfig},
