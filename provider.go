@@ -424,13 +424,16 @@ func strArgs(ss []string) []any {
 
 func ptr[T any](v T) *T { return &v }
 
-// decodeHistory decodes stored events in order; the first failure is returned
-// as a *CorruptRowError.
+// decodeHistory decodes stored events in order, each once (Event's
+// decoder validates and parses the text in one pass over it, so it is
+// called directly rather than through json.Unmarshal, which would scan the
+// text once more first); the first failure is returned as a
+// *CorruptRowError.
 func decodeHistory(instance string, execution int64, rows []historyRow) ([]duroxide.Event, error) {
 	out := make([]duroxide.Event, 0, len(rows))
 	for _, r := range rows {
 		var e duroxide.Event
-		if err := json.Unmarshal([]byte(r.EventData), &e); err != nil {
+		if err := e.UnmarshalJSON([]byte(r.EventData)); err != nil {
 			return nil, &CorruptRowError{Table: models.TableHistory,
 				RowID: fmt.Sprintf("%s/%d/%d", instance, execution, r.EventID), Column: "event_data", Err: err}
 		}

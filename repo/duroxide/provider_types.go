@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 )
@@ -383,18 +386,27 @@ func (e Event) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads the flat serde layout like serde does: the "type"
 // key must be spelled exactly and name a known kind, required (non-Option)
-// fields must be present and not null; unknown fields are ignored.
-// duroxide_version defaults to "" when absent.
+// fields must be present and not null; unknown fields are ignored, and so
+// are keys that match a field only when case is ignored (serde matches
+// names exactly). duroxide_version defaults to "" when absent.
+//
+// The object is parsed once (into its top-level keys); the common fields
+// and the kind's fields are then decoded from their own values, so the
+// cost is one pass over the event's JSON, not one per struct.
 func (e *Event) UnmarshalJSON(data []byte) error {
+	m, err := objectFields(data)
+	if err != nil {
+		return fmt.Errorf("event: %w", err)
+	}
 	var c eventCommon
-	if err := decodeStrict(data, &c, "duroxide_version"); err != nil {
+	if err := decodeFields(m, &c, "duroxide_version"); err != nil {
 		return fmt.Errorf("event: %w", err)
 	}
 	k := newEventKind(c.Type)
 	if k == nil {
 		return fmt.Errorf("event: unknown variant %q", c.Type)
 	}
-	if err := decodeStrict(data, k, "last_updated_at_ms"); err != nil {
+	if err := decodeFields(m, k, "last_updated_at_ms"); err != nil {
 		return fmt.Errorf("event %s: %w", c.Type, err)
 	}
 	*e = Event{EventID: c.EventID, SourceEventID: c.SourceEventID, InstanceID: c.InstanceID,
@@ -406,30 +418,316 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 // without its own UnmarshalJSON) with serde's rules for required fields:
 // every field that is not a pointer (Option), not omitempty and not listed
 // in defaulted must be present under its exact name and not be null.
+// Keys are matched exactly (see decodeFields).
 func decodeStrict(data []byte, v any, defaulted ...string) error {
+	m, err := objectFields(data)
+	if err != nil {
+		return err
+	}
+	return decodeFields(m, v, defaulted...)
+}
+
+// rawField is one top-level member of a JSON object: its key and its raw
+// value, both slices of the object's text (a key with escapes is decoded
+// into its own bytes).
+type rawField struct {
+	key []byte
+	val []byte
+}
+
+// objectFields splits the JSON object data into its top-level members
+// without decoding their values: one validity pass (json.Valid) and one
+// pass that steps over each value. null is refused like serde refuses it
+// for a struct; any other non-object, or invalid JSON, gets encoding/json's
+// own error.
+func objectFields(data []byte) ([]rawField, error) {
+	if !json.Valid(data) {
+		return nil, objectError(data)
+	}
+	i := skipSpace(data, 0)
+	if data[i] == 'n' {
+		return nil, errors.New("invalid type: null, expected an object")
+	}
+	if data[i] != '{' {
+		return nil, objectError(data)
+	}
+	out := make([]rawField, 0, 12)
+	i = skipSpace(data, i+1)
+	if data[i] == '}' {
+		return out, nil
+	}
+	for {
+		end := skipString(data, i)
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			var k string
+			if err := json.Unmarshal(data[i:end], &k); err != nil {
+				return nil, err
+			}
+			key = []byte(k)
+		}
+		i = skipSpace(data, end)
+		i = skipSpace(data, i+1) // the ':'
+		end = skipValue(data, i)
+		out = append(out, rawField{key: key, val: data[i:end]})
+		i = skipSpace(data, end)
+		if data[i] == '}' {
+			return out, nil
+		}
+		i = skipSpace(data, i+1) // the ','
+	}
+}
+
+// objectError returns encoding/json's error for data that is not a JSON
+// object (or not JSON).
+func objectError(data []byte) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
-	if m == nil {
-		return errors.New("invalid type: null, expected an object")
+	return errors.New("invalid type: expected an object")
+}
+
+// lookup returns the raw value of key in fs: the last one if the key
+// repeats, as encoding/json does.
+func lookup(fs []rawField, key string) ([]byte, bool) {
+	for i := len(fs) - 1; i >= 0; i-- {
+		if string(fs[i].key) == key {
+			return fs[i].val, true
+		}
 	}
-	rt := reflect.TypeOf(v).Elem()
-	for i := range rt.NumField() {
-		f := rt.Field(i)
+	return nil, false
+}
+
+// The scanners below step over valid JSON (objectFields checked it).
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index after the string literal starting at i.
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index after the value starting at i.
+func skipValue(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) {
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// jsonField is one field of a struct decoded by decodeFields.
+type jsonField struct {
+	name     string       // JSON key, matched exactly
+	index    int          // struct field index
+	optional bool         // pointer (Option) or omitempty: may be absent or null
+	kind     reflect.Kind // of the field, or of its element for a pointer
+	pointer  bool
+}
+
+// jsonFields caches the jsonField lists by struct type.
+var jsonFields sync.Map // reflect.Type -> []jsonField
+
+// fieldsOf returns the JSON fields of the struct type t: exported fields
+// with a json name tag (every struct decodeFields is given has one per
+// field; a field without one is not decoded, and fields tagged "-" are
+// skipped).
+func fieldsOf(t reflect.Type) []jsonField {
+	if f, ok := jsonFields.Load(t); ok {
+		return f.([]jsonField)
+	}
+	var out []jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || f.Type.Kind() == reflect.Pointer || strings.Contains(opts, "omitempty") || slices.Contains(defaulted, name) {
+		if !f.IsExported() || name == "" || name == "-" {
 			continue
 		}
-		raw, ok := m[name]
-		if !ok {
-			return fmt.Errorf("missing field `%s`", name)
+		jf := jsonField{name: name, index: i, kind: f.Type.Kind(),
+			optional: f.Type.Kind() == reflect.Pointer || strings.Contains(opts, "omitempty")}
+		if f.Type.Kind() == reflect.Pointer {
+			jf.pointer, jf.kind = true, f.Type.Elem().Kind()
 		}
-		if string(bytes.TrimSpace(raw)) == "null" {
-			return fmt.Errorf("invalid type: null for field `%s`", name)
+		out = append(out, jf)
+	}
+	jsonFields.Store(t, out)
+	return out
+}
+
+// decodeFields sets the fields of the struct v points to from the parsed
+// object m, with decodeStrict's rules: first every required field (not
+// optional, not listed in defaulted) must be present and not null, then
+// each present field is decoded from its own value. Strings without
+// escapes, unsigned integers and booleans are decoded directly; other
+// values (nested objects, arrays, escaped strings) with encoding/json.
+func decodeFields(m []rawField, v any, defaulted ...string) error {
+	rv := reflect.ValueOf(v).Elem()
+	fields := fieldsOf(rv.Type())
+	for _, f := range fields {
+		if f.optional || slices.Contains(defaulted, f.name) {
+			continue
+		}
+		raw, ok := lookup(m, f.name)
+		if !ok {
+			return fmt.Errorf("missing field `%s`", f.name)
+		}
+		if isNull(raw) {
+			return fmt.Errorf("invalid type: null for field `%s`", f.name)
 		}
 	}
-	return json.Unmarshal(data, v)
+	for _, f := range fields {
+		raw, ok := lookup(m, f.name)
+		if !ok {
+			continue
+		}
+		fv := rv.Field(f.index)
+		if f.pointer {
+			if isNull(raw) {
+				fv.SetZero()
+				continue
+			}
+			if fv.IsNil() {
+				fv.Set(reflect.New(fv.Type().Elem()))
+			}
+			fv = fv.Elem()
+		}
+		if err := decodeValue(raw, fv, f.kind); err != nil {
+			return fmt.Errorf("field `%s`: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// isNull reports whether the raw JSON value is null.
+func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// decodeValue decodes one raw JSON value (valid JSON: objectFields
+// checked it) into fv, exactly as encoding/json would.
+func decodeValue(raw []byte, fv reflect.Value, kind reflect.Kind) error {
+	raw = bytes.TrimSpace(raw)
+	switch kind {
+	case reflect.String:
+		if s, ok := plainString(raw); ok {
+			fv.SetString(s)
+			return nil
+		}
+	case reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8, reflect.Uint:
+		if len(raw) > 0 && raw[0] >= '0' && raw[0] <= '9' {
+			if n, err := strconv.ParseUint(string(raw), 10, fv.Type().Bits()); err == nil {
+				fv.SetUint(n)
+				return nil
+			}
+		}
+	case reflect.Bool:
+		switch string(raw) {
+		case "true":
+			fv.SetBool(true)
+			return nil
+		case "false":
+			fv.SetBool(false)
+			return nil
+		}
+	}
+	if isNull(raw) { // encoding/json: null leaves a non-pointer unchanged
+		return nil
+	}
+	return json.Unmarshal(raw, fv.Addr().Interface())
+}
+
+// plainString returns the text of a JSON string literal that needs no
+// general decoding: valid UTF-8 whose escapes, if any, are the one-letter
+// ones (\" \\ \/ \b \f \n \r \t). Invalid UTF-8 (encoding/json replaces
+// it with U+FFFD) and \u escapes (surrogate rules) take the general path.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	ascii, escaped := true, false
+	for _, c := range body {
+		if c == '\\' {
+			escaped = true
+		}
+		if c >= 0x80 {
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.Valid(body) {
+		return "", false
+	}
+	if !escaped {
+		return string(body), true
+	}
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch body[i] {
+		case '"', '\\', '/':
+			out = append(out, body[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default: // \u
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 // decodeVariant reads an externally tagged enum: exactly one key, which
