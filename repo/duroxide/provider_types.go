@@ -1576,3 +1576,107 @@ func (t InstanceTree) IsRootOnly() bool { return len(t.AllIDs) == 1 }
 
 // Size returns the number of instances in the tree.
 func (t InstanceTree) Size() int { return len(t.AllIDs) }
+
+// ---------------------------------------------------------------------------
+// Estimates (ProviderAdminExt)
+
+// CountKind says how a Count was obtained.
+type CountKind uint8
+
+// The kinds of a Count.
+const (
+	// CountExact: Value is the number of matching rows at the time of the
+	// call (the count stayed below the estimate's cap).
+	CountExact CountKind = iota
+	// CountEstimated: the count reached the cap and Value was read from
+	// the database's statistics instead of counted; it may be stale (see
+	// the method's documentation for the source and how stale it can be).
+	CountEstimated
+	// CountAtLeast: the count reached the cap and no statistics were
+	// available: the true count is Value (the cap) or more.
+	CountAtLeast
+)
+
+// String returns "exact", "estimated" or "at_least".
+func (k CountKind) String() string {
+	switch k {
+	case CountExact:
+		return "exact"
+	case CountEstimated:
+		return "estimated"
+	case CountAtLeast:
+		return "at_least"
+	}
+	return fmt.Sprintf("CountKind(%d)", uint8(k))
+}
+
+// Count is one figure of an estimate: a value and how it was obtained.
+type Count struct {
+	Value int64
+	Kind  CountKind
+}
+
+// Exact reports whether Value is an exact count.
+func (c Count) Exact() bool { return c.Kind == CountExact }
+
+// String returns the value, prefixed by "~" for an estimate and "≥" for a
+// lower bound.
+func (c Count) String() string {
+	switch c.Kind {
+	case CountEstimated:
+		return fmt.Sprintf("~%d", c.Value)
+	case CountAtLeast:
+		return fmt.Sprintf("≥%d", c.Value)
+	}
+	return fmt.Sprint(c.Value)
+}
+
+// DefaultEstimateCap is EstimateOptions.Cap when it is 0: figures below
+// 10,000 rows are exact.
+const DefaultEstimateCap = 10_000
+
+// EstimateOptions tunes GetSystemMetricsEstimate and GetQueueDepthsEstimate.
+type EstimateOptions struct {
+	// Cap bounds each count: a figure is counted exactly while it stays
+	// below Cap rows (reading at most Cap rows or index entries); one that
+	// reaches Cap is estimated or reported as at least Cap. 0 means
+	// DefaultEstimateCap; negative is ErrInvalidInput. The cost of a call
+	// grows with Cap, not with the size of the tables.
+	Cap int64
+}
+
+// SystemMetricsEstimate is SystemMetrics with each figure bounded in cost
+// and marked exact, estimated or a lower bound.
+type SystemMetricsEstimate struct {
+	TotalInstances     Count
+	TotalExecutions    Count
+	RunningInstances   Count // instances whose current execution is Running
+	CompletedInstances Count
+	FailedInstances    Count
+	TotalEvents        Count
+}
+
+// Exact reports whether every figure is exact.
+func (m SystemMetricsEstimate) Exact() bool {
+	for _, c := range []Count{m.TotalInstances, m.TotalExecutions, m.RunningInstances, m.CompletedInstances, m.FailedInstances, m.TotalEvents} {
+		if !c.Exact() {
+			return false
+		}
+	}
+	return true
+}
+
+// Values returns the figures as a SystemMetrics (estimates and lower
+// bounds as they are).
+func (m SystemMetricsEstimate) Values() SystemMetrics {
+	return SystemMetrics{TotalInstances: m.TotalInstances.Value, TotalExecutions: m.TotalExecutions.Value,
+		RunningInstances: m.RunningInstances.Value, CompletedInstances: m.CompletedInstances.Value,
+		FailedInstances: m.FailedInstances.Value, TotalEvents: m.TotalEvents.Value}
+}
+
+// QueueDepthsEstimate is QueueDepths with each figure bounded in cost.
+// Queue depths have no statistics: a figure is exact or at least the cap.
+type QueueDepthsEstimate struct {
+	OrchestratorQueue Count
+	WorkerQueue       Count
+}
