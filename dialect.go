@@ -262,9 +262,9 @@ type statsReader interface {
 	// tableRows returns the statistics' row count of the table with base
 	// name base (models.Table*); ok is false when there is none.
 	tableRows(db *gorm.DB, s *Store, base string) (n int64, ok bool, err error)
-	// valueRows returns the statistics' count of the rows of table base
-	// whose column equals value; ok is false when there is none.
-	valueRows(db *gorm.DB, s *Store, base, column, value string) (n int64, ok bool, err error)
+	// valueFraction returns the statistics' fraction of the rows of table
+	// base whose column equals value; ok is false when there is none.
+	valueFraction(db *gorm.DB, s *Store, base, column, value string) (f float64, ok bool, err error)
 }
 
 // connectFailureClassifier is implemented by a dialect whose driver marks

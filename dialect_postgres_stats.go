@@ -36,11 +36,11 @@ func (pgDialect) tableRows(db *gorm.DB, s *Store, base string) (int64, bool, err
 	return 0, false, nil
 }
 
-// valueRows returns the frequency of value among the most common values
-// of the column in pg_stats (the planner's statistics, as of the last
-// ANALYZE) times the table's row estimate; none when the column has no
-// statistics or value is not among its most common values.
-func (d pgDialect) valueRows(db *gorm.DB, s *Store, base, column, value string) (int64, bool, error) {
+// valueFraction returns the frequency of value among the most common
+// values of the column in pg_stats (the planner's statistics, as of the
+// last ANALYZE); none when the column has no statistics or value is not
+// among its most common values.
+func (pgDialect) valueFraction(db *gorm.DB, s *Store, base, column, value string) (float64, bool, error) {
 	var freqs []*float64
 	if err := db.Raw(`SELECT st.most_common_freqs[array_position(st.most_common_vals::text::text[], ?)] FROM pg_stats st`+
 		` WHERE st.schemaname = COALESCE(NULLIF(?, ''), current_schema()) AND st.tablename = ? AND st.attname = ?`,
@@ -50,9 +50,5 @@ func (d pgDialect) valueRows(db *gorm.DB, s *Store, base, column, value string) 
 	if len(freqs) == 0 || freqs[0] == nil {
 		return 0, false, nil
 	}
-	n, ok, err := d.tableRows(db, s, base)
-	if err != nil || !ok {
-		return 0, false, err
-	}
-	return int64(math.Round(*freqs[0] * float64(n))), true, nil
+	return *freqs[0], true, nil
 }

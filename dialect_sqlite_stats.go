@@ -40,8 +40,8 @@ func (liteDialect) tableRows(db *gorm.DB, s *Store, base string) (int64, bool, e
 	return best, best >= 0, nil
 }
 
-// valueRows: sqlite_stat1 has no per-value counts (sqlite_stat4 is not
-// compiled in by default), so there is none.
-func (liteDialect) valueRows(*gorm.DB, *Store, string, string, string) (int64, bool, error) {
+// valueFraction: sqlite_stat1 has no per-value counts (sqlite_stat4 is
+// not compiled in by default), so there is none.
+func (liteDialect) valueFraction(*gorm.DB, *Store, string, string, string) (float64, bool, error) {
 	return 0, false, nil
 }

@@ -3,6 +3,7 @@ package agentstore
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
@@ -59,7 +60,8 @@ func capped(n, limit int64, est func() (int64, bool, error)) (duroxide.Count, er
 
 // GetSystemMetricsEstimate implements duroxide.ProviderAdminExt: one
 // statement of six bounded counts (each reads at most the cap's rows: a
-// scan of the table stopped at the cap, or the status index's range), and
+// scan of the table or its smallest index stopped at the cap, or a range
+// of the status index), and
 // for each figure that reached the cap one or two statistics queries
 // through the dialect's statsReader.
 func (p *gormProvider) GetSystemMetricsEstimate(ctx context.Context, opts duroxide.EstimateOptions) (*duroxide.SystemMetricsEstimate, error) {
@@ -69,14 +71,18 @@ func (p *gormProvider) GetSystemMetricsEstimate(ctx context.Context, opts duroxi
 		return nil, perr(op, err)
 	}
 	db := p.s.db.WithContext(ctx)
-	cur := p.q(models.TableInstances) + ` i JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+	// Status figures count executions with the status (one range of the
+	// status index, stopped at the cap): joining each to its instance to
+	// keep only current executions would make PostgreSQL's planner hash
+	// the whole instances table for a rare status.
+	exe := p.q(models.TableExecutions)
 	var n struct {
 		Instances, Executions, Running, Completed, Failed, Events int64
 	}
 	if err := db.Raw(`SELECT `+boundedCount(p.q(models.TableInstances), "1 = 1", limit)+` AS instances, `+
 		boundedCount(p.q(models.TableExecutions), "1 = 1", limit)+` AS executions, `+
-		boundedCount(cur, "e.status = ?", limit)+` AS running, `+boundedCount(cur, "e.status = ?", limit)+` AS completed, `+
-		boundedCount(cur, "e.status = ?", limit)+` AS failed, `+boundedCount(p.q(models.TableHistory), "1 = 1", limit)+` AS events`,
+		boundedCount(exe, "status = ?", limit)+` AS running, `+boundedCount(exe, "status = ?", limit)+` AS completed, `+
+		boundedCount(exe, "status = ?", limit)+` AS failed, `+boundedCount(p.q(models.TableHistory), "1 = 1", limit)+` AS events`,
 		duroxide.StatusRunning, duroxide.StatusCompleted, duroxide.StatusFailed).Scan(&n).Error; err != nil {
 		return nil, perr(op, err)
 	}
@@ -87,11 +93,31 @@ func (p *gormProvider) GetSystemMetricsEstimate(ctx context.Context, opts duroxi
 		}
 		return func() (int64, bool, error) { return sr.tableRows(db, p.s, base) }
 	}
+	var execRows *struct { // the executions estimate, read once
+		n  int64
+		ok bool
+	}
 	status := func(st string) func() (int64, bool, error) {
 		if sr == nil {
 			return nil
 		}
-		return func() (int64, bool, error) { return sr.valueRows(db, p.s, models.TableExecutions, "status", st) }
+		return func() (int64, bool, error) {
+			f, ok, err := sr.valueFraction(db, p.s, models.TableExecutions, "status", st)
+			if err != nil || !ok {
+				return 0, false, err
+			}
+			if execRows == nil {
+				n, ok, err := sr.tableRows(db, p.s, models.TableExecutions)
+				if err != nil {
+					return 0, false, err
+				}
+				execRows = &struct {
+					n  int64
+					ok bool
+				}{n, ok}
+			}
+			return int64(math.Round(f * float64(execRows.n))), execRows.ok, nil
+		}
 	}
 	var m duroxide.SystemMetricsEstimate
 	for _, f := range []struct {

@@ -249,13 +249,13 @@ type ProviderAdminExt interface {
 	//     second of each commit; reset to 0 by pg_stat_reset or crash
 	//     recovery) or, when those are 0, pg_class.reltuples (as of the
 	//     last VACUUM, ANALYZE or CREATE INDEX; -1 for a table never
-	//     analyzed, then the figure is CountAtLeast). Status figures: the
+	//     analyzed, then the figure is CountAtLeast). Status figures
+	//     (executions with the status, see SystemMetricsEstimate): the
 	//     frequency of the status in the planner's column statistics of
-	//     executions.status (pg_stats, as of the last ANALYZE, autovacuum
-	//     runs it after about 10% of the rows changed) times the executions
-	//     estimate; this counts executions with the status, which for
-	//     Running, Completed and Failed are current executions. A status
-	//     that is not among the most common values is CountAtLeast.
+	//     executions.status (pg_stats, as of the last ANALYZE; autovacuum
+	//     runs one after about 10% of the rows changed) times the
+	//     executions estimate. A status that is not among the most common
+	//     values is CountAtLeast.
 	//   - SQLite: table totals from sqlite_stat1 (as of the last ANALYZE or
 	//     PRAGMA optimize; none until one ran); status figures have no
 	//     statistics (CountAtLeast).
