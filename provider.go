@@ -2,6 +2,7 @@ package agentstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -447,11 +448,57 @@ type historyRow struct {
 	EventData string
 }
 
-func (p *gormProvider) loadHistory(tx *gorm.DB, instance string, execution int64) ([]historyRow, error) {
-	var rows []historyRow
-	err := tx.Raw(`SELECT event_id, event_data FROM `+p.q(models.TableHistory)+
-		` WHERE instance_id = ? AND execution_id = ? ORDER BY event_id`, instance, execution).Scan(&rows).Error
-	return rows, err
+// readHistory runs query, a query of (event_id, event_data) rows in event
+// id order, and decodes at most max events (max < 0: all) straight from
+// the driver's buffer: the stored text is neither copied into a string
+// nor scanned through GORM's reflection, and each event is decoded once.
+// It returns the events, the event_id of the last decoded row (the cursor
+// of a page) and the number of rows; the first undecodable row is a
+// *CorruptRowError.
+func readHistory(db *gorm.DB, instance string, execution int64, max int, query string, args ...any) ([]duroxide.Event, int64, int, error) {
+	tx := db.Raw(query, args...)
+	rows, err := tx.Rows()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer rows.Close()
+	var (
+		out  []duroxide.Event
+		id   int64
+		last int64
+		data sql.RawBytes
+		n    int
+	)
+	for rows.Next() {
+		n++
+		if max >= 0 && len(out) == max {
+			continue // counted only: the caller asked for one row more than it returns
+		}
+		if err := rows.Scan(&id, &data); err != nil {
+			return nil, 0, 0, tx.AddError(err)
+		}
+		var e duroxide.Event
+		if err := e.UnmarshalJSON(data); err != nil {
+			return nil, 0, 0, &CorruptRowError{Table: models.TableHistory,
+				RowID: fmt.Sprintf("%s/%d/%d", instance, execution, id), Column: "event_data", Err: err}
+		}
+		out, last = append(out, e), id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, 0, tx.AddError(err)
+	}
+	if out == nil {
+		out = []duroxide.Event{}
+	}
+	return out, last, n, nil
+}
+
+// loadHistory returns the whole history of one execution, each event
+// decoded once (readHistory).
+func (p *gormProvider) loadHistory(tx *gorm.DB, instance string, execution int64) ([]duroxide.Event, error) {
+	evs, _, _, err := readHistory(tx, instance, execution, -1, `SELECT event_id, event_data FROM `+p.q(models.TableHistory)+
+		` WHERE instance_id = ? AND execution_id = ? ORDER BY event_id`, instance, execution)
+	return evs, err
 }
 
 func validateWorkItem(item duroxide.WorkItem) error {
@@ -1263,11 +1310,7 @@ func (p *gormProvider) ReadWithExecution(ctx context.Context, instance string, e
 }
 
 func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec int64) ([]duroxide.Event, error) {
-	rows, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
-	if err != nil {
-		return nil, perr(op, err)
-	}
-	evs, err := decodeHistory(instance, exec, rows)
+	evs, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
 	if err != nil {
 		return nil, perr(op, err)
 	}

@@ -203,7 +203,8 @@ func (p *gormProvider) ListChildrenPage(ctx context.Context, instance string, pp
 
 // ReadHistoryPage implements duroxide.ProviderAdminExt: one statement per
 // page, a range of the history primary key (instance_id, execution_id,
-// event_id) after the cursor's event id; each event decoded once.
+// event_id) after the cursor's event id; each event decoded once, straight
+// from the driver's buffer (readHistory).
 func (p *gormProvider) ReadHistoryPage(ctx context.Context, instance string, executionID uint64, pp repo.PageParams) ([]duroxide.Event, string, error) {
 	const op = "read_history_page"
 	limit, err := pageLimit(pp)
@@ -219,20 +220,14 @@ func (p *gormProvider) ReadHistoryPage(ctx context.Context, instance string, exe
 		after = c.N
 	}
 	exec := int64(executionID)
-	var rows []historyRow
-	if err := p.s.db.WithContext(ctx).Raw(`SELECT event_id, event_data FROM `+p.q(models.TableHistory)+
-		fmt.Sprintf(` WHERE instance_id = ? AND execution_id = ? AND event_id > ? ORDER BY event_id LIMIT %d`, limit+1),
-		instance, exec, after).Scan(&rows).Error; err != nil {
+	evs, last, n, err := readHistory(p.s.db.WithContext(ctx), instance, exec, limit, `SELECT event_id, event_data FROM `+p.q(models.TableHistory)+
+		fmt.Sprintf(` WHERE instance_id = ? AND execution_id = ? AND event_id > ? ORDER BY event_id LIMIT %d`, limit+1), instance, exec, after)
+	if err != nil {
 		return nil, "", perr(op, err)
 	}
 	next := ""
-	if len(rows) > limit {
-		rows = rows[:limit]
-		next = encodeCursor(pageCursor{Kind: curHistory, N: rows[limit-1].EventID})
-	}
-	evs, err := decodeHistory(instance, exec, rows)
-	if err != nil {
-		return nil, "", perr(op, err)
+	if n > limit {
+		next = encodeCursor(pageCursor{Kind: curHistory, N: last})
 	}
 	return evs, next, nil
 }
