@@ -244,12 +244,15 @@ type ProviderAdminExt interface {
 	// rows or index entries per figure), exact below it. A figure that
 	// reaches the cap is estimated from the database's statistics when it
 	// has them, otherwise reported as at least the cap (CountAtLeast):
-	//   - PostgreSQL: table totals from the cumulative statistics
-	//     (pg_stat_user_tables.n_live_tup, current to within about a
-	//     second of each commit; reset to 0 by pg_stat_reset or crash
-	//     recovery) or, when those are 0, pg_class.reltuples (as of the
-	//     last VACUUM, ANALYZE or CREATE INDEX; -1 for a table never
-	//     analyzed, then the figure is CountAtLeast). Status figures
+	//   - PostgreSQL: table totals are the planner's own estimate: the
+	//     row density of the last VACUUM, ANALYZE or CREATE INDEX
+	//     (pg_class.reltuples / relpages; autovacuum refreshes it after
+	//     about 10-20% of the rows changed) times the table's current size
+	//     in pages, so growth shows at once, while deleted rows count until
+	//     a vacuum; for a table never vacuumed nor analyzed, the cumulative
+	//     statistics' pg_stat_user_tables.n_live_tup (current to within
+	//     about a second of each commit; 0 after pg_stat_reset or crash
+	//     recovery, and then the figure is CountAtLeast). Status figures
 	//     (executions with the status, see SystemMetricsEstimate): the
 	//     frequency of the status in the planner's column statistics of
 	//     executions.status (pg_stats, as of the last ANALYZE; autovacuum
