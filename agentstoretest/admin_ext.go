@@ -137,7 +137,8 @@ func testProviderAdminEstimates(t *testing.T, h *harness) {
 // (the same list as walking ListChildren level by level), and runs the
 // same number of statements (at most 2) for a chain of depth 4 and for a
 // tree of depth 4 and fan-out 2 (31 instances); a leaf and an unknown
-// instance give the instance alone. DeleteInstance removes the whole tree.
+// instance give the instance alone; a parent cycle (white-box) ends, each
+// instance listed once. DeleteInstance removes the whole tree.
 func testProviderAdminTreeStatements(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	rec := &sqlRecorder{}
@@ -202,6 +203,16 @@ func testProviderAdminTreeStatements(t *testing.T, h *harness) {
 	}
 	if counts["t"] != counts["chain"] || counts["t"] != counts["chain-4"] {
 		t.Fatalf("statements grow with the tree: %v", counts)
+	}
+	// white-box: a parent cycle (chain's parent set to its own
+	// descendant) cannot come from acks, but the walk still ends, listing
+	// each instance once
+	e.exec(t, "UPDATE "+quotedTable(h, e.st, models.TableInstances)+" SET parent_instance_id = ? WHERE instance_id = ?", "chain-4", "chain")
+	if tree, err := e.a.GetInstanceTree(e.ctx, "chain"); err != nil || !slices.Equal(tree.AllIDs, chain) {
+		t.Fatalf("tree of a cycle = %v, %v; want %v", tree, err, chain)
+	}
+	if tree, err := e.a.GetInstanceTree(e.ctx, "chain-2"); err != nil || !slices.Equal(tree.AllIDs, []string{"chain-2", "chain-3", "chain-4", "chain", "chain-1"}) {
+		t.Fatalf("tree of a cycle from chain-2 = %v, %v", tree, err)
 	}
 	res, err := e.a.DeleteInstance(e.ctx, "t", true)
 	if err != nil || res.InstancesDeleted != 31 {
