@@ -186,3 +186,80 @@ func BenchmarkEventDecode(b *testing.B) {
 		}
 	})
 }
+
+var validSeeds = []string{``, ` `, `{}`, `[]`, `null`, `nul`, `true`, `tru`, `false`, `0`, `-0`, `01`, `-`, `1.`, `1.5e`, `1.5e+3`, `1E-2`, `.5`,
+	`"a"`, `"\u00e9\uD800"`, `"\u12"`, `"\x"`, `"a` + "\x01" + `"`, `"` + "\xff\xfe" + `"`, `{"a":1,}`, `{"a" 1}`, `{,}`, `[1,]`, `[1 2]`,
+	`{"a":[1,{"b":null}],"c":"d"}`, `{"a":1}x`, ` {"a":1} `, `{"a":1}}`, `[[[[[]]]]]`, `{"a":-1.25e+10}`, "{\"a\":1}\n",
+	strings.Repeat("[", 1001) + strings.Repeat("]", 1001), strings.Repeat("[", 999) + strings.Repeat("]", 999)}
+
+// TestFastValid: fastValid never accepts what json.Valid refuses, and
+// accepts the ordinary JSON that json.Valid accepts.
+func TestFastValid(t *testing.T) {
+	for _, s := range append(validSeeds, decodeSeeds...) {
+		checkFastValid(t, []byte(s))
+	}
+	for _, s := range decodeSeeds {
+		if json.Valid([]byte(s)) && !fastValid([]byte(s)) {
+			t.Fatalf("fastValid refuses valid %q", s)
+		}
+	}
+}
+
+// FuzzFastValid is TestFastValid on any input.
+func FuzzFastValid(f *testing.F) {
+	for _, s := range append(validSeeds, decodeSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkFastValid(t, data) })
+}
+
+func checkFastValid(t *testing.T, data []byte) {
+	t.Helper()
+	fv, jv := fastValid(data), json.Valid(data)
+	if fv && !jv {
+		t.Fatalf("fastValid accepts %q, json.Valid refuses it", data)
+	}
+	if jv && !fv && !strings.Contains(string(data), strings.Repeat("[", 1000)) && !strings.Contains(string(data), strings.Repeat("{", 1000)) {
+		// refusing valid JSON only costs the json.Valid fallback, but
+		// ordinary JSON must take the fast path
+		if depth(data) <= 1000 {
+			t.Fatalf("fastValid refuses valid %q", data)
+		}
+	}
+}
+
+// depth returns the deepest nesting of data (valid JSON).
+func depth(data []byte) int {
+	d, maxd, in := 0, 0, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == '[' || c == '{'):
+			d++
+			maxd = max(maxd, d)
+		case !in && (c == ']' || c == '}'):
+			d--
+		}
+	}
+	return maxd
+}
+
+// BenchmarkValid compares fastValid with json.Valid on one event.
+func BenchmarkValid(b *testing.B) {
+	data := []byte(`{"event_id":1234,"source_event_id":1233,"instance_id":"order-42","execution_id":1,"timestamp_ms":1760000000000,` +
+		`"duroxide_version":"0.1.29","type":"ActivityCompleted","result":"{\"ok\":true,\"receipt\":\"r-1233\"}"}`)
+	b.Run("json.Valid", func(b *testing.B) {
+		for b.Loop() {
+			json.Valid(data)
+		}
+	})
+	b.Run("fastValid", func(b *testing.B) {
+		for b.Loop() {
+			fastValid(data)
+		}
+	})
+}
