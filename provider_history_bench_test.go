@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -67,6 +68,24 @@ func BenchmarkProviderHistory(b *testing.B) {
 					h, err := p.Read(ctx, inst)
 					if err != nil || len(h) != n {
 						b.Fatalf("read: %d events, %v", len(h), err)
+					}
+				}
+			})
+			b.Run("page", func(b *testing.B) {
+				x := st.ProviderAdminExt()
+				after := ""
+				for range n / 200 { // the cursor half-way
+					_, next, err := x.ReadHistoryPage(ctx, inst, 1, repo.PageParams{Limit: 100, After: after})
+					if err != nil || next == "" {
+						b.Fatalf("walk: %q %v", next, err)
+					}
+					after = next
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					h, _, err := x.ReadHistoryPage(ctx, inst, 1, repo.PageParams{Limit: 100, After: after})
+					if err != nil || len(h) != 100 {
+						b.Fatalf("page: %d events, %v", len(h), err)
 					}
 				}
 			})
