@@ -257,6 +257,19 @@ type driverErrorTranslator interface {
 	translateDriverError(err error) (mapped error, ok bool)
 }
 
+// statsReader is implemented by a dialect whose database keeps table
+// statistics: ProviderAdminExt's estimates read them for a figure whose
+// bounded count reached its cap (see GetSystemMetricsEstimate). Without
+// it such figures are lower bounds.
+type statsReader interface {
+	// tableRows returns the statistics' row count of the table with base
+	// name base (models.Table*); ok is false when there is none.
+	tableRows(db *gorm.DB, s *Store, base string) (n int64, ok bool, err error)
+	// valueFraction returns the statistics' fraction of the rows of table
+	// base whose column equals value; ok is false when there is none.
+	valueFraction(db *gorm.DB, s *Store, base, column, value string) (f float64, ok bool, err error)
+}
+
 // connectFailureClassifier is implemented by a dialect whose driver marks
 // failed connection attempts (see translateError).
 type connectFailureClassifier interface {

@@ -32,6 +32,9 @@ const (
 	curInstances  = "instances"
 	curByStatus   = "instances_by_status"
 	curExecutions = "executions"
+	// provider admin extensions (duroxide.ProviderAdminExt)
+	curInstanceChildren = "instance_children"
+	curHistory          = "history"
 )
 
 // pageLimit validates p.Limit and returns the page size.

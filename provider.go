@@ -2,6 +2,7 @@ package agentstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -453,13 +454,16 @@ func strArgs(ss []string) []any {
 
 func ptr[T any](v T) *T { return &v }
 
-// decodeHistory decodes stored events in order; the first failure is returned
-// as a *CorruptRowError.
+// decodeHistory decodes stored events in order, each once (Event's
+// decoder validates and parses the text in one pass over it, so it is
+// called directly rather than through json.Unmarshal, which would scan the
+// text once more first); the first failure is returned as a
+// *CorruptRowError.
 func decodeHistory(instance string, execution int64, rows []historyRow) ([]duroxide.Event, error) {
 	out := make([]duroxide.Event, 0, len(rows))
 	for _, r := range rows {
 		var e duroxide.Event
-		if err := json.Unmarshal([]byte(r.EventData), &e); err != nil {
+		if err := e.UnmarshalJSON([]byte(r.EventData)); err != nil {
 			return nil, &CorruptRowError{Table: models.TableHistory,
 				RowID: fmt.Sprintf("%s/%d/%d", instance, execution, r.EventID), Column: "event_data", Err: err}
 		}
@@ -473,11 +477,57 @@ type historyRow struct {
 	EventData string
 }
 
-func (p *gormProvider) loadHistory(tx *gorm.DB, instance string, execution int64) ([]historyRow, error) {
-	var rows []historyRow
-	err := tx.Raw(`SELECT event_id, event_data FROM `+p.q(models.TableHistory)+
-		` WHERE instance_id = ? AND execution_id = ? ORDER BY event_id`, instance, execution).Scan(&rows).Error
-	return rows, err
+// readHistory runs query, a query of (event_id, event_data) rows in event
+// id order, and decodes at most max events (max < 0: all) straight from
+// the driver's buffer: the stored text is neither copied into a string
+// nor scanned through GORM's reflection, and each event is decoded once.
+// It returns the events, the event_id of the last decoded row (the cursor
+// of a page) and the number of rows; the first undecodable row is a
+// *CorruptRowError.
+func readHistory(db *gorm.DB, instance string, execution int64, max int, query string, args ...any) ([]duroxide.Event, int64, int, error) {
+	tx := db.Raw(query, args...)
+	rows, err := tx.Rows()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer rows.Close()
+	var (
+		out  []duroxide.Event
+		id   int64
+		last int64
+		data sql.RawBytes
+		n    int
+	)
+	for rows.Next() {
+		n++
+		if max >= 0 && len(out) == max {
+			continue // counted only: the caller asked for one row more than it returns
+		}
+		if err := rows.Scan(&id, &data); err != nil {
+			return nil, 0, 0, tx.AddError(err)
+		}
+		var e duroxide.Event
+		if err := e.UnmarshalJSON(data); err != nil {
+			return nil, 0, 0, &CorruptRowError{Table: models.TableHistory,
+				RowID: fmt.Sprintf("%s/%d/%d", instance, execution, id), Column: "event_data", Err: err}
+		}
+		out, last = append(out, e), id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, 0, tx.AddError(err)
+	}
+	if out == nil {
+		out = []duroxide.Event{}
+	}
+	return out, last, n, nil
+}
+
+// loadHistory returns the whole history of one execution, each event
+// decoded once (readHistory).
+func (p *gormProvider) loadHistory(tx *gorm.DB, instance string, execution int64) ([]duroxide.Event, error) {
+	evs, _, _, err := readHistory(tx, instance, execution, -1, `SELECT event_id, event_data FROM `+p.q(models.TableHistory)+
+		` WHERE instance_id = ? AND execution_id = ? ORDER BY event_id`, instance, execution)
+	return evs, err
 }
 
 func validateWorkItem(item duroxide.WorkItem) error {
@@ -798,44 +848,56 @@ func allQueueMessages(ms []duroxide.WorkItem) bool {
 
 // fillOrchMetadata sets name, version, execution, history and key-value
 // snapshot of it: one query for an existing instance, two for one not
-// created yet.
+// created yet. The rows are scanned without GORM's reflection and each
+// history event is decoded once, straight from the driver's buffer.
 func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationItem) error {
-	var rows []struct {
-		Kind                 int
-		OrchestrationName    *string
-		OrchestrationVersion *string
-		CurrentExecutionID   int64
-		EventID              *int64
-		EventData            *string
-		KVKey                *string
-	}
-	if err := tx.Raw(`SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data,`+
+	q := tx.Raw(`SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data,`+
 		` CAST(NULL AS text) AS kv_key FROM `+p.q(models.TableInstances)+` i LEFT JOIN `+p.q(models.TableHistory)+
 		` h ON h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id WHERE i.instance_id = ?`+
 		` UNION ALL SELECT 1, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
-		` ORDER BY kind, event_id`, it.Instance, it.Instance).Scan(&rows).Error; err != nil {
+		` ORDER BY kind, event_id`, it.Instance, it.Instance)
+	rows, err := q.Rows()
+	if err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)
 	}
+	defer rows.Close()
 	it.KVSnapshot = map[string]duroxide.KvEntry{}
-	var hist []historyRow
-	found := false
-	for _, r := range rows {
+	var (
+		kind          int
+		name, version sql.NullString
+		exec          int64
+		eventID       sql.NullInt64
+		data          sql.RawBytes
+		kvKey         sql.NullString
+		found         bool
+		fname         string
+		fversion      *string
+		hist          historyDecoder
+	)
+	for rows.Next() {
+		if err := rows.Scan(&kind, &name, &version, &exec, &eventID, &data, &kvKey); err != nil {
+			return fmt.Errorf("load instance %s: %w", it.Instance, q.AddError(err))
+		}
 		switch {
-		case r.Kind == 1 && r.KVKey != nil && r.EventData != nil && r.EventID != nil:
-			it.KVSnapshot[*r.KVKey] = duroxide.KvEntry{Value: *r.EventData, LastUpdatedAtMS: uint64(*r.EventID)}
-		case r.Kind == 0:
-			found = true
-			if r.EventID != nil && r.EventData != nil {
-				hist = append(hist, historyRow{EventID: *r.EventID, EventData: *r.EventData})
+		case kind == 1 && kvKey.Valid && data != nil && eventID.Valid:
+			it.KVSnapshot[kvKey.String] = duroxide.KvEntry{Value: string(data), LastUpdatedAtMS: uint64(eventID.Int64)}
+		case kind == 0:
+			if !found {
+				found, fname, hist.instance, hist.exec = true, name.String, it.Instance, exec
+				if version.Valid {
+					fversion = ptr(version.String)
+				}
+			}
+			if eventID.Valid && data != nil {
+				hist.add(eventID.Int64, data)
 			}
 		}
 	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load instance %s: %w", it.Instance, q.AddError(err))
+	}
 	if found {
-		name := ""
-		if rows[0].OrchestrationName != nil {
-			name = *rows[0].OrchestrationName
-		}
-		setOrchMetadata(it, true, name, rows[0].OrchestrationVersion, rows[0].CurrentExecutionID, hist)
+		setOrchMetadataDecoded(it, true, fname, fversion, hist.exec, hist.events, hist.err)
 		return nil
 	}
 	// history written by acks without metadata (no instance row): the newest execution's
@@ -848,14 +910,36 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationI
 		` (SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?) ORDER BY event_id`, it.Instance, it.Instance).Scan(&hrows).Error; err != nil {
 		return fmt.Errorf("load history of %s: %w", it.Instance, err)
 	}
-	var exec int64
-	hist = nil
+	var hexec int64
+	var hr []historyRow
 	for _, r := range hrows {
-		exec = r.ExecutionID
-		hist = append(hist, historyRow{EventID: r.EventID, EventData: r.EventData})
+		hexec = r.ExecutionID
+		hr = append(hr, historyRow{EventID: r.EventID, EventData: r.EventData})
 	}
-	setOrchMetadata(it, false, "", nil, exec, hist)
+	setOrchMetadata(it, false, "", nil, hexec, hr)
 	return nil
+}
+
+// historyDecoder decodes the history rows of one execution as they are
+// scanned, each once; the first undecodable row is kept as a
+// *CorruptRowError and later rows are skipped.
+type historyDecoder struct {
+	instance string
+	exec     int64
+	events   []duroxide.Event
+	err      error
+}
+
+func (d *historyDecoder) add(id int64, data []byte) {
+	if d.err != nil {
+		return
+	}
+	var e duroxide.Event
+	if err := e.UnmarshalJSON(data); err != nil {
+		d.err = &CorruptRowError{Table: models.TableHistory, RowID: fmt.Sprintf("%s/%d/%d", d.instance, d.exec, id), Column: "event_data", Err: err}
+		return
+	}
+	d.events = append(d.events, e)
 }
 
 // setOrchMetadata sets name, version, execution and decoded history of it.
@@ -864,6 +948,14 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationI
 // it) and exec is the execution of history written by acks without
 // metadata (0: none).
 func setOrchMetadata(it *duroxide.OrchestrationItem, found bool, name string, version *string, exec int64, hist []historyRow) {
+	h, err := decodeHistory(it.Instance, exec, hist)
+	setOrchMetadataDecoded(it, found, name, version, exec, h, err)
+}
+
+// setOrchMetadataDecoded is setOrchMetadata with the history already
+// decoded: hist holds the events decoded before the first failure
+// decodeErr (reported in HistoryError, with an empty History).
+func setOrchMetadataDecoded(it *duroxide.OrchestrationItem, found bool, name string, version *string, exec int64, hist []duroxide.Event, decodeErr error) {
 	if found {
 		it.OrchestrationName = name
 		it.Version = "unknown"
@@ -892,18 +984,20 @@ func setOrchMetadata(it *duroxide.OrchestrationItem, found bool, name string, ve
 				break
 			}
 		}
-		if len(hist) == 0 {
+		if len(hist) == 0 && decodeErr == nil { // no history rows
 			exec = batchExec
 		}
 	}
 	it.ExecutionID = uint64(exec)
-	h, err := decodeHistory(it.Instance, exec, hist)
-	if err != nil {
+	if decodeErr != nil {
 		it.History = []duroxide.Event{}
-		it.HistoryError = "Failed to deserialize history: " + err.Error()
+		it.HistoryError = "Failed to deserialize history: " + decodeErr.Error()
 		return
 	}
-	it.History = h
+	if hist == nil {
+		hist = []duroxide.Event{}
+	}
+	it.History = hist
 }
 
 // ---------------------------------------------------------------------------
@@ -1289,13 +1383,9 @@ func (p *gormProvider) ReadWithExecution(ctx context.Context, instance string, e
 }
 
 func (p *gormProvider) readExec(ctx context.Context, op, instance string, exec int64) ([]duroxide.Event, error) {
-	rows, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
+	evs, err := p.loadHistory(p.s.db.WithContext(ctx), instance, exec)
 	if err != nil {
 		return nil, perrAt(op, instance, err)
-	}
-	evs, err := decodeHistory(instance, exec, rows)
-	if err != nil {
-		return nil, perr(op, err)
 	}
 	return evs, nil
 }

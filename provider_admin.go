@@ -222,7 +222,13 @@ func (p *gormProvider) GetExecutionInfo(ctx context.Context, instance string, ex
 	return info, nil
 }
 
-// GetSystemMetrics implements duroxide.ProviderAdmin.
+// GetSystemMetrics implements duroxide.ProviderAdmin: exact counts, one
+// statement of six subqueries. COUNT(*) of the instances, executions and
+// history tables reads every row of each (PostgreSQL: a sequential or
+// index-only scan; SQLite: a full scan of the table's smallest index), and
+// each status figure reads every execution with the status (the status
+// index) and its instance row; the cost is linear in the data.
+// GetSystemMetricsEstimate is the bounded form.
 func (p *gormProvider) GetSystemMetrics(ctx context.Context) (*duroxide.SystemMetrics, error) {
 	var m duroxide.SystemMetrics
 	cur := `SELECT COUNT(*) FROM ` + p.q(models.TableInstances) + ` i JOIN ` + p.q(models.TableExecutions) +
@@ -238,7 +244,11 @@ func (p *gormProvider) GetSystemMetrics(ctx context.Context) (*duroxide.SystemMe
 	return &m, nil
 }
 
-// GetQueueDepths implements duroxide.ProviderAdmin.
+// GetQueueDepths implements duroxide.ProviderAdmin: exact counts, one
+// statement. The orchestrator figure reads the range of the (visible_at,
+// id) index up to now and checks each row's lock; the worker figure reads
+// every row of the worker queue (it has no visible_at index). The cost is
+// linear in the queues' backlog; GetQueueDepthsEstimate is the bounded form.
 func (p *gormProvider) GetQueueDepths(ctx context.Context) (*duroxide.QueueDepths, error) {
 	now := p.s.nowMS()
 	var d duroxide.QueueDepths
@@ -281,16 +291,34 @@ func (p *gormProvider) GetInstanceTree(ctx context.Context, instance string) (*d
 	return p.instanceTree(p.s.db.WithContext(ctx), instance)
 }
 
+// instanceTree returns root and its descendants in one statement: a
+// recursive walk down the parent_instance_id index collects every
+// descendant with its parent and creation time, and the breadth-first
+// order (each instance's children oldest first) is built here. The walk's
+// UNION drops rows already found, so even a parent cycle (root among its
+// own descendants) ends; the visited set keeps the root listed once.
 func (p *gormProvider) instanceTree(db *gorm.DB, root string) (*duroxide.InstanceTree, error) {
-	tree := &duroxide.InstanceTree{RootID: root, AllIDs: []string{root}}
+	inst := p.q(models.TableInstances)
+	var rows []struct {
+		InstanceID       string
+		ParentInstanceID string
+		CreatedAt        int64
+	}
+	if err := db.Raw(`WITH RECURSIVE tree(instance_id, parent_instance_id, created_at) AS (SELECT instance_id, parent_instance_id, created_at FROM `+inst+
+		` WHERE parent_instance_id = ? UNION SELECT c.instance_id, c.parent_instance_id, c.created_at FROM `+inst+
+		` c JOIN tree t ON c.parent_instance_id = t.instance_id) SELECT instance_id, parent_instance_id, created_at FROM tree ORDER BY created_at, instance_id`,
+		root).Scan(&rows).Error; err != nil {
+		return nil, perr("get_instance_tree", err)
+	}
+	kids := make(map[string][]string, len(rows))
+	for _, r := range rows { // oldest first: each parent's list is in order
+		kids[r.ParentInstanceID] = append(kids[r.ParentInstanceID], r.InstanceID)
+	}
+	tree := &duroxide.InstanceTree{RootID: root, AllIDs: make([]string, 1, len(rows)+1)}
+	tree.AllIDs[0] = root
 	seen := map[string]bool{root: true}
 	for i := 0; i < len(tree.AllIDs); i++ {
-		var kids []string
-		if err := db.Raw(`SELECT instance_id FROM `+p.q(models.TableInstances)+` WHERE parent_instance_id = ? ORDER BY created_at, instance_id`,
-			tree.AllIDs[i]).Scan(&kids).Error; err != nil {
-			return nil, perr("get_instance_tree", err)
-		}
-		for _, k := range kids {
+		for _, k := range kids[tree.AllIDs[i]] {
 			if !seen[k] {
 				seen[k] = true
 				tree.AllIDs = append(tree.AllIDs, k)

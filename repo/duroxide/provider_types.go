@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 )
@@ -383,18 +386,27 @@ func (e Event) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads the flat serde layout like serde does: the "type"
 // key must be spelled exactly and name a known kind, required (non-Option)
-// fields must be present and not null; unknown fields are ignored.
-// duroxide_version defaults to "" when absent.
+// fields must be present and not null; unknown fields are ignored, and so
+// are keys that match a field only when case is ignored (serde matches
+// names exactly). duroxide_version defaults to "" when absent.
+//
+// The object is parsed once (into its top-level keys); the common fields
+// and the kind's fields are then decoded from their own values, so the
+// cost is one pass over the event's JSON, not one per struct.
 func (e *Event) UnmarshalJSON(data []byte) error {
+	m, err := objectFields(data)
+	if err != nil {
+		return fmt.Errorf("event: %w", err)
+	}
 	var c eventCommon
-	if err := decodeStrict(data, &c, "duroxide_version"); err != nil {
+	if err := decodeFields(m, &c, "duroxide_version"); err != nil {
 		return fmt.Errorf("event: %w", err)
 	}
 	k := newEventKind(c.Type)
 	if k == nil {
 		return fmt.Errorf("event: unknown variant %q", c.Type)
 	}
-	if err := decodeStrict(data, k, "last_updated_at_ms"); err != nil {
+	if err := decodeFields(m, k, "last_updated_at_ms"); err != nil {
 		return fmt.Errorf("event %s: %w", c.Type, err)
 	}
 	*e = Event{EventID: c.EventID, SourceEventID: c.SourceEventID, InstanceID: c.InstanceID,
@@ -406,30 +418,513 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 // without its own UnmarshalJSON) with serde's rules for required fields:
 // every field that is not a pointer (Option), not omitempty and not listed
 // in defaulted must be present under its exact name and not be null.
+// Keys are matched exactly (see decodeFields).
 func decodeStrict(data []byte, v any, defaulted ...string) error {
+	m, err := objectFields(data)
+	if err != nil {
+		return err
+	}
+	return decodeFields(m, v, defaulted...)
+}
+
+// rawField is one top-level member of a JSON object: its key and its raw
+// value, both slices of the object's text (a key with escapes is decoded
+// into its own bytes).
+type rawField struct {
+	key []byte
+	val []byte
+}
+
+// objectFields splits the JSON object data into its top-level members
+// without decoding their values: one validity pass (fastValid, or
+// json.Valid for what it does not accept) and one pass that steps over
+// each value. null is refused like serde refuses it
+// for a struct; any other non-object, or invalid JSON, gets encoding/json's
+// own error.
+func objectFields(data []byte) ([]rawField, error) {
+	if !fastValid(data) && !json.Valid(data) {
+		return nil, objectError(data)
+	}
+	i := skipSpace(data, 0)
+	if data[i] == 'n' {
+		return nil, errors.New("invalid type: null, expected an object")
+	}
+	if data[i] != '{' {
+		return nil, objectError(data)
+	}
+	out := make([]rawField, 0, 12)
+	i = skipSpace(data, i+1)
+	if data[i] == '}' {
+		return out, nil
+	}
+	for {
+		end := skipString(data, i)
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			var k string
+			if err := json.Unmarshal(data[i:end], &k); err != nil {
+				return nil, err
+			}
+			key = []byte(k)
+		}
+		i = skipSpace(data, end)
+		i = skipSpace(data, i+1) // the ':'
+		end = skipValue(data, i)
+		out = append(out, rawField{key: key, val: data[i:end]})
+		i = skipSpace(data, end)
+		if data[i] == '}' {
+			return out, nil
+		}
+		i = skipSpace(data, i+1) // the ','
+	}
+}
+
+// fastValid reports whether data is one JSON value (RFC 8259, as
+// json.Valid: string bytes are not checked for UTF-8) in a tight loop
+// over the bytes. It never accepts what json.Valid refuses; it may refuse
+// what json.Valid accepts (nesting deeper than 1000), and then the caller
+// asks json.Valid.
+func fastValid(data []byte) bool {
+	v := validator{data: data}
+	v.space()
+	if !v.value(0) {
+		return false
+	}
+	v.space()
+	return v.i == len(data)
+}
+
+// validator is fastValid's cursor over the bytes.
+type validator struct {
+	data []byte
+	i    int
+}
+
+func (v *validator) space() {
+	for v.i < len(v.data) {
+		switch v.data[v.i] {
+		case ' ', '\t', '\n', '\r':
+			v.i++
+		default:
+			return
+		}
+	}
+}
+
+func (v *validator) value(depth int) bool {
+	if v.i >= len(v.data) || depth > 1000 {
+		return false
+	}
+	switch c := v.data[v.i]; {
+	case c == '"':
+		return v.str()
+	case c == '{':
+		v.i++
+		v.space()
+		if v.i < len(v.data) && v.data[v.i] == '}' {
+			v.i++
+			return true
+		}
+		for {
+			if v.i >= len(v.data) || v.data[v.i] != '"' || !v.str() {
+				return false
+			}
+			v.space()
+			if v.i >= len(v.data) || v.data[v.i] != ':' {
+				return false
+			}
+			v.i++
+			v.space()
+			if !v.value(depth + 1) {
+				return false
+			}
+			v.space()
+			if v.i >= len(v.data) {
+				return false
+			}
+			switch v.data[v.i] {
+			case '}':
+				v.i++
+				return true
+			case ',':
+				v.i++
+				v.space()
+			default:
+				return false
+			}
+		}
+	case c == '[':
+		v.i++
+		v.space()
+		if v.i < len(v.data) && v.data[v.i] == ']' {
+			v.i++
+			return true
+		}
+		for {
+			if !v.value(depth + 1) {
+				return false
+			}
+			v.space()
+			if v.i >= len(v.data) {
+				return false
+			}
+			switch v.data[v.i] {
+			case ']':
+				v.i++
+				return true
+			case ',':
+				v.i++
+				v.space()
+			default:
+				return false
+			}
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		return v.num()
+	case c == 't':
+		return v.lit("true")
+	case c == 'f':
+		return v.lit("false")
+	case c == 'n':
+		return v.lit("null")
+	}
+	return false
+}
+
+// str consumes the string literal at v.i.
+func (v *validator) str() bool {
+	for v.i++; v.i < len(v.data); v.i++ {
+		c := v.data[v.i]
+		switch {
+		case c == '"':
+			v.i++
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			v.i++
+			if v.i >= len(v.data) {
+				return false
+			}
+			switch v.data[v.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if v.i+4 >= len(v.data) {
+					return false
+				}
+				for _, h := range v.data[v.i+1 : v.i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return false
+					}
+				}
+				v.i += 4
+			default:
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// num consumes the number at v.i: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (v *validator) num() bool {
+	d := v.data
+	if d[v.i] == '-' {
+		v.i++
+	}
+	switch {
+	case v.i < len(d) && d[v.i] == '0':
+		v.i++
+	case v.i < len(d) && d[v.i] >= '1' && d[v.i] <= '9':
+		for v.i < len(d) && d[v.i] >= '0' && d[v.i] <= '9' {
+			v.i++
+		}
+	default:
+		return false
+	}
+	if v.i < len(d) && d[v.i] == '.' {
+		v.i++
+		if v.i >= len(d) || d[v.i] < '0' || d[v.i] > '9' {
+			return false
+		}
+		for v.i < len(d) && d[v.i] >= '0' && d[v.i] <= '9' {
+			v.i++
+		}
+	}
+	if v.i < len(d) && (d[v.i] == 'e' || d[v.i] == 'E') {
+		v.i++
+		if v.i < len(d) && (d[v.i] == '+' || d[v.i] == '-') {
+			v.i++
+		}
+		if v.i >= len(d) || d[v.i] < '0' || d[v.i] > '9' {
+			return false
+		}
+		for v.i < len(d) && d[v.i] >= '0' && d[v.i] <= '9' {
+			v.i++
+		}
+	}
+	return true
+}
+
+// lit consumes the literal word at v.i.
+func (v *validator) lit(word string) bool {
+	if len(v.data)-v.i < len(word) || string(v.data[v.i:v.i+len(word)]) != word {
+		return false
+	}
+	v.i += len(word)
+	return true
+}
+
+// objectError returns encoding/json's error for data that is not a JSON
+// object (or not JSON).
+func objectError(data []byte) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
-	if m == nil {
-		return errors.New("invalid type: null, expected an object")
+	return errors.New("invalid type: expected an object")
+}
+
+// lookup returns the raw value of key in fs: the last one if the key
+// repeats, as encoding/json does.
+func lookup(fs []rawField, key string) ([]byte, bool) {
+	for i := len(fs) - 1; i >= 0; i-- {
+		if string(fs[i].key) == key {
+			return fs[i].val, true
+		}
 	}
-	rt := reflect.TypeOf(v).Elem()
-	for i := range rt.NumField() {
-		f := rt.Field(i)
+	return nil, false
+}
+
+// The scanners below step over valid JSON (objectFields checked it).
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index after the string literal starting at i.
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index after the value starting at i.
+func skipValue(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) {
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// jsonField is one field of a struct decoded by decodeFields.
+type jsonField struct {
+	name     string       // JSON key, matched exactly
+	index    int          // struct field index
+	optional bool         // pointer (Option) or omitempty: may be absent or null
+	kind     reflect.Kind // of the field, or of its element for a pointer
+	pointer  bool
+}
+
+// jsonFields caches the jsonField lists by struct type.
+var jsonFields sync.Map // reflect.Type -> []jsonField
+
+// fieldsOf returns the JSON fields of the struct type t: exported fields
+// with a json name tag (every struct decodeFields is given has one per
+// field; a field without one is not decoded, and fields tagged "-" are
+// skipped).
+func fieldsOf(t reflect.Type) []jsonField {
+	if f, ok := jsonFields.Load(t); ok {
+		return f.([]jsonField)
+	}
+	var out []jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || f.Type.Kind() == reflect.Pointer || strings.Contains(opts, "omitempty") || slices.Contains(defaulted, name) {
+		if !f.IsExported() || name == "" || name == "-" {
 			continue
 		}
-		raw, ok := m[name]
-		if !ok {
-			return fmt.Errorf("missing field `%s`", name)
+		jf := jsonField{name: name, index: i, kind: f.Type.Kind(),
+			optional: f.Type.Kind() == reflect.Pointer || strings.Contains(opts, "omitempty")}
+		if f.Type.Kind() == reflect.Pointer {
+			jf.pointer, jf.kind = true, f.Type.Elem().Kind()
 		}
-		if string(bytes.TrimSpace(raw)) == "null" {
-			return fmt.Errorf("invalid type: null for field `%s`", name)
+		out = append(out, jf)
+	}
+	jsonFields.Store(t, out)
+	return out
+}
+
+// decodeFields sets the fields of the struct v points to from the parsed
+// object m, with decodeStrict's rules: first every required field (not
+// optional, not listed in defaulted) must be present and not null, then
+// each present field is decoded from its own value. Strings without
+// escapes, unsigned integers and booleans are decoded directly; other
+// values (nested objects, arrays, escaped strings) with encoding/json.
+func decodeFields(m []rawField, v any, defaulted ...string) error {
+	rv := reflect.ValueOf(v).Elem()
+	fields := fieldsOf(rv.Type())
+	for _, f := range fields {
+		if f.optional || slices.Contains(defaulted, f.name) {
+			continue
+		}
+		raw, ok := lookup(m, f.name)
+		if !ok {
+			return fmt.Errorf("missing field `%s`", f.name)
+		}
+		if isNull(raw) {
+			return fmt.Errorf("invalid type: null for field `%s`", f.name)
 		}
 	}
-	return json.Unmarshal(data, v)
+	for _, f := range fields {
+		raw, ok := lookup(m, f.name)
+		if !ok {
+			continue
+		}
+		fv := rv.Field(f.index)
+		if f.pointer {
+			if isNull(raw) {
+				fv.SetZero()
+				continue
+			}
+			if fv.IsNil() {
+				fv.Set(reflect.New(fv.Type().Elem()))
+			}
+			fv = fv.Elem()
+		}
+		if err := decodeValue(raw, fv, f.kind); err != nil {
+			return fmt.Errorf("field `%s`: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// isNull reports whether the raw JSON value is null.
+func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// decodeValue decodes one raw JSON value (valid JSON: objectFields
+// checked it) into fv, exactly as encoding/json would.
+func decodeValue(raw []byte, fv reflect.Value, kind reflect.Kind) error {
+	raw = bytes.TrimSpace(raw)
+	switch kind {
+	case reflect.String:
+		if s, ok := plainString(raw); ok {
+			fv.SetString(s)
+			return nil
+		}
+	case reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8, reflect.Uint:
+		if len(raw) > 0 && raw[0] >= '0' && raw[0] <= '9' {
+			if n, err := strconv.ParseUint(string(raw), 10, fv.Type().Bits()); err == nil {
+				fv.SetUint(n)
+				return nil
+			}
+		}
+	case reflect.Bool:
+		switch string(raw) {
+		case "true":
+			fv.SetBool(true)
+			return nil
+		case "false":
+			fv.SetBool(false)
+			return nil
+		}
+	}
+	if isNull(raw) { // encoding/json: null leaves a non-pointer unchanged
+		return nil
+	}
+	return json.Unmarshal(raw, fv.Addr().Interface())
+}
+
+// plainString returns the text of a JSON string literal that needs no
+// general decoding: valid UTF-8 whose escapes, if any, are the one-letter
+// ones (\" \\ \/ \b \f \n \r \t). Invalid UTF-8 (encoding/json replaces
+// it with U+FFFD) and \u escapes (surrogate rules) take the general path.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	ascii, escaped := true, false
+	for _, c := range body {
+		if c == '\\' {
+			escaped = true
+		}
+		if c >= 0x80 {
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.Valid(body) {
+		return "", false
+	}
+	if !escaped {
+		return string(body), true
+	}
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch body[i] {
+		case '"', '\\', '/':
+			out = append(out, body[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default: // \u
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 // decodeVariant reads an externally tagged enum: exactly one key, which
@@ -1278,3 +1773,113 @@ func (t InstanceTree) IsRootOnly() bool { return len(t.AllIDs) == 1 }
 
 // Size returns the number of instances in the tree.
 func (t InstanceTree) Size() int { return len(t.AllIDs) }
+
+// ---------------------------------------------------------------------------
+// Estimates (ProviderAdminExt)
+
+// CountKind says how a Count was obtained.
+type CountKind uint8
+
+// The kinds of a Count.
+const (
+	// CountExact: Value is the number of matching rows at the time of the
+	// call (the count stayed below the estimate's cap).
+	CountExact CountKind = iota
+	// CountEstimated: the count reached the cap and Value was read from
+	// the database's statistics instead of counted; it may be stale (see
+	// the method's documentation for the source and how stale it can be).
+	CountEstimated
+	// CountAtLeast: the count reached the cap and no statistics were
+	// available: the true count is Value (the cap) or more.
+	CountAtLeast
+)
+
+// String returns "exact", "estimated" or "at_least".
+func (k CountKind) String() string {
+	switch k {
+	case CountExact:
+		return "exact"
+	case CountEstimated:
+		return "estimated"
+	case CountAtLeast:
+		return "at_least"
+	}
+	return fmt.Sprintf("CountKind(%d)", uint8(k))
+}
+
+// Count is one figure of an estimate: a value and how it was obtained.
+type Count struct {
+	Value int64
+	Kind  CountKind
+}
+
+// Exact reports whether Value is an exact count.
+func (c Count) Exact() bool { return c.Kind == CountExact }
+
+// String returns the value, prefixed by "~" for an estimate and "≥" for a
+// lower bound.
+func (c Count) String() string {
+	switch c.Kind {
+	case CountEstimated:
+		return fmt.Sprintf("~%d", c.Value)
+	case CountAtLeast:
+		return fmt.Sprintf("≥%d", c.Value)
+	}
+	return fmt.Sprint(c.Value)
+}
+
+// DefaultEstimateCap is EstimateOptions.Cap when it is 0: figures below
+// 1,000 rows are exact, and a call reads at most about 6,000 rows or index
+// entries (a few milliseconds on either database, whatever the tables'
+// size).
+const DefaultEstimateCap = 1000
+
+// EstimateOptions tunes GetSystemMetricsEstimate and GetQueueDepthsEstimate.
+type EstimateOptions struct {
+	// Cap bounds each count: a figure is counted exactly while it stays
+	// below Cap rows (reading at most Cap rows or index entries); one that
+	// reaches Cap is estimated or reported as at least Cap. 0 means
+	// DefaultEstimateCap; negative is ErrInvalidInput. The cost of a call
+	// grows with Cap, not with the size of the tables.
+	Cap int64
+}
+
+// SystemMetricsEstimate is SystemMetrics with each figure bounded in cost
+// and marked exact, estimated or a lower bound. The status figures count
+// executions with the status (SystemMetrics counts instances whose current
+// execution has it): the same numbers as long as every Running, Completed
+// or Failed execution is its instance's current one, which is how the
+// runtime writes them (a superseded execution is ContinuedAsNew).
+type SystemMetricsEstimate struct {
+	TotalInstances     Count
+	TotalExecutions    Count
+	RunningInstances   Count // executions with status Running
+	CompletedInstances Count // executions with status Completed
+	FailedInstances    Count // executions with status Failed
+	TotalEvents        Count
+}
+
+// Exact reports whether every figure is exact.
+func (m SystemMetricsEstimate) Exact() bool {
+	for _, c := range []Count{m.TotalInstances, m.TotalExecutions, m.RunningInstances, m.CompletedInstances, m.FailedInstances, m.TotalEvents} {
+		if !c.Exact() {
+			return false
+		}
+	}
+	return true
+}
+
+// Values returns the figures as a SystemMetrics (estimates and lower
+// bounds as they are).
+func (m SystemMetricsEstimate) Values() SystemMetrics {
+	return SystemMetrics{TotalInstances: m.TotalInstances.Value, TotalExecutions: m.TotalExecutions.Value,
+		RunningInstances: m.RunningInstances.Value, CompletedInstances: m.CompletedInstances.Value,
+		FailedInstances: m.FailedInstances.Value, TotalEvents: m.TotalEvents.Value}
+}
+
+// QueueDepthsEstimate is QueueDepths with each figure bounded in cost.
+// Queue depths have no statistics: a figure is exact or at least the cap.
+type QueueDepthsEstimate struct {
+	OrchestratorQueue Count
+	WorkerQueue       Count
+}
