@@ -19,7 +19,7 @@ var _ duroxide.ProviderAdminExt = (*gormProvider)(nil)
 // ProviderAdminExt returns the Store's provider admin with agentstore's
 // extensions (bounded estimates, paged children and history): the value
 // ProviderAdmin returns, typed as duroxide.ProviderAdminExt.
-func (s *Store) ProviderAdminExt() duroxide.ProviderAdminExt { return s.provider() }
+func (s *Store) ProviderAdminExt() duroxide.ProviderAdminExt { return s.providerAPI() }
 
 // estimateCap validates opts.Cap and returns the cap in force.
 func estimateCap(opts duroxide.EstimateOptions) (int64, error) {

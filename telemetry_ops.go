@@ -76,6 +76,10 @@ const (
 	opAdminDeleteInstanceBulk
 	opAdminPruneExecutions
 	opAdminPruneExecutionsBulk
+	opAdminGetSystemMetricsEstimate
+	opAdminGetQueueDepthsEstimate
+	opAdminListChildrenPage
+	opAdminReadHistoryPage
 )
 
 // opDefs describes every instrumented method: its interface and name (the
@@ -152,4 +156,8 @@ var opDefs = [...]struct{ iface, method, op, table, queue string }{
 	opAdminDeleteInstanceBulk:         {"ProviderAdmin", "DeleteInstanceBulk", "delete_instance_bulk", models.TableInstances, ""},
 	opAdminPruneExecutions:            {"ProviderAdmin", "PruneExecutions", "prune_executions", models.TableExecutions, ""},
 	opAdminPruneExecutionsBulk:        {"ProviderAdmin", "PruneExecutionsBulk", "prune_executions_bulk", models.TableExecutions, ""},
+	opAdminGetSystemMetricsEstimate:   {"ProviderAdmin", "GetSystemMetricsEstimate", "get_system_metrics_estimate", "", ""},
+	opAdminGetQueueDepthsEstimate:     {"ProviderAdmin", "GetQueueDepthsEstimate", "get_queue_depths_estimate", "", ""},
+	opAdminListChildrenPage:           {"ProviderAdmin", "ListChildrenPage", "list_children_page", models.TableInstances, ""},
+	opAdminReadHistoryPage:            {"ProviderAdmin", "ReadHistoryPage", "read_history_page", models.TableHistory, ""},
 }

@@ -11,7 +11,7 @@ import (
 // providerAPI is what Store.Provider and Store.ProviderAdmin hand out.
 type providerAPI interface {
 	duroxide.Provider
-	duroxide.ProviderAdmin
+	duroxide.ProviderAdminExt
 }
 
 // providerAPI returns the Store's provider: the *gormProvider itself
@@ -399,4 +399,38 @@ func (w *tracedProvider) PruneExecutionsBulk(ctx context.Context, filter duroxid
 	out, err := w.gormProvider.PruneExecutionsBulk(ctx, filter, opts)
 	c.end(err)
 	return out, err
+}
+
+// GetSystemMetricsEstimate implements duroxide.ProviderAdminExt.
+func (w *tracedProvider) GetSystemMetricsEstimate(ctx context.Context, opts duroxide.EstimateOptions) (*duroxide.SystemMetricsEstimate, error) {
+	ctx, c := w.t.start(ctx, opAdminGetSystemMetricsEstimate)
+	out, err := w.gormProvider.GetSystemMetricsEstimate(ctx, opts)
+	c.end(err)
+	return out, err
+}
+
+// GetQueueDepthsEstimate implements duroxide.ProviderAdminExt.
+func (w *tracedProvider) GetQueueDepthsEstimate(ctx context.Context, opts duroxide.EstimateOptions) (*duroxide.QueueDepthsEstimate, error) {
+	ctx, c := w.t.start(ctx, opAdminGetQueueDepthsEstimate)
+	out, err := w.gormProvider.GetQueueDepthsEstimate(ctx, opts)
+	c.end(err)
+	return out, err
+}
+
+// ListChildrenPage implements duroxide.ProviderAdminExt.
+func (w *tracedProvider) ListChildrenPage(ctx context.Context, instance string, p repo.PageParams) ([]string, string, error) {
+	ctx, c := w.t.start(ctx, opAdminListChildrenPage)
+	c.instance(instance)
+	out, next, err := w.gormProvider.ListChildrenPage(ctx, instance, p)
+	c.end(err)
+	return out, next, err
+}
+
+// ReadHistoryPage implements duroxide.ProviderAdminExt.
+func (w *tracedProvider) ReadHistoryPage(ctx context.Context, instance string, executionID uint64, p repo.PageParams) ([]duroxide.Event, string, error) {
+	ctx, c := w.t.start(ctx, opAdminReadHistoryPage)
+	c.instance(instance)
+	out, next, err := w.gormProvider.ReadHistoryPage(ctx, instance, executionID, p)
+	c.end(err)
+	return out, next, err
 }

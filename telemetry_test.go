@@ -849,7 +849,7 @@ func TestTelemetryCoversEveryMethod(t *testing.T) {
 		"Sessions":      reflect.TypeFor[repo.Sessions](),
 		"SessionQueue":  reflect.TypeFor[repo.SessionQueue](),
 		"Provider":      reflect.TypeFor[duroxide.Provider](),
-		"ProviderAdmin": reflect.TypeFor[duroxide.ProviderAdmin](),
+		"ProviderAdmin": reflect.TypeFor[duroxide.ProviderAdminExt](),
 	} {
 		for i := range typ.NumMethod() {
 			m := typ.Method(i).Name
