@@ -355,6 +355,10 @@ func targetFor(subject string, v float64) (string, string) {
 		t, ok = "≤ 1.3", v <= 1.3
 	case name == "append_vs_seed":
 		t, ok = "≥ 50", v >= 50
+	case name == "append_parallel_vs_raw":
+		t, ok = "≥ 0.9", v >= 0.9
+	case name == "scale_growth":
+		t, ok = "≤ 1.3", v <= 1.3
 	case name == "load_vs_raw":
 		t, ok = "≤ 1.5", v <= 1.5
 	case name == "queue_vs_raw":

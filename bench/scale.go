@@ -5,13 +5,15 @@ package main
 // at N = 1e3, 1e4, 1e5 (1e6 with -scale-max 1e6) on each dialect, with the
 // growth per decade (ratio of medians per 10× N; > 1.3 is "grows").
 //
-// One store per dialect is grown in place from one N to the next: the rows
+// Each N gets its own store (a SQLite file, a PostgreSQL schema): the rows
 // are planted with multi-row INSERTs on the store's own DB handle (the
 // seeding is not what is measured), cloned from rows the public API wrote
 // (a template instance, a queued message, a queued work item), then
-// ANALYZEd; every measured call goes through the public API. Operations
-// that delete rows put the same number back (untimed) before the next
-// repetition, so every repetition sees N.
+// ANALYZEd; every measured call goes through the public API. The stores
+// are measured interleaved (each repetition visits every N in turn), so
+// noise hits every N alike. Operations that delete rows put the same
+// number back (untimed) before the next repetition, so every repetition
+// sees N.
 
 import (
 	"context"
@@ -67,7 +69,7 @@ var scaleOps = []scaleOp{
 // scaleGrowsAt is the per-decade growth above which a row is flagged.
 const scaleGrowsAt = 1.3
 
-// scaleEnv is one dialect's store, grown from one N to the next.
+// scaleEnv is the store of one dialect at one N.
 type scaleEnv struct {
 	b   *bench
 	d   string
@@ -89,8 +91,6 @@ type scaleEnv struct {
 	oqRow   []any    // a queued ExternalRaised for "busy"
 	wqRow   []any    // a queued ActivityExecute
 	clock   int64    // completed_at of planted instances (epoch ms)
-
-	med map[string]float64 // op key -> median ms at the current N
 }
 
 var (
@@ -142,7 +142,10 @@ func (b *bench) runScale(ctx context.Context, maxN float64, out io.Writer) error
 	return nil
 }
 
-// scaleDialect grows one store through ns and measures every op at each N.
+// scaleDialect seeds one store per N and measures every op on all of
+// them, interleaved: each repetition runs the op once on every store in
+// turn, so the machine's noise (other processes, WAL flush latency) hits
+// every N alike and the growth ratios compare like with like.
 func (b *bench) scaleDialect(ctx context.Context, d string, ns []int) (map[string][]float64, error) {
 	res := map[string][]float64{}
 	for _, op := range scaleOps {
@@ -151,25 +154,39 @@ func (b *bench) scaleDialect(ctx context.Context, d string, ns []int) (map[strin
 			res[op.key][i] = math.NaN()
 		}
 	}
-	st, cleanup, err := b.openStore(ctx, d, "scale", "")
-	if err != nil {
-		return res, fmt.Errorf("open store: %w", err)
-	}
-	defer cleanup()
-	e := &scaleEnv{b: b, d: d, ctx: ctx, st: st, tenant: "scale-tenant", clock: time.Now().UnixMilli()}
-	if err := e.setup(); err != nil {
-		return res, fmt.Errorf("setup: %w", err)
-	}
+	runs := make([]map[string]*scaleRun, len(ns))
 	for i, n := range ns {
+		st, cleanup, err := b.openStore(ctx, d, fmt.Sprintf("scale_%d", n), "")
+		if err != nil {
+			return res, fmt.Errorf("open store: %w", err)
+		}
+		defer cleanup()
+		e := &scaleEnv{b: b, d: d, ctx: ctx, st: st, tenant: "scale-tenant", clock: time.Now().UnixMilli()}
 		t0 := time.Now()
+		if err := e.setup(); err != nil {
+			return res, fmt.Errorf("setup N=%d: %w", n, err)
+		}
 		if err := e.grow(n); err != nil {
 			return res, fmt.Errorf("seed N=%d: %w", n, err)
 		}
 		b.logf("   seeded N=%d in %v", n, time.Since(t0).Round(time.Millisecond))
-		e.med = map[string]float64{}
-		e.measureAll(n)
-		for k, v := range e.med {
-			res[k][i] = v
+		runs[i] = e.runs(n)
+	}
+	for _, op := range scaleOps {
+		var at []*scaleRun
+		for i := range ns {
+			at = append(at, runs[i][op.key])
+		}
+		meds, err := timeInterleaved(at)
+		for i, n := range ns {
+			switch {
+			case at[i] == nil:
+			case err != nil:
+				b.skipf("scale", d, fmt.Sprintf("%s @N=%d", op.key, n), "%v", err)
+			default:
+				res[op.key][i] = ms(meds[i])
+				b.add("scale", d, fmt.Sprintf("%s @N=%d", op.label, n), ms(meds[i]), "ms/op")
+			}
 		}
 	}
 	return res, nil
@@ -446,49 +463,55 @@ func (e *scaleEnv) grow(n int) error {
 	return e.exec("ANALYZE") // both dialects: what autovacuum (PG) or PRAGMA optimize (SQLite) would have done
 }
 
-// timeOp returns the median of up to reps timed runs of op (setup before
-// each, untimed), after one warm-up; it stops after 3 runs once the op has
-// taken more than 4 s in all.
-func timeOp(reps int, setup, op func() error) (time.Duration, error) {
-	var ts []time.Duration
+// scaleRun is one op on one store: setup (untimed, may be nil) runs
+// before each timed call of op.
+type scaleRun struct {
+	reps      int
+	setup, op func() error
+}
+
+// timeInterleaved runs one warm-up round and then up to reps rounds; each
+// round calls every run's setup and op once, in N order. It returns each
+// run's median (nil runs are skipped) and stops after 3 rounds once the op
+// has taken more than 8 s in all.
+func timeInterleaved(runs []*scaleRun) ([]time.Duration, error) {
+	reps := 0
+	for _, r := range runs {
+		if r != nil {
+			reps = max(reps, r.reps)
+		}
+	}
+	ts := make([][]time.Duration, len(runs))
 	var spent time.Duration
-	for i := range reps + 1 {
-		if setup != nil {
-			if err := setup(); err != nil {
-				return 0, fmt.Errorf("setup: %w", err)
+	for round := range reps + 1 {
+		for i, r := range runs {
+			if r == nil {
+				continue
+			}
+			if r.setup != nil {
+				if err := r.setup(); err != nil {
+					return nil, fmt.Errorf("setup: %w", err)
+				}
+			}
+			t0 := time.Now()
+			if err := r.op(); err != nil {
+				return nil, err
+			}
+			d := time.Since(t0)
+			spent += d
+			if round > 0 {
+				ts[i] = append(ts[i], d)
 			}
 		}
-		t0 := time.Now()
-		if err := op(); err != nil {
-			return 0, err
-		}
-		d := time.Since(t0)
-		spent += d
-		if i > 0 {
-			ts = append(ts, d)
-		}
-		if len(ts) >= 3 && spent > 4*time.Second {
+		if round >= 3 && spent > 8*time.Second {
 			break
 		}
 	}
-	return median(ts), nil
-}
-
-// run measures one op at N and records it.
-func (e *scaleEnv) run(key string, n, reps int, setup, op func() error) {
-	var label string
-	for _, o := range scaleOps {
-		if o.key == key {
-			label = o.label
-		}
+	out := make([]time.Duration, len(runs))
+	for i := range ts {
+		out[i] = median(ts[i])
 	}
-	d, err := timeOp(reps, setup, op)
-	if err != nil {
-		e.b.skipf("scale", e.d, fmt.Sprintf("%s @N=%d", key, n), "%v", err)
-		return
-	}
-	e.med[key] = ms(d)
-	e.b.add("scale", e.d, fmt.Sprintf("%s @N=%d", label, n), ms(d), "ms/op")
+	return out, nil
 }
 
 // systemMetricsEstimate is the HOOK for the cheap estimate form of
@@ -514,12 +537,16 @@ func systemMetricsEstimate(a duroxide.ProviderAdmin) func(context.Context) error
 	return nil
 }
 
-// measureAll measures every op at the current N.
-func (e *scaleEnv) measureAll(n int) {
+// runs returns every op at this store's N, by op key.
+func (e *scaleEnv) runs(n int) map[string]*scaleRun {
+	out := map[string]*scaleRun{}
+	add := func(key string, reps int, setup, op func() error) {
+		out[key] = &scaleRun{reps: reps, setup: setup, op: op}
+	}
 	ctx := e.ctx
 	ss, q := e.st.Sessions(), e.st.SessionQueue()
 	p, a := e.st.Provider(), e.st.ProviderAdmin()
-	const reps = 15
+	const reps = 25
 
 	// List: walk with the biggest pages to the position half-way, then
 	// time the page after it.
@@ -541,7 +568,7 @@ func (e *scaleEnv) measureAll(n int) {
 		if after == nil {
 			continue
 		}
-		e.run(c.key, n, reps, nil, func() error {
+		add(c.key, reps, nil, func() error {
 			pg, err := ss.List(ctx, repo.ListParams{TenantID: c.tenant, After: after, Limit: 100})
 			if err == nil && len(pg.Sessions) != 100 {
 				err = fmt.Errorf("page of %d sessions, want 100", len(pg.Sessions))
@@ -551,7 +578,7 @@ func (e *scaleEnv) measureAll(n int) {
 	}
 
 	var victim uuid.UUID
-	e.run("delete_empty_session", n, 25, func() error {
+	add("delete_empty_session", 35, func() error {
 		s := repo.NewSession()
 		err := ss.Save(ctx, s)
 		victim = s.ID // Save assigns it
@@ -564,7 +591,7 @@ func (e *scaleEnv) measureAll(n int) {
 		return err
 	})
 
-	e.run("cleanup_expired_20", n, 7, func() error {
+	add("cleanup_expired_20", 11, func() error {
 		exp := time.Now().Add(-time.Minute)
 		for range 20 {
 			s := repo.NewSession()
@@ -582,17 +609,17 @@ func (e *scaleEnv) measureAll(n int) {
 		return err
 	})
 
-	e.run("fetch_ack_locked_backlog", n, reps, func() error { return e.raise("other") },
+	add("fetch_ack_locked_backlog", reps, func() error { return e.raise("other") },
 		func() error { return e.fetchAck("other", runningMeta()) })
 
-	e.run("list_running_page", n, reps, nil, func() error {
+	add("list_running_page", reps, nil, func() error {
 		ids, _, err := a.ListInstancesByStatusPage(ctx, duroxide.StatusRunning, repo.PageParams{Limit: 10})
 		if err == nil && len(ids) != 10 {
 			err = fmt.Errorf("%d ids, want 10", len(ids))
 		}
 		return err
 	})
-	e.run("list_completed_page", n, reps, nil, func() error {
+	add("list_completed_page", reps, nil, func() error {
 		ids, _, err := a.ListInstancesByStatusPage(ctx, duroxide.StatusCompleted, repo.PageParams{Limit: 10})
 		if err == nil && len(ids) != 10 {
 			err = fmt.Errorf("%d ids, want 10", len(ids))
@@ -601,14 +628,14 @@ func (e *scaleEnv) measureAll(n int) {
 	})
 
 	cutoff := time.UnixMilli(e.clock - 3600_000)
-	e.run("delete_bulk_none", n, reps, nil, func() error {
+	add("delete_bulk_none", reps, nil, func() error {
 		r, err := a.DeleteInstanceBulk(ctx, duroxide.InstanceFilter{CompletedBefore: &cutoff, Limit: 100})
 		if err == nil && r.InstancesDeleted != 0 {
 			err = fmt.Errorf("deleted %d instances, want 0", r.InstancesDeleted)
 		}
 		return err
 	})
-	e.run("delete_bulk_limit100", n, 7, func() error {
+	add("delete_bulk_limit100", 7, func() error {
 		return e.plantInstances(100, duroxide.StatusCompleted) // keeps N
 	}, func() error {
 		r, err := a.DeleteInstanceBulk(ctx, duroxide.InstanceFilter{Limit: 100})
@@ -618,7 +645,7 @@ func (e *scaleEnv) measureAll(n int) {
 		return err
 	})
 
-	e.run("system_metrics", n, reps, nil, func() error {
+	add("system_metrics", reps, nil, func() error {
 		m, err := a.GetSystemMetrics(ctx)
 		if err == nil && m.TotalInstances < int64(n) {
 			err = fmt.Errorf("TotalInstances %d, want >= %d", m.TotalInstances, n)
@@ -626,39 +653,39 @@ func (e *scaleEnv) measureAll(n int) {
 		return err
 	})
 	if est := systemMetricsEstimate(a); est != nil {
-		e.run("system_metrics_estimate", n, reps, nil, func() error { return est(ctx) })
+		add("system_metrics_estimate", reps, nil, func() error { return est(ctx) })
 	} else if n == 1000 {
 		e.b.skipf("scale", e.d, "system_metrics_estimate", "no estimate form of GetSystemMetrics on ProviderAdmin yet (hook: systemMetricsEstimate in bench/scale.go)")
 	}
 
 	want := max(n/10, 1)
-	e.run("read_history", n, 7, nil, func() error {
+	add("read_history", 7, nil, func() error {
 		evs, err := p.Read(ctx, "hist")
 		if err == nil && len(evs) != want {
 			err = fmt.Errorf("read %d events, want %d", len(evs), want)
 		}
 		return err
 	})
-	e.run("fetch_ack_history", n, 7, func() error { return e.raise("hist") },
+	add("fetch_ack_history", 7, func() error { return e.raise("hist") },
 		func() error { return e.fetchAck("hist", runningMeta()) })
 
 	// controls
-	e.run("control_load_lastn", n, reps, nil, func() error {
+	add("control_load_lastn", reps, nil, func() error {
 		s, err := ss.Load(ctx, e.msgSess, repo.LoadOptions{LastN: 20})
 		if err == nil && len(s.Messages) != 20 {
 			err = fmt.Errorf("loaded %d messages, want 20", len(s.Messages))
 		}
 		return err
 	})
-	e.run("control_append", n, 25, nil, func() error {
+	add("control_append", 51, nil, func() error {
 		_, err := ss.AppendMessages(ctx, e.msgSess, textMsg("", repo.RoleAssistant, "reply"))
 		return err
 	})
-	e.run("control_enqueue", n, 25, nil, func() error {
+	add("control_enqueue", 51, nil, func() error {
 		_, err := q.Enqueue(ctx, e.qSess, `{"job":2}`, 0)
 		return err
 	})
-	e.run("control_dequeue_complete", n, 25, nil, func() error {
+	add("control_dequeue_complete", 51, nil, func() error {
 		it, err := q.Dequeue(ctx, e.qSess, repo.DequeueParams{Owner: "w", Lease: time.Minute})
 		if err != nil {
 			return err
@@ -668,7 +695,7 @@ func (e *scaleEnv) measureAll(n int) {
 		}
 		return q.Complete(ctx, it.Lease())
 	})
-	e.run("control_fetch_ack_work", n, 25, nil, func() error {
+	add("control_fetch_ack_work", 51, nil, func() error {
 		l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 		if err != nil {
 			return err
@@ -678,10 +705,11 @@ func (e *scaleEnv) measureAll(n int) {
 		}
 		return p.AckWorkItem(ctx, l.LockToken, nil)
 	})
-	e.run("control_instance_info", n, 25, nil, func() error {
+	add("control_instance_info", 51, nil, func() error {
 		_, err := a.GetInstanceInfo(ctx, "other")
 		return err
 	})
+	return out
 }
 
 // growth returns the per-decade growth of v (geometric mean over the
