@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -263,36 +262,19 @@ func (b *bench) benchAppendParallel(ctx context.Context, d string) {
 		} {
 			storeLabel := "agentstore AppendMessages" + tag + ", " + shape.label
 			rawLabel := "raw SQL append (UPDATE session + INSERT message, 1 tx)" + tag + ", " + shape.label
-			var sr, rr []float64
-			var serr, rerr error
-			for round := range max(1, b.rounds) {
-				if v, err := parallelAppendRate(ctx, w, per, shape.sessions, func(ctx context.Context, id uuid.UUID, msgID string) error {
-					m := textMsg(msgID, repo.RoleUser, msgText)
-					m.Usage = &repo.TokenUsage{InputTokens: 10, OutputTokens: 5}
-					_, err := st.Sessions().AppendMessages(ctx, id, m)
-					return err
-				}, st, round); err != nil {
-					serr = err
-				} else {
-					sr = append(sr, v)
-				}
-				if v, err := parallelAppendRate(ctx, w, per, shape.sessions, raw.append, st, round); err != nil {
-					rerr = err
-				} else {
-					rr = append(rr, v)
-				}
+			storeAppend := func(ctx context.Context, id uuid.UUID, msgID string) error {
+				m := textMsg(msgID, repo.RoleUser, msgText)
+				m.Usage = &repo.TokenUsage{InputTokens: 10, OutputTokens: 5}
+				_, err := st.Sessions().AppendMessages(ctx, id, m)
+				return err
 			}
-			sv, rv := medianF(sr), medianF(rr)
-			if sv > 0 {
-				b.add(sc, d, storeLabel, sv, "events/s")
-			} else {
-				b.skipf(sc, d, storeLabel, "%v", serr)
+			sv, rv, err := parallelAppendRates(ctx, st, w, per, shape.sessions, max(1, b.rounds), storeAppend, raw.append)
+			if err != nil {
+				b.skipf(sc, d, storeLabel, "%v", err)
+				continue
 			}
-			if rv > 0 {
-				b.add(sc, d, rawLabel, rv, "events/s")
-			} else {
-				b.skipf(sc, d, rawLabel, "%v", rerr)
-			}
+			b.add(sc, d, storeLabel, sv, "events/s")
+			b.add(sc, d, rawLabel, rv, "events/s")
 			b.ratio(sc, d, "append_parallel_vs_raw/"+shape.key+suffix, sv, rv)
 		}
 		raw.close()
@@ -300,39 +282,74 @@ func (b *bench) benchAppendParallel(ctx context.Context, d string) {
 	}
 }
 
-// medianF is the median of xs (0 when empty).
-func medianF(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
+// parallelSlices is the number of slices each round is cut into.
+const parallelSlices = 10
+
+// parallelAppendRates measures two append functions in the same shape:
+// writers goroutines, goroutine k appending to session k % nSessions (each
+// subject has its own sessions), per single-message appends per goroutine
+// and round. Every round is cut into parallelSlices slices, and the two
+// subjects alternate slice by slice (which one goes first alternates too),
+// so load changes on the machine hit both alike. It returns both rates in
+// events/s over all rounds.
+func parallelAppendRates(ctx context.Context, st *agentstore.Store, writers, per, nSessions, rounds int,
+	a, b func(context.Context, uuid.UUID, string) error) (float64, float64, error) {
+	newIDs := func() ([]uuid.UUID, error) {
+		ids := make([]uuid.UUID, nSessions)
+		for i := range ids {
+			s := repo.NewSession()
+			if err := st.Sessions().Save(ctx, s); err != nil {
+				return nil, err
+			}
+			ids[i] = s.ID
+		}
+		return ids, nil
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	idsA, err := newIDs()
+	if err != nil {
+		return 0, 0, err
+	}
+	idsB, err := newIDs()
+	if err != nil {
+		return 0, 0, err
+	}
+	chunk := max(1, per/parallelSlices)
+	var ta, tb time.Duration
+	var n int
+	for slice := range rounds * parallelSlices {
+		first, second := 0, 1
+		if slice%2 == 1 {
+			first, second = 1, 0
+		}
+		for _, which := range []int{first, second} {
+			fn, ids, tot := a, idsA, &ta
+			if which == 1 {
+				fn, ids, tot = b, idsB, &tb
+			}
+			el, err := appendBurst(ctx, writers, chunk, ids, slice, fn)
+			if err != nil {
+				return 0, 0, err
+			}
+			*tot += el
+		}
+		n += writers * chunk
+	}
+	return float64(n) / ta.Seconds(), float64(n) / tb.Seconds(), nil
 }
 
-// parallelAppendRate creates nSessions sessions and runs writers
-// goroutines (goroutine k appends to session k % nSessions), each making
-// per single-message appends with append; events/s.
-func parallelAppendRate(ctx context.Context, writers, per, nSessions int, appendFn func(context.Context, uuid.UUID, string) error,
-	st *agentstore.Store, round int) (float64, error) {
-	ids := make([]uuid.UUID, nSessions)
-	for i := range ids {
-		s := repo.NewSession()
-		if err := st.Sessions().Save(ctx, s); err != nil {
-			return 0, err
-		}
-		ids[i] = s.ID
-	}
+// appendBurst runs writers goroutines making k appends each (message ids
+// unique per slice, goroutine and call) and returns the elapsed time.
+func appendBurst(ctx context.Context, writers, k int, ids []uuid.UUID, slice int, fn func(context.Context, uuid.UUID, string) error) (time.Duration, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	t0 := time.Now()
-	for k := range writers {
+	for g := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id := ids[k%nSessions]
-			for i := range per {
-				if err := appendFn(ctx, id, fmt.Sprintf("p-%d-%d-%d", round, k, i)); err != nil {
+			id := ids[g%len(ids)]
+			for i := range k {
+				if err := fn(ctx, id, fmt.Sprintf("p-%d-%d-%d", slice, g, i)); err != nil {
 					errs <- err
 					return
 				}
@@ -342,10 +359,7 @@ func parallelAppendRate(ctx context.Context, writers, per, nSessions int, append
 	wg.Wait()
 	el := time.Since(t0)
 	close(errs)
-	if err := <-errs; err != nil {
-		return 0, err
-	}
-	return float64(writers*per) / el.Seconds(), nil
+	return el, <-errs
 }
 
 // rawAppender is the raw baseline of an append: in one transaction, advance
