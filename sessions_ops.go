@@ -139,6 +139,15 @@ func (d directTx) queryRow(q string, args []any, dest ...any) (found bool, err e
 	return n > 0, nil
 }
 
+// jsonArg is the statement argument of a JSON column: what j.Value()
+// returns (NULL when empty, else the text).
+func jsonArg(j models.JSON) any {
+	if len(j) == 0 {
+		return nil
+	}
+	return string(j)
+}
+
 // appendCols are the columns appendRows writes, in its argument order.
 const appendCols = `session_id, seq, id, parent_id, role, content, is_sidechain, is_compact_summary, "usage", metadata, model,` +
 	` request_id, environment, created_at`
@@ -166,8 +175,11 @@ func (ss *sessionStore) appendRows(tx *gorm.DB, rows []models.Message) error {
 			}
 			b.WriteString(tuple)
 			m := &chunk[i]
-			args = append(args, m.SessionID, m.Seq, m.ID, m.ParentID, m.Role, m.Content, m.IsSidechain, m.IsCompactSummary,
-				m.Usage, m.Metadata, m.Model, m.RequestID, m.Environment, m.CreatedAt)
+			// JSON columns as the strings (or NULLs) their Value methods
+			// return: pgx otherwise plans, and fails, a typed encoding of
+			// each Valuer before it falls back to calling Value.
+			args = append(args, m.SessionID, m.Seq, m.ID, m.ParentID, m.Role, jsonArg(models.JSON(m.Content)), m.IsSidechain,
+				m.IsCompactSummary, jsonArg(m.Usage), jsonArg(m.Metadata), m.Model, m.RequestID, jsonArg(m.Environment), m.CreatedAt)
 		}
 		if _, err := d.exec(b.String(), args...); err != nil {
 			return err
