@@ -5,6 +5,10 @@
 // a JSON array of {"scenario","dialect","subject","value","unit"} objects.
 //
 //	cd bench && go run . [-quick] [-pg DSN] [-json FILE]
+//	cd bench && go run . -scale [-scale-max 1e5] [-dialects sqlite,postgres] [-json FILE]
+//
+// -scale measures instead how the cost of operations that should not
+// depend on the data size moves with N = 1e3 … -scale-max rows (scale.go).
 //
 // Without -pg it uses AGENTSTORE_TEST_POSTGRES_DSN or the local default.
 // SQLite files go in a temporary directory. MariaDB (go-workflows' MySQL
@@ -99,6 +103,8 @@ func run() error {
 	dialects := flag.String("dialects", "sqlite,postgres", "comma-separated subset of sqlite,postgres")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	queueItems := flag.Int("queue-items", 0, "override the queue scenario's item count")
+	scale := flag.Bool("scale", false, "scale mode: measure the issue-15 operations at N = 1e3, 1e4, ... up to -scale-max rows and print the growth per decade (the other scenarios do not run)")
+	scaleMax := flag.Float64("scale-max", 1e5, "largest N of -scale (1e6 takes several more minutes)")
 	rounds := flag.Int("rounds", 0, "repetitions of each queue/orchestration comparison, median reported (default 3, 1 with -quick)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -155,6 +161,12 @@ func run() error {
 	b.dir = dir
 
 	ctx := context.Background()
+	if *scale {
+		if err := b.runScale(ctx, *scaleMax, os.Stdout); err != nil {
+			return err
+		}
+		return b.writeJSON(*jsonOut)
+	}
 	start := time.Now()
 	b.logf("agentstore bench: quick=%v, %s, %d CPUs, PostgreSQL %s", *quick, runtime.Version(), runtime.NumCPU(), redact(b.pgDSN))
 	type scenario struct {
@@ -183,20 +195,23 @@ func run() error {
 	b.logf("total %v", time.Since(start).Round(time.Millisecond))
 
 	b.printMarkdown(os.Stdout, time.Since(start))
-	if *jsonOut != "" {
-		out := b.results
-		if out == nil {
-			out = []Result{}
-		}
-		data, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(data, '\n'), 0o644); err != nil {
-			return err
-		}
+	return b.writeJSON(*jsonOut)
+}
+
+// writeJSON writes the results as a JSON array to path ("" = not at all).
+func (b *bench) writeJSON(path string) error {
+	if path == "" {
+		return nil
 	}
-	return nil
+	out := b.results
+	if out == nil {
+		out = []Result{}
+	}
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -340,6 +355,10 @@ func targetFor(subject string, v float64) (string, string) {
 		t, ok = "≤ 1.3", v <= 1.3
 	case name == "append_vs_seed":
 		t, ok = "≥ 50", v >= 50
+	case name == "append_parallel_vs_raw":
+		t, ok = "≥ 0.9", v >= 0.9
+	case name == "scale_growth":
+		t, ok = "≤ 1.3", v <= 1.3
 	case name == "load_vs_raw":
 		t, ok = "≤ 1.5", v <= 1.5
 	case name == "queue_vs_raw":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -221,8 +222,12 @@ func (b *bench) benchLoad(ctx context.Context, d string) {
 	b.ratio(sc, d, "load_vs_raw", float64(median(ta)), float64(median(tr)))
 }
 
-// benchAppendParallel: 8 sessions appended to in parallel, one goroutine per
-// session, one message per AppendMessages call.
+// benchAppendParallel: single-message AppendMessages from 8 goroutines, in
+// two shapes: 8 sessions, one goroutine each; and 8 writers on one session.
+// Beside each, the raw baseline (rawAppender): what a minimal correct
+// append must do, one transaction per message, on the same driver, the
+// same database and tables, the same pool and sync settings. The store and
+// the raw baseline alternate for b.rounds rounds; medians and their ratio.
 func (b *bench) benchAppendParallel(ctx context.Context, d string) {
 	const sc = "append_parallel"
 	syncs := []string{""}
@@ -230,57 +235,203 @@ func (b *bench) benchAppendParallel(ctx context.Context, d string) {
 		syncs = append(syncs, "FULL")
 	}
 	for _, mode := range syncs {
-		label := "agentstore AppendMessages"
-		name := "parallel"
+		name, tag, suffix := "parallel", "", ""
 		if mode != "" {
-			label += " [synchronous=" + mode + "]"
 			name += "_" + mode
+			tag = " [synchronous=" + mode + "]"
+			suffix = "/synchronous=" + mode
 		}
-		label += fmt.Sprintf(", %d sessions x %d", b.sz.parallelSessions, b.sz.parallelAppends)
 		st, cleanup, err := b.openStore(ctx, d, name, mode)
 		if err != nil {
-			b.skipf(sc, d, label, "open store: %v", err)
+			b.skipf(sc, d, "agentstore AppendMessages"+tag, "open store: %v", err)
 			continue
 		}
-		ids := make([]uuid.UUID, b.sz.parallelSessions)
-		for i := range ids {
-			s := repo.NewSession()
-			if err = st.Sessions().Save(ctx, s); err != nil {
-				break
-			}
-			ids[i] = s.ID
-		}
+		raw, err := b.openRawAppender(ctx, d, st, name, mode)
 		if err != nil {
+			b.skipf(sc, d, "raw SQL append"+tag, "open: %v", err)
 			cleanup()
-			b.skipf(sc, d, label, "%v", err)
 			continue
 		}
-		var wg sync.WaitGroup
-		errs := make(chan error, len(ids))
-		t0 := time.Now()
-		for _, id := range ids {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := st.Sessions()
-				for i := range b.sz.parallelAppends {
-					m := textMsg(fmt.Sprintf("p-%d", i), repo.RoleUser, msgText)
-					m.Usage = &repo.TokenUsage{InputTokens: 10, OutputTokens: 5}
-					if _, err := r.AppendMessages(ctx, id, m); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
+		w, per := b.sz.parallelSessions, b.sz.parallelAppends
+		for _, shape := range []struct {
+			key, label string
+			sessions   int
+		}{
+			{"8_sessions", fmt.Sprintf("%d sessions x %d", w, per), w},
+			{"1_session_8_writers", fmt.Sprintf("%d writers on 1 session x %d", w, per), 1},
+		} {
+			storeLabel := "agentstore AppendMessages" + tag + ", " + shape.label
+			rawLabel := "raw SQL append (UPDATE session + INSERT message, 1 tx)" + tag + ", " + shape.label
+			storeAppend := func(ctx context.Context, id uuid.UUID, msgID string) error {
+				m := textMsg(msgID, repo.RoleUser, msgText)
+				m.Usage = &repo.TokenUsage{InputTokens: 10, OutputTokens: 5}
+				_, err := st.Sessions().AppendMessages(ctx, id, m)
+				return err
+			}
+			sv, rv, err := parallelAppendRates(ctx, st, w, per, shape.sessions, max(1, b.rounds), storeAppend, raw.append)
+			if err != nil {
+				b.skipf(sc, d, storeLabel, "%v", err)
+				continue
+			}
+			b.add(sc, d, storeLabel, sv, "events/s")
+			b.add(sc, d, rawLabel, rv, "events/s")
+			b.ratio(sc, d, "append_parallel_vs_raw/"+shape.key+suffix, sv, rv)
 		}
-		wg.Wait()
-		el := time.Since(t0)
-		close(errs)
-		if err := <-errs; err != nil {
-			b.skipf(sc, d, label, "%v", err)
-		} else {
-			b.add(sc, d, label, float64(len(ids)*b.sz.parallelAppends)/el.Seconds(), "events/s")
-		}
+		raw.close()
 		cleanup()
 	}
 }
+
+// parallelSlices is the number of slices each round is cut into.
+const parallelSlices = 10
+
+// parallelAppendRates measures two append functions in the same shape:
+// writers goroutines, goroutine k appending to session k % nSessions (each
+// subject has its own sessions), per single-message appends per goroutine
+// and round. Every round is cut into parallelSlices slices, and the two
+// subjects alternate slice by slice (which one goes first alternates too),
+// so load changes on the machine hit both alike. It returns both rates in
+// events/s over all rounds.
+func parallelAppendRates(ctx context.Context, st *agentstore.Store, writers, per, nSessions, rounds int,
+	a, b func(context.Context, uuid.UUID, string) error) (float64, float64, error) {
+	newIDs := func() ([]uuid.UUID, error) {
+		ids := make([]uuid.UUID, nSessions)
+		for i := range ids {
+			s := repo.NewSession()
+			if err := st.Sessions().Save(ctx, s); err != nil {
+				return nil, err
+			}
+			ids[i] = s.ID
+		}
+		return ids, nil
+	}
+	idsA, err := newIDs()
+	if err != nil {
+		return 0, 0, err
+	}
+	idsB, err := newIDs()
+	if err != nil {
+		return 0, 0, err
+	}
+	chunk := max(1, per/parallelSlices)
+	var ta, tb time.Duration
+	var n int
+	for slice := range rounds * parallelSlices {
+		first, second := 0, 1
+		if slice%2 == 1 {
+			first, second = 1, 0
+		}
+		for _, which := range []int{first, second} {
+			fn, ids, tot := a, idsA, &ta
+			if which == 1 {
+				fn, ids, tot = b, idsB, &tb
+			}
+			el, err := appendBurst(ctx, writers, chunk, ids, slice, fn)
+			if err != nil {
+				return 0, 0, err
+			}
+			*tot += el
+		}
+		n += writers * chunk
+	}
+	return float64(n) / ta.Seconds(), float64(n) / tb.Seconds(), nil
+}
+
+// appendBurst runs writers goroutines making k appends each (message ids
+// unique per slice, goroutine and call) and returns the elapsed time.
+func appendBurst(ctx context.Context, writers, k int, ids []uuid.UUID, slice int, fn func(context.Context, uuid.UUID, string) error) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	t0 := time.Now()
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := ids[g%len(ids)]
+			for i := range k {
+				if err := fn(ctx, id, fmt.Sprintf("p-%d-%d-%d", slice, g, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	close(errs)
+	return el, <-errs
+}
+
+// rawAppender is the raw baseline of an append: in one transaction, advance
+// the session row (last_seq, message_count, current_leaf_id, token totals,
+// updated_at, version; RETURNING the new last_seq) and insert the message
+// at that seq. It works on the store's own tables through its own
+// database/sql handle on the same driver: pgx stdlib with the bench's pool
+// on PostgreSQL; on SQLite one write connection with the store's DSN
+// parameters (WAL, foreign keys, BEGIN IMMEDIATE, the synchronous mode and
+// statement cache), as the store's write pool.
+type rawAppender struct {
+	db       *sql.DB
+	advance  string
+	insert   string
+	postgres bool
+	usage    string
+}
+
+func (b *bench) openRawAppender(ctx context.Context, d string, st *agentstore.Store, name, mode string) (*rawAppender, error) {
+	r := &rawAppender{usage: `{"input_tokens":10,"output_tokens":5}`}
+	ph := func(i int) string { return "?" }
+	var err error
+	switch d {
+	case "postgres":
+		r.postgres = true
+		ph = func(i int) string { return fmt.Sprintf("$%d", i) }
+		r.db, err = sql.Open("pgx", b.pgDSN)
+		if err != nil {
+			return nil, err
+		}
+		r.db.SetMaxOpenConns(pgPool)
+		r.db.SetMaxIdleConns(pgPool)
+	default:
+		if mode == "" {
+			mode = "NORMAL"
+		}
+		r.db, err = sql.Open("sqlite3", "file:"+filepath.Join(b.dir, name+".db")+
+			"?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous="+mode+"&_stmt_cache_size=128")
+		if err != nil {
+			return nil, err
+		}
+		r.db.SetMaxOpenConns(1) // like the store's write pool: writers queue in Go
+	}
+	r.advance = "UPDATE " + st.Table(models.TableSessions) + " SET last_seq = last_seq + 1, message_count = message_count + 1," +
+		" current_leaf_id = " + ph(1) + ", total_input_tokens = total_input_tokens + " + ph(2) +
+		", total_output_tokens = total_output_tokens + " + ph(3) + ", updated_at = " + ph(4) + ", version = version + 1" +
+		" WHERE id = " + ph(5) + " RETURNING last_seq"
+	r.insert = "INSERT INTO " + st.Table(models.TableMessages) + " (session_id, seq, id, role, content, usage, created_at)" +
+		" VALUES (" + ph(1) + ", " + ph(2) + ", " + ph(3) + ", " + ph(4) + ", " + ph(5) + ", " + ph(6) + ", " + ph(7) + ")"
+	if err := r.db.PingContext(ctx); err != nil {
+		r.db.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *rawAppender) append(ctx context.Context, id uuid.UUID, msgID string) error {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var seq int64
+	if err := tx.QueryRowContext(ctx, r.advance, msgID, 10, 5, now, id.String()).Scan(&seq); err != nil {
+		return fmt.Errorf("advance session: %w", err)
+	}
+	content := `[{"type":"text","text":"` + msgText + `"}]`
+	if _, err := tx.ExecContext(ctx, r.insert, id.String(), seq, msgID, "user", content, r.usage, now); err != nil {
+		return fmt.Errorf("insert message: %w", err)
+	}
+	return tx.Commit()
+}
+
+func (r *rawAppender) close() { _ = r.db.Close() }
