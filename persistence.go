@@ -356,6 +356,9 @@ type Store struct {
 	// mutex is far cheaper than SQLite's sleeping busy handler). See
 	// sessionStore.writeLock.
 	sessWriteMu sync.Mutex
+	// gc coalesces concurrent Completes and worker acks (CapGroupCommit;
+	// see groupcommit.go).
+	gc groupCommitters
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.
