@@ -263,7 +263,7 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 	}
 	var err error
 	if p.s.groupCommit() {
-		err = p.s.gc.ackWork.do(ctx, id, ackWorkReq{stored: stored, id: id, row: row, nowMS: p.s.nowMS()},
+		err = p.s.gc.ackWork.do(ctx, p.s.gcFlushes(), id, ackWorkReq{stored: stored, id: id, row: row, nowMS: p.s.nowMS()},
 			func(ctx context.Context, r ackWorkReq) error { return p.ackWorkOne(ctx, r.stored, r.id, r.row) },
 			p.ackWorkBatch)
 	} else {

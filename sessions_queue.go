@@ -342,7 +342,7 @@ func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
 	if !sq.s.groupCommit() || sq.tx != nil {
 		return sq.completeOne(ctx, l)
 	}
-	err := sq.s.gc.complete.do(ctx, l.ItemID, completeReq{sq: sq, l: l, now: sq.s.now(), nowMS: sq.s.nowMS()},
+	err := sq.s.gc.complete.do(ctx, sq.s.gcFlushes(), l.ItemID, completeReq{sq: sq, l: l, now: sq.s.now(), nowMS: sq.s.nowMS()},
 		func(ctx context.Context, r completeReq) error { return r.sq.completeOne(ctx, r.l) },
 		sq.s.completeBatch)
 	if err != nil && err == ctx.Err() {
