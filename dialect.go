@@ -88,7 +88,11 @@ const (
 	// checked on its own and each caller told its own outcome after the
 	// commit (see groupcommit.go). Batches form only while an earlier
 	// flush runs; a call alone runs at once. Off: every call commits on
-	// its own.
+	// its own. SQLite has it (its one writer makes concurrent commits
+	// queue anyway). PostgreSQL does not claim it: the server already
+	// shares one WAL flush among concurrent commits, and coalescing in the
+	// client measured no faster there (BENCHMARKS.md), since a call then
+	// also waits for the flush running before it.
 	CapGroupCommit
 )
 

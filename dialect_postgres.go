@@ -39,7 +39,7 @@ func (pgDialect) name() Dialect { return Postgres }
 
 func (pgDialect) capabilities() Capability {
 	return CapRowLocks | CapSkipLocked | CapAsyncCommit | CapAdvisoryLocks | CapWakeup | CapSnapshotReads |
-		CapValidatedJSON | CapPartialIndexes | CapAlterColumns | CapFastPaths | CapGroupCommit
+		CapValidatedJSON | CapPartialIndexes | CapAlterColumns | CapFastPaths
 }
 
 // matchDSN accepts URLs (postgres://, postgresql://) and libpq key=value

@@ -20,9 +20,11 @@ import (
 // Group commit (CapGroupCommit).
 //
 // Concurrent lease-ending calls of one Store — SessionQueue.Complete and
-// Provider.AckWorkItem — are coalesced: each kind has a committer that
-// runs at most Store.gcFlushes flushes at once (one on SQLite, two on
-// PostgreSQL). A call that finds a free slot becomes a leader; a call that
+// Provider.AckWorkItem — are coalesced where the dialect claims
+// CapGroupCommit (SQLite; see the capability for why PostgreSQL does not,
+// although its one-statement batch forms exist and are tested): each kind
+// has a committer that runs at most Store.gcFlushes flushes at once (one
+// on a single-writer database). A call that finds a free slot becomes a leader; a call that
 // finds every slot busy waits in the queue. A leader takes its own call
 // and every call waiting at that moment (at most maxGroupCommit, never two
 // of the same row), runs them as one statement or one transaction that
@@ -263,8 +265,9 @@ func (s *Store) groupCommit() bool { return s.has(CapGroupCommit) }
 // single-writer database one (writes wait for the one writer anyway);
 // elsewhere two, so the next flush already runs while the previous one
 // waits for its commit's WAL flush (the database groups those itself):
-// with one, every call also waits for the flush in front of it, which
-// measured slower on PostgreSQL than no group commit at all.
+// with one, every call also waits for the flush in front of it
+// (measured on PostgreSQL at 8 workers: one 0.9x, two 0.95x, four 0.97x
+// the throughput without group commit).
 func (s *Store) gcFlushes() int {
 	if s.has(CapSingleWriter) {
 		return 1

@@ -25,7 +25,9 @@ import (
 // provider's worker queue, of a hand-written raw-SQL peek-lock queue on the
 // same driver, and River draining N no-op jobs (tuned: 2 ms fetch
 // cooldown, 20 ms poll); then the two agentstore queues again with group
-// commit switched off (group_commit_gain = on / off, same run). On SQLite at the shipped synchronous setting
+// commit switched off (group_commit_gain = on / off, same run; on
+// PostgreSQL, whose dialect does not claim CapGroupCommit, both runs take
+// the same path and the ratio shows the run's noise). On SQLite at the shipped synchronous setting
 // (NORMAL) and at FULL.
 func (b *bench) benchQueue(ctx context.Context, d string) {
 	syncs := []string{""}
