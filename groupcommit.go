@@ -22,18 +22,18 @@ import (
 // Concurrent lease-ending calls of one Store — SessionQueue.Complete and
 // Provider.AckWorkItem — are coalesced where the dialect claims
 // CapGroupCommit (SQLite; see the capability for why PostgreSQL does not,
-// although its one-statement batch forms exist and are tested): each kind
+// although its one-statement batch forms exist and are tested). Each kind
 // has a committer that runs at most Store.gcFlushes flushes at once (one
-// on a single-writer database). A call that finds a free slot becomes a leader; a call that
-// finds every slot busy waits in the queue. A leader takes its own call
-// and every call waiting at that moment (at most maxGroupCommit, never two
-// of the same row), runs them as one statement or one transaction that
-// checks each item's lease on its own and reports which matched, hands
-// each caller its own outcome, and passes its slot to the first call that
-// queued meanwhile. So there is never a timer waiting for company: a call
-// that finds a free slot runs at once through the single-item path
-// (exactly the code that runs without group commit), and calls are
-// batched only while earlier flushes are running. Each call
+// on a single-writer database). A call that finds a free slot becomes a
+// leader; a call that finds every slot busy waits in the queue. A leader
+// takes its own call and every call waiting at that moment (at most
+// maxGroupCommit, never two of the same row), runs them as one statement
+// or one transaction that checks each item's lease on its own and reports
+// which matched, hands each caller its own outcome, and passes its slot to
+// the first call that queued meanwhile. So there is never a timer waiting
+// for company: a call that finds a free slot runs at once through the
+// single-item path (exactly the code that runs without group commit), and
+// calls are batched only while earlier flushes are running. Each call
 // returns after the commit that applied its item was acknowledged by the
 // database (synchronous commit), as without group commit.
 //
