@@ -82,6 +82,18 @@ const (
 	// general transaction paths, which every dialect has. The conformance
 	// suite runs on PostgreSQL both ways.
 	CapFastPaths
+	// CapGroupCommit: concurrent SessionQueue.Complete and
+	// Provider.AckWorkItem calls of one Store are coalesced into one
+	// statement or transaction (one commit, one WAL flush), each item
+	// checked on its own and each caller told its own outcome after the
+	// commit (see groupcommit.go). Batches form only while an earlier
+	// flush runs; a call alone runs at once. Off: every call commits on
+	// its own. SQLite has it (its one writer makes concurrent commits
+	// queue anyway). PostgreSQL does not claim it: the server already
+	// shares one WAL flush among concurrent commits, and coalescing in the
+	// client measured no faster there (BENCHMARKS.md), since a call then
+	// also waits for the flush running before it.
+	CapGroupCommit
 )
 
 // capNames names every capability, in bit order.
@@ -103,6 +115,7 @@ var capNames = []struct {
 	{CapSingleWriter, "single_writer", true},
 	{CapAlterColumns, "alter_columns", true},
 	{CapFastPaths, "fast_paths", false},
+	{CapGroupCommit, "group_commit", false},
 }
 
 // Has reports whether every capability in x is in c.

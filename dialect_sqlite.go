@@ -37,7 +37,7 @@ func (liteDialect) name() Dialect { return SQLite }
 // commit, no advisory locks, no in-place ALTER COLUMN; read transactions
 // would take the write lock, so there are no snapshot reads either.
 func (liteDialect) capabilities() Capability {
-	return CapSingleWriter | CapPartialIndexes | CapWakeup
+	return CapSingleWriter | CapPartialIndexes | CapWakeup | CapGroupCommit
 }
 
 func (liteDialect) matchDSN(dsn string) (string, bool, error) { return matchSQLiteDSN(dsn) }

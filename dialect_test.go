@@ -17,7 +17,7 @@ import (
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	want := map[agentstore.Dialect]agentstore.Capability{
-		agentstore.SQLite: agentstore.CapSingleWriter | agentstore.CapPartialIndexes | agentstore.CapWakeup,
+		agentstore.SQLite: agentstore.CapSingleWriter | agentstore.CapPartialIndexes | agentstore.CapWakeup | agentstore.CapGroupCommit,
 		agentstore.Postgres: agentstore.CapRowLocks | agentstore.CapSkipLocked | agentstore.CapAsyncCommit | agentstore.CapAdvisoryLocks |
 			agentstore.CapWakeup | agentstore.CapSnapshotReads | agentstore.CapValidatedJSON | agentstore.CapPartialIndexes |
 			agentstore.CapAlterColumns | agentstore.CapFastPaths,

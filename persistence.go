@@ -474,6 +474,9 @@ type Store struct {
 	// sessionStore.writeLock.
 	sessWriteMu sync.Mutex
 	tel         *telemetry // WithTracerProvider, WithMeterProvider (telemetry.go); nil: off
+	// gc coalesces concurrent Completes and worker acks (CapGroupCommit;
+	// see groupcommit.go).
+	gc groupCommitters
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.

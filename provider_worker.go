@@ -229,7 +229,16 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 	return lease, nil
 }
 
-// AckWorkItem implements duroxide.Provider.
+// AckWorkItem implements duroxide.Provider. It returns after the ack (the
+// delete and the completion's enqueue, in one transaction) is committed
+// synchronously. With CapGroupCommit, concurrent acks of the Store are
+// coalesced into one statement or transaction (see groupcommit.go): an ack
+// that finds no flush running commits at once on its own; acks that arrive
+// while one runs are committed together in the next, each checked against
+// its own token and told its own outcome (ErrInvalidLockToken fails only
+// its own call). An ack whose ctx ends before it is taken into a flush
+// returns the context's error and is not applied; once taken, it waits for
+// that flush's outcome.
 func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, completion duroxide.WorkItem) error {
 	const op = "ack_work_item"
 	var row *models.OrchestratorQueueItem
@@ -253,10 +262,12 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
 	}
 	var err error
-	if p.fast != nil {
-		err = p.fast.ackWork(p, ctx, stored, id, row)
+	if p.s.groupCommit() {
+		err = p.s.gc.ackWork.do(ctx, p.s.gcFlushes(), id, ackWorkReq{stored: stored, id: id, row: row, nowMS: p.s.nowMS()},
+			func(ctx context.Context, r ackWorkReq) error { return p.ackWorkOne(ctx, r.stored, r.id, r.row) },
+			p.ackWorkBatch)
 	} else {
-		err = p.ackWorkTx(ctx, stored, id, row)
+		err = p.ackWorkOne(ctx, stored, id, row)
 	}
 	if err != nil {
 		return perr(op, err)
@@ -265,6 +276,14 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		p.orch.notify()
 	}
 	return nil
+}
+
+// ackWorkOne acks one item in its own statement or transaction.
+func (p *gormProvider) ackWorkOne(ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
+	if p.fast != nil {
+		return p.fast.ackWork(p, ctx, stored, id, row)
+	}
+	return p.ackWorkTx(ctx, stored, id, row)
 }
 
 // ackWorkTx acks on SQLite, which has no data-modifying CTEs. An ack with

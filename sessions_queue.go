@@ -306,8 +306,17 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, s
 	if res.RowsAffected == 1 {
 		return nil
 	}
+	return sq.leaseMiss(ctx, op, l)
+}
+
+// leaseMiss is the error of a lease-ending update that matched nothing:
+// ErrNotFound when the item does not exist (in the view's tenant),
+// ErrLockLost otherwise.
+func (sq *sessionQueue) leaseMiss(ctx context.Context, op string, l repo.Lease) error {
+	tc, targs := sq.inTenantCond()
 	var n int64
-	if err := db.Raw("SELECT COUNT(*) FROM "+qt+" WHERE id = ?"+tc, append([]any{l.ItemID}, targs...)...).Scan(&n).Error; err != nil {
+	if err := sq.db(ctx).Raw("SELECT COUNT(*) FROM "+sq.s.quoted(models.TableQueue)+" WHERE id = ?"+tc,
+		append([]any{l.ItemID}, targs...)...).Scan(&n).Error; err != nil {
 		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, dbErr(err))
 	}
 	if n == 0 {
@@ -316,8 +325,34 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, s
 	return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrLockLost)
 }
 
-// Complete implements repo.SessionQueue.
+// Complete implements repo.SessionQueue. It returns after the completion
+// is committed synchronously (durable on PostgreSQL; on SQLite as durable
+// as the synchronous setting makes any commit). With CapGroupCommit,
+// concurrent Completes of the Store are coalesced into one statement (see
+// groupcommit.go): a call that finds no flush running completes at once on
+// its own; calls that arrive while one runs are completed together in the
+// next, each checked against its own lease and told its own outcome. A
+// call whose ctx ends before its item is taken into a flush returns the
+// context's error without completing it; once taken, it waits for that
+// flush's outcome.
 func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
+	if sq.scopeErr != nil {
+		return sq.scopeErr
+	}
+	if !sq.s.groupCommit() || sq.tx != nil {
+		return sq.completeOne(ctx, l)
+	}
+	err := sq.s.gc.complete.do(ctx, sq.s.gcFlushes(), l.ItemID, completeReq{sq: sq, l: l, now: sq.s.now(), nowMS: sq.s.nowMS()},
+		func(ctx context.Context, r completeReq) error { return r.sq.completeOne(ctx, r.l) },
+		sq.s.completeBatch)
+	if err != nil && err == ctx.Err() {
+		return fmt.Errorf("complete queue item %s: %w", l.ItemID, err)
+	}
+	return err
+}
+
+// completeOne completes one lease in its own statement.
+func (sq *sessionQueue) completeOne(ctx context.Context, l repo.Lease) error {
 	return sq.endLease(ctx, "complete", l, "status = 'completed', processed_at = ?, lease_token = NULL", sq.s.now())
 }
 

@@ -24,7 +24,10 @@ import (
 // benchQueue: 8 workers claim+complete N items of the session queue, of the
 // provider's worker queue, of a hand-written raw-SQL peek-lock queue on the
 // same driver, and River draining N no-op jobs (tuned: 2 ms fetch
-// cooldown, 20 ms poll). On SQLite at the shipped synchronous setting
+// cooldown, 20 ms poll); then the two agentstore queues again with group
+// commit switched off (group_commit_gain = on / off, same run; on
+// PostgreSQL, whose dialect does not claim CapGroupCommit, both runs take
+// the same path and the ratio shows the run's noise). On SQLite at the shipped synchronous setting
 // (NORMAL) and at FULL.
 func (b *bench) benchQueue(ctx context.Context, d string) {
 	syncs := []string{""}
@@ -58,10 +61,15 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 		label, unit string
 		run         func() (float64, error)
 	}{
-		{"agentstore session queue (Dequeue+Complete)", "items/s", func() (float64, error) { return b.sessionQueueRate(ctx, d, sync) }},
-		{"agentstore provider worker queue (FetchWorkItem+AckWorkItem)", "items/s", func() (float64, error) { return b.workerQueueRate(ctx, d, sync) }},
+		{"agentstore session queue (Dequeue+Complete)", "items/s", func() (float64, error) { return b.sessionQueueRate(ctx, d, sync, true) }},
+		{"agentstore provider worker queue (FetchWorkItem+AckWorkItem)", "items/s", func() (float64, error) { return b.workerQueueRate(ctx, d, sync, true) }},
 		{"raw SQL peek-lock queue (claim UPDATE + DELETE)", "items/s", func() (float64, error) { return b.rawQueueRate(ctx, d, sync) }},
 		{"River v0.51.2 no-op jobs (cooldown 2 ms, poll 20 ms)", "jobs/s", func() (float64, error) { return b.riverRate(ctx, d, sync) }},
+		// the same two queues with group commit switched off
+		// (WithoutCapabilities(CapGroupCommit)): every Complete / ack
+		// commits on its own, as before group commit
+		{"agentstore session queue, group commit off", "items/s", func() (float64, error) { return b.sessionQueueRate(ctx, d, sync, false) }},
+		{"agentstore provider worker queue, group commit off", "items/s", func() (float64, error) { return b.workerQueueRate(ctx, d, sync, false) }},
 	}
 	vals := make([][]float64, len(subjects))
 	errs := make([]error, len(subjects))
@@ -90,6 +98,56 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 	b.ratio(sc, d, "queue_vs_raw/worker_queue"+rsuf, workRate, rawRate)
 	b.ratio(sc, d, "queue_vs_river/session_queue"+rsuf, sessRate, riverRate)
 	b.ratio(sc, d, "queue_vs_river/worker_queue"+rsuf, workRate, riverRate)
+	b.ratio(sc, d, "group_commit_gain/session_queue"+rsuf, sessRate, rates[4])
+	b.ratio(sc, d, "group_commit_gain/worker_queue"+rsuf, workRate, rates[5])
+}
+
+// openQueueStore opens a fresh store like openStore, with group commit
+// on (the default) or switched off.
+func (b *bench) openQueueStore(ctx context.Context, d, name, sync string, groupCommit bool) (*agentstore.Store, func(), error) {
+	if groupCommit {
+		return b.openStore(ctx, d, name, sync)
+	}
+	name += "_nogc"
+	off := agentstore.WithoutCapabilities(agentstore.CapGroupCommit)
+	var dsn string
+	opts := []agentstore.Option{off}
+	cleanup := func() {}
+	switch d {
+	case "sqlite":
+		path := filepath.Join(b.dir, name+".db")
+		rm := func() {
+			for _, suf := range []string{"", "-wal", "-shm"} {
+				_ = os.Remove(path + suf)
+			}
+		}
+		rm()
+		dsn, cleanup = "sqlite:"+path, rm
+		if sync != "" {
+			opts = append(opts, agentstore.WithSQLiteSynchronous(sync))
+		}
+	case "postgres":
+		schema := "bench_as_" + name
+		if err := b.resetSchema(ctx, schema); err != nil {
+			return nil, nil, err
+		}
+		dsn = b.pgDSN
+		opts = append(opts, agentstore.WithSchema(schema), agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: pgPool, MinIdleConns: pgPool}))
+		cleanup = func() { _ = b.dropSchema(context.Background(), schema) }
+	default:
+		return nil, nil, fmt.Errorf("unknown dialect %q", d)
+	}
+	st, err := agentstore.Open(ctx, dsn, opts...)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		_ = st.Close()
+		cleanup()
+		return nil, nil, err
+	}
+	return st, func() { _ = st.Close(); cleanup() }, nil
 }
 
 // fill runs insert(i) for i in [0,n) on 8 goroutines.
@@ -155,8 +213,8 @@ func drain(ctx context.Context, n, w int, step func(ctx context.Context, worker 
 	return float64(n) / el.Seconds(), nil
 }
 
-func (b *bench) sessionQueueRate(ctx context.Context, d, sync string) (float64, error) {
-	st, cleanup, err := b.openStore(ctx, d, "squeue"+sync, sync)
+func (b *bench) sessionQueueRate(ctx context.Context, d, sync string, groupCommit bool) (float64, error) {
+	st, cleanup, err := b.openQueueStore(ctx, d, "squeue"+sync, sync, groupCommit)
 	if err != nil {
 		return 0, err
 	}
@@ -186,8 +244,8 @@ func (b *bench) sessionQueueRate(ctx context.Context, d, sync string) (float64, 
 	})
 }
 
-func (b *bench) workerQueueRate(ctx context.Context, d, sync string) (float64, error) {
-	st, cleanup, err := b.openStore(ctx, d, "wqueue"+sync, sync)
+func (b *bench) workerQueueRate(ctx context.Context, d, sync string, groupCommit bool) (float64, error) {
+	st, cleanup, err := b.openQueueStore(ctx, d, "wqueue"+sync, sync, groupCommit)
 	if err != nil {
 		return 0, err
 	}

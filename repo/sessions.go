@@ -186,7 +186,14 @@ type SessionQueue interface {
 	// a new lease token, leased until now + p.Lease, attempts + 1. It
 	// returns nil and no error when nothing is available.
 	Dequeue(ctx context.Context, sessionID uuid.UUID, p DequeueParams) (*QueueItem, error)
-	// Complete ends the lease with status completed.
+	// Complete ends the lease with status completed. It returns only
+	// after its own completion is committed (durable as the store's
+	// commits are); concurrent Completes may be committed together in one
+	// transaction (group commit), but each is checked against its own
+	// lease and gets its own result: a stale lease is ErrLockLost for
+	// that call only. A call whose ctx ends before its completion is
+	// taken into a commit returns the context's error and completes
+	// nothing.
 	Complete(ctx context.Context, l Lease) error
 	// Fail ends the lease with status failed and records reason.
 	Fail(ctx context.Context, l Lease, reason string) error

@@ -103,6 +103,11 @@ type Provider interface {
 	// (ActivityCompleted or ActivityFailed), enqueues it for the
 	// orchestrator in the same transaction. ErrInvalidLockToken when the
 	// item is gone (cancelled, deleted, already acked) or its lock expired.
+	// It returns only after that transaction is committed; concurrent
+	// acks may share one transaction (group commit), each checked against
+	// its own token and given its own result. An ack whose ctx ends before
+	// it is taken into a commit returns the context's error and is not
+	// applied.
 	AckWorkItem(ctx context.Context, lockToken string, completion WorkItem) error
 	// RenewWorkItemLock extends a live item lock to now+extendFor.
 	// ErrInvalidLockToken when the item is gone or its lock expired: that

@@ -1,0 +1,419 @@
+//go:build cgo
+
+package agentstore
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
+)
+
+// gcProbe drives a committer[int, int] whose first single call blocks
+// until released, recording what reached single and batch.
+type gcProbe struct {
+	c       committer[int, int]
+	mu      sync.Mutex
+	singles []int
+	batches [][]int
+	started chan struct{} // the blocking first call runs
+	release chan struct{}
+	failAll bool // batch fails as a whole
+}
+
+var errOdd = errors.New("odd item refused")
+
+// outcome is what an item gets, alone or in a batch: odd values are refused.
+func outcome(in int) error {
+	if in%2 == 1 {
+		return errOdd
+	}
+	return nil
+}
+
+func (p *gcProbe) single(_ context.Context, in int) error {
+	p.mu.Lock()
+	p.singles = append(p.singles, in)
+	p.mu.Unlock()
+	if in == 0 {
+		close(p.started)
+		<-p.release
+	}
+	return outcome(in)
+}
+
+func (p *gcProbe) batch(_ context.Context, reqs []*gcReq[int, int]) error {
+	var ins []int
+	for _, r := range reqs {
+		ins = append(ins, r.in)
+	}
+	p.mu.Lock()
+	p.batches = append(p.batches, ins)
+	p.mu.Unlock()
+	if p.failAll {
+		return errors.New("flush failed")
+	}
+	for _, r := range reqs {
+		r.err = outcome(r.in)
+	}
+	return nil
+}
+
+func (p *gcProbe) do(ctx context.Context, key, in int) error {
+	return p.c.do(ctx, 1, key, in, p.single, p.batch)
+}
+
+// queued waits until n calls wait in the committer.
+func (p *gcProbe) queued(n int) {
+	for {
+		p.c.mu.Lock()
+		l := len(p.c.queue)
+		p.c.mu.Unlock()
+		if l == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCommitterCoalesces: a call that finds the committer idle runs alone
+// at once; the calls that arrive while it runs are flushed together in one
+// batch when it ends, each with its own outcome; a second call of a row
+// already in that batch waits for the next flush; a call whose context
+// ends before it is taken returns the context's error and reaches neither
+// single nor batch; when the batch fails as a whole, each of its calls is
+// run alone and gets that outcome.
+func TestCommitterCoalesces(t *testing.T) {
+	for _, failAll := range []bool{false, true} {
+		p := &gcProbe{started: make(chan struct{}), release: make(chan struct{}), failAll: failAll}
+		ctx := context.Background()
+		results := make(map[int]error)
+		var rmu sync.Mutex
+		var wg sync.WaitGroup
+		call := func(ctx context.Context, key, in int) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := p.do(ctx, key, in)
+				rmu.Lock()
+				results[in] = err
+				rmu.Unlock()
+			}()
+		}
+		call(ctx, 0, 0)
+		<-p.started
+		for in := 1; in <= 6; in++ {
+			call(ctx, in, in)
+		}
+		p.queued(6)
+		call(ctx, 3, 33) // the same row as item 3
+		p.queued(7)
+		// one call gives up while queued, one comes with its context done
+		gone, cancel := context.WithCancel(ctx)
+		call(gone, 7, 7)
+		p.queued(8)
+		cancel()
+		p.queued(7)
+		done, cancel2 := context.WithCancel(ctx)
+		cancel2()
+		if err := p.do(done, 8, 8); !errors.Is(err, context.Canceled) {
+			t.Fatalf("call with a done context = %v, want context.Canceled", err)
+		}
+		close(p.release)
+		wg.Wait()
+
+		for in, err := range results {
+			switch {
+			case in == 7:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("failAll=%v: cancelled call = %v, want context.Canceled", failAll, err)
+				}
+			case !errors.Is(err, outcome(in)) || (err == nil) != (outcome(in) == nil):
+				t.Errorf("failAll=%v: call %d = %v, want %v", failAll, in, err, outcome(in))
+			}
+		}
+		if len(results) != 9 {
+			t.Fatalf("failAll=%v: %d results, want 9", failAll, len(results))
+		}
+		if len(p.batches) != 1 {
+			t.Fatalf("failAll=%v: batches %v, want one of items 1..6", failAll, p.batches)
+		}
+		got := slices.Sorted(slices.Values(p.batches[0]))
+		if !slices.Equal(got, []int{1, 2, 3, 4, 5, 6}) {
+			t.Errorf("failAll=%v: batch %v, want items 1..6", failAll, got)
+		}
+		singles := slices.Sorted(slices.Values(p.singles))
+		want := []int{0, 33}
+		if failAll {
+			want = []int{0, 1, 2, 3, 4, 5, 6, 33}
+		}
+		if !slices.Equal(singles, want) {
+			t.Errorf("failAll=%v: single calls %v, want %v", failAll, singles, want)
+		}
+		if p.c.busy != 0 || len(p.c.queue) != 0 {
+			t.Errorf("failAll=%v: committer not idle after the calls: busy=%v queue=%d", failAll, p.c.busy, len(p.c.queue))
+		}
+	}
+}
+
+// gcStores opens a migrated store per dialect configuration: SQLite,
+// PostgreSQL, and PostgreSQL without fast paths (the general batch path).
+func gcStores(t *testing.T) map[string]*Store {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]*Store{}
+	lite, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "gc.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lite.Close() })
+	out["sqlite"] = lite
+	dsn := os.Getenv("AGENTSTORE_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	for name, opts := range map[string][]Option{"postgres": nil, "postgres-general": {WithoutCapabilities(CapFastPaths)}} {
+		schema := "t_gc_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+		st, err := Open(ctx, dsn, append([]Option{WithSchema(schema)}, opts...)...)
+		if err == nil {
+			err = st.db.WithContext(ctx).Exec("SELECT 1").Error
+		}
+		if err != nil {
+			if os.Getenv("AGENTSTORE_REQUIRE_POSTGRES") == "1" {
+				t.Fatalf("PostgreSQL required: %v", err)
+			}
+			t.Logf("NOTICE: PostgreSQL unreachable (%v); only SQLite runs", err)
+			if st != nil {
+				_ = st.Close()
+			}
+			continue
+		}
+		t.Cleanup(func() {
+			_ = st.db.Exec(`DROP SCHEMA IF EXISTS "` + schema + `" CASCADE`).Error
+			_ = st.Close()
+		})
+		out[name] = st
+	}
+	for name, st := range out {
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatalf("%s: migrate: %v", name, err)
+		}
+	}
+	return out
+}
+
+// TestGroupCommitStatements: the batch statements themselves (not the
+// per-item fallback a failing one would fall back to) succeed on every
+// dialect and path and report each item's own outcome: valid leases are
+// ended, a forged token is ErrLockLost / ErrInvalidLockToken, an unknown
+// item or one of another tenant ErrNotFound, an expired lock
+// ErrInvalidLockToken; only the valid acks' completions are enqueued.
+func TestGroupCommitStatements(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range gcStores(t) {
+		t.Run(name, func(t *testing.T) {
+			// session queue
+			all := &sessionQueue{sessionStore{s: st}}
+			acme, other := "acme", "other"
+			inAcme := &sessionQueue{sessionStore{s: st, tenant: &acme}}
+			inOther := &sessionQueue{sessionStore{s: st, tenant: &other}}
+			s, sa := repo.NewSession(), repo.NewSession()
+			if err := st.Sessions().Save(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.ForTenant(acme).Sessions().Save(ctx, sa); err != nil {
+				t.Fatal(err)
+			}
+			lease := func(q *sessionQueue, sid uuid.UUID) repo.Lease {
+				t.Helper()
+				if _, err := q.Enqueue(ctx, sid, "x", 0); err != nil {
+					t.Fatal(err)
+				}
+				it, err := q.Dequeue(ctx, sid, repo.DequeueParams{Lease: time.Hour})
+				if err != nil || it == nil {
+					t.Fatalf("dequeue: %v %v", it, err)
+				}
+				return it.Lease()
+			}
+			forged := lease(all, s.ID)
+			forged.Token = uuid.New()
+			cases := []struct {
+				q    *sessionQueue
+				l    repo.Lease
+				want error
+			}{
+				{all, lease(all, s.ID), nil},
+				{all, forged, ErrLockLost},
+				{all, repo.Lease{ItemID: uuid.New(), Token: uuid.New()}, ErrNotFound},
+				{inOther, lease(inAcme, sa.ID), ErrNotFound},
+				{inAcme, lease(inAcme, sa.ID), nil},
+				{all, lease(all, s.ID), nil},
+			}
+			var reqs []*gcReq[uuid.UUID, completeReq]
+			for _, c := range cases {
+				reqs = append(reqs, &gcReq[uuid.UUID, completeReq]{ctx: ctx, key: c.l.ItemID,
+					in: completeReq{sq: c.q, l: c.l, now: st.now(), nowMS: st.nowMS()}})
+			}
+			if err := st.completeBatch(ctx, reqs); err != nil {
+				t.Fatalf("complete batch: %v", err)
+			}
+			for i, c := range cases {
+				if got := reqs[i].err; (c.want == nil) != (got == nil) || (c.want != nil && !errors.Is(got, c.want)) {
+					t.Errorf("complete %d: %v, want %v", i, got, c.want)
+				}
+				if c.want != nil {
+					continue
+				}
+				it, err := all.Item(ctx, c.l.ItemID)
+				if err != nil || it.Status != repo.QueueCompleted || it.ProcessedAt == nil || it.LeaseToken != nil {
+					t.Errorf("completed item %d = %+v, %v", i, it, err)
+				}
+			}
+			if it, err := all.Item(ctx, cases[3].l.ItemID); err != nil || it.Status != repo.QueueProcessing {
+				t.Errorf("the other tenant's item = %+v, %v; want processing", it, err)
+			}
+
+			// worker queue
+			p := st.provider()
+			for id := uint64(1); id <= 6; id++ {
+				if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "gc", ExecutionID: 1, ID: id, Name: "a", Input: "i"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var toks []string
+			for range 5 {
+				l, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, duroxide.TagFilter{})
+				if err != nil || l == nil {
+					t.Fatalf("fetch: %v %v", l, err)
+				}
+				toks = append(toks, l.LockToken)
+			}
+			row := func(result string) *models.OrchestratorQueueItem {
+				return &models.OrchestratorQueueItem{InstanceID: "gc", WorkItem: `{"result":"` + result + `"}`}
+			}
+			now := st.nowMS()
+			var wreqs []*gcReq[int64, ackWorkReq]
+			add := func(tok string, r *models.OrchestratorQueueItem, nowMS int64) {
+				stored, id, ok := parseWorkToken(tok)
+				if !ok {
+					t.Fatalf("token %q", tok)
+				}
+				wreqs = append(wreqs, &gcReq[int64, ackWorkReq]{ctx: ctx, key: id, in: ackWorkReq{stored: stored, id: id, row: r, nowMS: nowMS}})
+			}
+			add(toks[0], row("ok0"), now)
+			add(toks[1], nil, now)
+			_, id2, _ := parseWorkToken(toks[2])
+			add(workToken("lock_forged", id2), row("forged"), now)
+			add(toks[3], row("expired"), now+2*time.Hour.Milliseconds())
+			add(workToken("lock_x", 1<<40), row("unknown"), now)
+			add(toks[4], row("ok4"), now)
+			if err := p.ackWorkBatch(ctx, wreqs); err != nil {
+				t.Fatalf("ack batch: %v", err)
+			}
+			for i, r := range wreqs {
+				valid := i == 0 || i == 1 || i == 5
+				if valid != (r.err == nil) || (!valid && !errors.Is(r.err, ErrInvalidLockToken)) {
+					t.Errorf("ack %d: %v (valid %v)", i, r.err, valid)
+				}
+			}
+			var got []string
+			if err := st.db.WithContext(ctx).Raw("SELECT work_item FROM " + st.quoted(models.TableOrchestratorQueue) + " ORDER BY id").Scan(&got).Error; err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, []string{`{"result":"ok0"}`, `{"result":"ok4"}`}) {
+				t.Errorf("enqueued completions %q, want ok0 and ok4", got)
+			}
+			var left int64
+			if err := st.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM " + st.quoted(models.TableWorkerQueue)).Scan(&left).Error; err != nil || left != 3 {
+				t.Errorf("%d worker items left (%v), want 3 (forged, expired, never fetched)", left, err)
+			}
+		})
+	}
+}
+
+// TestCommitterStress: 16 goroutines × 150 calls over 12 rows, with up to
+// 1, 2 or 3 flushes at once, some calls cancelled before or while they
+// wait, some batches failing as a whole: every call returns; a call that
+// reports success was applied exactly once, a call that reports its
+// context's error not at all; no batch holds two calls of one row; the
+// committer ends idle.
+func TestCommitterStress(t *testing.T) {
+	for _, flushes := range []int{1, 2, 3} {
+		var c committer[int, int]
+		var mu sync.Mutex
+		applied := map[int]int{}
+		nbatch := 0
+		// single and batch take a while (a statement's round trip), so
+		// that calls pile up behind running flushes
+		single := func(_ context.Context, in int) error {
+			time.Sleep(100 * time.Microsecond)
+			mu.Lock()
+			applied[in]++
+			mu.Unlock()
+			return nil
+		}
+		batch := func(_ context.Context, reqs []*gcReq[int, int]) error {
+			time.Sleep(100 * time.Microsecond)
+			mu.Lock()
+			defer mu.Unlock()
+			nbatch++
+			if nbatch%5 == 0 {
+				return errors.New("flush failed")
+			}
+			keys := map[int]bool{}
+			for _, r := range reqs {
+				if keys[r.key] {
+					t.Errorf("flushes=%d: two calls of row %d in one batch", flushes, r.key)
+				}
+				keys[r.key] = true
+				applied[r.in]++
+				r.err = nil
+			}
+			return nil
+		}
+		const workers, calls = 16, 150
+		results := make([]error, workers*calls)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range calls {
+					in := w*calls + i
+					ctx, cancel := context.WithCancel(context.Background())
+					switch in % 7 {
+					case 0:
+						cancel()
+					case 1:
+						go cancel()
+					}
+					results[in] = c.do(ctx, flushes, in%12, in, single, batch)
+					cancel()
+				}
+			}()
+		}
+		wg.Wait()
+		for in, err := range results {
+			switch {
+			case err == nil && applied[in] != 1:
+				t.Errorf("flushes=%d: call %d succeeded but was applied %d times", flushes, in, applied[in])
+			case err != nil && (!errors.Is(err, context.Canceled) || applied[in] != 0):
+				t.Errorf("flushes=%d: call %d = %v, applied %d times", flushes, in, err, applied[in])
+			}
+		}
+		if c.busy != 0 || len(c.queue) != 0 {
+			t.Errorf("flushes=%d: committer not idle: busy=%d queue=%d", flushes, c.busy, len(c.queue))
+		}
+	}
+}
