@@ -95,7 +95,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		cand, cargs := p.orchCandidateSQL(now, filter, tried)
 		token := newLockToken()
 		locks, queue, inst := p.q(models.TableInstanceLocks), p.q(models.TableOrchestratorQueue), p.q(models.TableInstances)
-		sql := `WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
+		sql := `WITH RECURSIVE async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
 			// per-instance serialisation: a 64-bit advisory lock keyed by a
 			// hash of schema, prefix and instance, held to the statement's end
 			` c AS MATERIALIZED (SELECT x.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) || x.instance_id, 0)) AS got` +
@@ -103,9 +103,23 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			` l AS (INSERT INTO ` + locks + ` AS il (instance_id, lock_token, locked_until, locked_at) SELECT c.instance_id, ?, ?, ? FROM c WHERE c.got` +
 			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at` +
 			` WHERE il.locked_until <= ? RETURNING il.instance_id),` +
+			// the instance's visible messages, walked one probe each in the
+			// (instance_id, visible_at, id) index: a plain
+			// instance_id = (SELECT ...) is estimated at rows/n_distinct,
+			// which for a queue of few instances (one with a big backlog)
+			// makes the planner seq-scan the queue twice; instance_id as a
+			// range keeps it in the order, which only that index gives
+			` k(id, va) AS (SELECT a.id, a.visible_at FROM (SELECT q.id, q.visible_at FROM ` + queue + ` q` +
+			` WHERE q.instance_id >= (SELECT instance_id FROM l) AND q.instance_id <= (SELECT instance_id FROM l) AND q.visible_at <= ?` +
+			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) a` +
+			` UNION ALL SELECT n.id, n.visible_at FROM k CROSS JOIN LATERAL (SELECT q.id, q.visible_at FROM ` + queue + ` q` +
+			` WHERE (q.instance_id, q.visible_at, q.id) > ((SELECT instance_id FROM l), k.va, k.id) AND q.instance_id <= (SELECT instance_id FROM l)` +
+			` AND q.visible_at <= ? ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) n),` +
+			// (= ANY of arrays: primary-key probes; IN would let the planner,
+			// estimating k at 101 rows, hash-join seq scans of the queue)
 			` m AS (UPDATE ` + queue + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-			` WHERE id IN (SELECT q.id FROM ` + queue + ` q WHERE q.instance_id = (SELECT instance_id FROM l)` +
-			` AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED)` +
+			` WHERE id = ANY(ARRAY(SELECT q.id FROM ` + queue + ` q WHERE q.id = ANY(ARRAY(SELECT id FROM k))` +
+			` AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED))` +
 			` RETURNING id, work_item, attempt_count),` +
 			` i AS (SELECT orchestration_name, orchestration_version, current_execution_id, ctid AS t FROM ` + inst +
 			` WHERE instance_id = (SELECT instance_id FROM l)),` +
@@ -121,7 +135,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			` WHERE kv.instance_id = (SELECT instance_id FROM l) AND (SELECT ok FROM f)` +
 			` ORDER BY kind, id`
 		args := append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, cargs...)
-		args = append(args, token, until, now, now, token, until, now, now)
+		args = append(args, token, until, now, now, now, now, token, until, now)
 		var rows []orchFetchRow
 		if err := scanAll(db, &rows, sql, args...); err != nil {
 			return nil, fmt.Errorf("fetch orchestration item: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -628,30 +629,80 @@ func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) 
 	return b.String(), args
 }
 
+// orchCandidateWindow is how many of the first visible messages (in
+// visible_at, id order) the candidate query inspects before it falls back
+// to a walk over the queued instances.
+const orchCandidateWindow = 32
+
 // orchCandidateSQL returns the query for the oldest visible message of an
 // unlocked, compatible instance not in tried (one instance_id column, at
 // most one row), taken without row locks so a failed candidate blocks
 // nobody.
+//
+// Messages of excluded instances (locked by a turn in flight, filtered
+// out, or tried) never decide the cost: the query looks at the first
+// orchCandidateWindow visible messages in (visible_at, id) order (the
+// visible index), and only when all of them belong to excluded instances
+// or are claimed does it walk the instance ids that have queued messages
+// (a loose index scan of the (instance_id, visible_at, id) index, one
+// probe per instance, excluded instances skipped without reading their
+// messages) and take each eligible instance's oldest visible message. Both
+// phases pick the same message the plain ORDER BY visible_at, id would:
+// the oldest visible, unclaimed message of an eligible instance.
 func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string) (string, []any) {
-	sql := `SELECT q.instance_id FROM ` + p.q(models.TableOrchestratorQueue) + ` q`
-	args := []any{}
-	where := ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
-		` AND NOT EXISTS (SELECT 1 FROM ` + p.q(models.TableInstanceLocks) + ` il WHERE il.instance_id = q.instance_id AND il.locked_until > ?)`
+	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
+	var capSQL string
+	var capArgs []any
 	if filter != nil {
-		sql += ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
-			` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+		capSQL, capArgs = capabilitySQL(filter)
 	}
-	args = append(args, now, now, now)
-	if filter != nil {
-		c, cargs := capabilitySQL(filter)
-		where += ` AND ` + c
-		args = append(args, cargs...)
+	// eligible returns the joins and conditions that keep instance col:
+	// no live instance lock, compatible with filter, not tried.
+	eligible := func(col string) (joins, where string, args []any) {
+		where = ` AND NOT EXISTS (SELECT 1 FROM ` + il + ` il WHERE il.instance_id = ` + col + ` AND il.locked_until > ?)`
+		args = append(args, now)
+		if filter != nil {
+			joins = ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = ` + col +
+				` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+			where += ` AND ` + capSQL
+			args = append(args, capArgs...)
+		}
+		if len(tried) > 0 {
+			where += ` AND ` + col + ` NOT IN (` + placeholders(len(tried)) + `)`
+			args = append(args, strArgs(tried)...)
+		}
+		return joins, where, args
 	}
-	if len(tried) > 0 {
-		where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
-		args = append(args, strArgs(tried)...)
-	}
-	return sql + where + ` ORDER BY q.visible_at, q.id LIMIT 1`, args
+	window := strconv.Itoa(orchCandidateWindow)
+	wj, ww, wargs := eligible("w.instance_id")
+	hj, hw, hargs := eligible("ids.iid")
+	sql := `WITH RECURSIVE w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
+		` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + window + `),` +
+		// phase 1: the window's oldest message of an eligible instance
+		` p AS (SELECT w.instance_id, w.visible_at, w.id FROM w` + wj + ` WHERE (w.lock_token IS NULL OR w.locked_until <= ?)` + ww + `),` +
+		// phase 2, only when the window is full and has no candidate: every
+		// instance id with queued messages, one index probe each
+		` ids(iid) AS (SELECT (SELECT q.instance_id FROM ` + oq + ` q ORDER BY q.instance_id LIMIT 1)` +
+		` WHERE NOT EXISTS (SELECT 1 FROM p) AND (SELECT COUNT(*) FROM w) = ` + window +
+		` UNION ALL SELECT (SELECT q.instance_id FROM ` + oq + ` q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1)` +
+		` FROM ids WHERE ids.iid IS NOT NULL),` +
+		// and the oldest visible, unclaimed message of each eligible one
+		// (instance_id as a range and ordered by the whole index key: with
+		// instance_id = x PostgreSQL drops instance_id from the order and
+		// may read the visible index filtering on instance_id instead)
+		` h AS (SELECT ids.iid, (SELECT q.id FROM ` + oq + ` q WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ?` +
+		` AND (q.lock_token IS NULL OR q.locked_until <= ?) ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) AS hid` +
+		` FROM ids` + hj + ` WHERE ids.iid IS NOT NULL` + hw + `)` +
+		// (the head's visible_at by a primary-key probe, not a join: the
+		// planner cannot estimate h and may hash-join a seq scan)
+		` SELECT u.instance_id FROM (SELECT 0 AS ph, p.instance_id, p.visible_at, p.id FROM p` +
+		` UNION ALL SELECT 1, h.iid, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid), h.hid FROM h WHERE h.hid IS NOT NULL) u` +
+		` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`
+	args := []any{now, now}
+	args = append(args, wargs...)
+	args = append(args, now, now)
+	args = append(args, hargs...)
+	return sql, args
 }
 
 func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
