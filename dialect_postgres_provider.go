@@ -91,8 +91,9 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 	now := p.s.nowMS()
 	until := now + durMS(lockTimeout)
 	var tried []string
+	level := orchCandWindow
 	for {
-		cand, cargs := p.orchCandidateSQL(now, filter, tried)
+		cand, cargs := p.orchCandidateSQL(now, filter, tried, level)
 		token := newLockToken()
 		locks, queue, inst := p.q(models.TableInstanceLocks), p.q(models.TableOrchestratorQueue), p.q(models.TableInstances)
 		sql := `WITH RECURSIVE async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
@@ -140,8 +141,15 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		if err := scanAll(db, &rows, sql, args...); err != nil {
 			return nil, fmt.Errorf("fetch orchestration item: %w", err)
 		}
-		if len(rows) == 0 || rows[0].Kind != 0 || rows[0].InstanceID == nil {
+		if len(rows) == 0 || rows[0].Kind != 0 {
 			return nil, nil // no candidate
+		}
+		if rows[0].InstanceID == nil { // this level cannot decide: the next one
+			if level == orchCandScan {
+				return nil, nil
+			}
+			level++
+			continue
 		}
 		head := rows[0]
 		instance := *head.InstanceID

@@ -629,33 +629,49 @@ func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) 
 	return b.String(), args
 }
 
-// orchCandidateWindow is how many of the first visible messages (in
-// visible_at, id order) the candidate query inspects before it falls back
-// to a walk over the queued instances.
-const orchCandidateWindow = 32
+// The orchestration candidate query comes in three levels; each of the
+// first two answers with a row whose instance_id is NULL when it cannot
+// decide, and the fetch asks the next level.
+const (
+	// orchCandWindow looks at the first orchCandidateWindow visible
+	// messages of the visible index (visible_at, id) only.
+	orchCandWindow = iota
+	// orchCandWalk visits the instance ids that have queued messages, up
+	// to orchCandidateWalkMax of them (a loose index scan of the
+	// (instance_id, visible_at, id) index: one probe per instance, an
+	// excluded instance's messages never read), and takes each eligible
+	// instance's oldest visible message.
+	orchCandWalk
+	// orchCandScan reads the visible index until the first eligible
+	// message (what the window does, without its bound).
+	orchCandScan
+)
 
-// orchCandidateSQL returns the query for the oldest visible message of an
-// unlocked, compatible instance not in tried (one instance_id column, at
-// most one row), taken without row locks so a failed candidate blocks
-// nobody.
+const (
+	// orchCandidateWindow is how many visible messages the window level
+	// inspects.
+	orchCandidateWindow = 32
+	// orchCandidateWalkMax is how many instance ids the walk level visits
+	// before it gives up (the queue then holds many instances, and a
+	// scan past the excluded messages is the cheaper way).
+	orchCandidateWalkMax = 256
+)
+
+// orchCandidateSQL returns the query, at level (orchCand*), for the oldest
+// visible, unclaimed message of an unlocked, compatible instance not in
+// tried (one instance_id column, at most one row), taken without row
+// locks so a failed candidate blocks nobody. The window and walk levels
+// return a row with a NULL instance_id when they cannot decide (the
+// window is full of excluded instances' messages; the queue holds more
+// than orchCandidateWalkMax instances): ask the next level.
 //
-// Messages of excluded instances (locked by a turn in flight, filtered
-// out, or tried) never decide the cost: the query looks at the first
-// orchCandidateWindow visible messages in (visible_at, id) order (the
-// visible index), and only when all of them belong to excluded instances
-// or are claimed does it walk the instance ids that have queued messages
-// (a loose index scan of the (instance_id, visible_at, id) index, one
-// probe per instance, excluded instances skipped without reading their
-// messages) and take each eligible instance's oldest visible message. Both
-// phases pick the same message the plain ORDER BY visible_at, id would:
-// the oldest visible, unclaimed message of an eligible instance.
-func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string) (string, []any) {
+// So the messages of excluded instances (locked by a turn in flight,
+// filtered out, or tried) decide the cost only when the queue also holds
+// many instances: a locked instance's backlog is skipped, not read. Every
+// level picks the message the plain ORDER BY visible_at, id over every
+// eligible message would.
+func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level int) (string, []any) {
 	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
-	var capSQL string
-	var capArgs []any
-	if filter != nil {
-		capSQL, capArgs = capabilitySQL(filter)
-	}
 	// eligible returns the joins and conditions that keep instance col:
 	// no live instance lock, compatible with filter, not tried.
 	eligible := func(col string) (joins, where string, args []any) {
@@ -664,8 +680,9 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 		if filter != nil {
 			joins = ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = ` + col +
 				` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
-			where += ` AND ` + capSQL
-			args = append(args, capArgs...)
+			c, cargs := capabilitySQL(filter)
+			where += ` AND ` + c
+			args = append(args, cargs...)
 		}
 		if len(tried) > 0 {
 			where += ` AND ` + col + ` NOT IN (` + placeholders(len(tried)) + `)`
@@ -673,36 +690,41 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 		}
 		return joins, where, args
 	}
-	window := strconv.Itoa(orchCandidateWindow)
-	wj, ww, wargs := eligible("w.instance_id")
-	hj, hw, hargs := eligible("ids.iid")
-	sql := `WITH RECURSIVE w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
-		` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + window + `),` +
-		// phase 1: the window's oldest message of an eligible instance
-		` p AS (SELECT w.instance_id, w.visible_at, w.id FROM w` + wj + ` WHERE (w.lock_token IS NULL OR w.locked_until <= ?)` + ww + `),` +
-		// phase 2, only when the window is full and has no candidate: every
-		// instance id with queued messages, one index probe each
-		` ids(iid) AS (SELECT (SELECT q.instance_id FROM ` + oq + ` q ORDER BY q.instance_id LIMIT 1)` +
-		` WHERE NOT EXISTS (SELECT 1 FROM p) AND (SELECT COUNT(*) FROM w) = ` + window +
-		` UNION ALL SELECT (SELECT q.instance_id FROM ` + oq + ` q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1)` +
-		` FROM ids WHERE ids.iid IS NOT NULL),` +
-		// and the oldest visible, unclaimed message of each eligible one
-		// (instance_id as a range and ordered by the whole index key: with
-		// instance_id = x PostgreSQL drops instance_id from the order and
-		// may read the visible index filtering on instance_id instead)
-		` h AS (SELECT ids.iid, (SELECT q.id FROM ` + oq + ` q WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ?` +
-		` AND (q.lock_token IS NULL OR q.locked_until <= ?) ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) AS hid` +
-		` FROM ids` + hj + ` WHERE ids.iid IS NOT NULL` + hw + `)` +
-		// (the head's visible_at by a primary-key probe, not a join: the
-		// planner cannot estimate h and may hash-join a seq scan)
-		` SELECT u.instance_id FROM (SELECT 0 AS ph, p.instance_id, p.visible_at, p.id FROM p` +
-		` UNION ALL SELECT 1, h.iid, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid), h.hid FROM h WHERE h.hid IS NOT NULL) u` +
-		` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`
-	args := []any{now, now}
-	args = append(args, wargs...)
-	args = append(args, now, now)
-	args = append(args, hargs...)
-	return sql, args
+	switch level {
+	case orchCandWindow:
+		j, w, args := eligible("x.instance_id")
+		return `SELECT u.instance_id FROM (SELECT 0 AS ph, x.instance_id, x.visible_at, x.id FROM` +
+			` (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
+			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `) x` + j +
+			` WHERE (x.lock_token IS NULL OR x.locked_until <= ?)` + w +
+			// the window-full row: sorts after every candidate
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM ` + oq + ` q WHERE q.visible_at <= ?` +
+			` ORDER BY q.visible_at, q.id LIMIT 1 OFFSET ` + strconv.Itoa(orchCandidateWindow-1) + `)) u` +
+			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append(append([]any{now, now}, args...), now)
+	case orchCandWalk:
+		j, w, args := eligible("ids.iid")
+		return `WITH RECURSIVE ids(iid, n) AS (SELECT (SELECT q.instance_id FROM ` + oq + ` q ORDER BY q.instance_id LIMIT 1), 1` +
+			` UNION ALL SELECT (SELECT q.instance_id FROM ` + oq + ` q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1), ids.n + 1` +
+			` FROM ids WHERE ids.iid IS NOT NULL AND ids.n <= ` + strconv.Itoa(orchCandidateWalkMax) + `),` +
+			// each eligible instance's oldest visible, unclaimed message
+			// (instance_id as a range and ordered by the whole index key:
+			// with instance_id = x PostgreSQL drops instance_id from the
+			// order and may read the visible index filtering on
+			// instance_id instead), and the walk's end (iid NULL: complete)
+			` h AS MATERIALIZED (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
+			` WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
+			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
+			// (the head's visible_at by a primary-key probe, not a join: the
+			// planner cannot estimate h and may hash-join a seq scan)
+			` SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid) AS va, h.hid` +
+			` FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)` +
+			// the walk-incomplete row
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u` +
+			` ORDER BY u.ph, u.va, u.hid LIMIT 1`, append([]any{now, now}, args...)
+	}
+	j, w, args := eligible("q.instance_id")
+	return `SELECT q.instance_id FROM ` + oq + ` q` + j + ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` + w +
+		` ORDER BY q.visible_at, q.id LIMIT 1`, append([]any{now, now}, args...)
 }
 
 func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
@@ -715,17 +737,25 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 		item, corrupt = nil, nil
 		now := p.s.nowMS()
 		var tried []string
+		level := orchCandWindow
 		for {
 			// 1. candidate (SQLite: BEGIN IMMEDIATE already serialises fetchers)
-			sql, args := p.orchCandidateSQL(now, filter, tried)
-			var cands []string
+			sql, args := p.orchCandidateSQL(now, filter, tried, level)
+			var cands []struct{ InstanceID *string }
 			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
 				return fmt.Errorf("select candidate: %w", err)
 			}
 			if len(cands) == 0 {
 				return nil
 			}
-			instance := cands[0]
+			if cands[0].InstanceID == nil { // this level cannot decide: the next one
+				if level == orchCandScan {
+					return nil
+				}
+				level++
+				continue
+			}
+			instance := *cands[0].InstanceID
 			tried = append(tried, instance)
 
 			// 2. take the instance lock unless a live one exists, and 3. lock

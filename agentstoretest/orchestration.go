@@ -365,22 +365,33 @@ func testProviderFetchSkipsLockedBacklog(t *testing.T, h *harness) {
 	if err := e.p.EnqueueForOrchestrator(e.ctx, &duroxide.ExternalRaised{Instance: "later", Name: "timer"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	for _, inst := range []string{"old", "b", "c"} {
-		e.enqueue(t, &duroxide.ExternalRaised{Instance: inst, Name: "poke"})
-	}
 	v2 := &duroxide.DispatcherCapabilityFilter{SupportedDuroxideVersions: []duroxide.SemverRange{{Min: *semver.MustParse("2.0.0"), Max: *semver.MustParse("2.9.9")}}}
-	got, err := e.p.FetchOrchestrationItem(e.ctx, testLock, 0, v2)
-	if err != nil || got == nil || got.Instance != "b" {
-		t.Fatalf("v2 fetch behind the locked backlog = %v, %v; want b (old is pinned to 1.5.0)", got, err)
+	// round 0 with few queued instances; round 1 with hundreds more that
+	// have only messages not visible yet
+	for round := range 2 {
+		if round == 1 {
+			for i := range 300 {
+				if err := e.p.EnqueueForOrchestrator(e.ctx, &duroxide.ExternalRaised{Instance: fmt.Sprintf("timer-%03d", i), Name: "t"}, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, inst := range []string{"old", "b", "c"} {
+			e.enqueue(t, &duroxide.ExternalRaised{Instance: inst, Name: "poke"})
+		}
+		got, err := e.p.FetchOrchestrationItem(e.ctx, testLock, 0, v2)
+		if err != nil || got == nil || got.Instance != "b" {
+			t.Fatalf("round %d: v2 fetch behind the locked backlog = %v, %v; want b (old is pinned to 1.5.0)", round, got, err)
+		}
+		items := []*duroxide.OrchestrationItem{got, e.fetch(t), e.fetch(t)}
+		if items[1].Instance != "old" || items[2].Instance != "c" {
+			t.Fatalf("round %d: fetches behind the locked backlog = %s %s, want old c", round, items[1].Instance, items[2].Instance)
+		}
+		e.fetchNone(t) // busy is locked, the other messages are not visible yet
+		for _, it := range items {
+			e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
+		}
 	}
-	var order []string
-	for range 2 {
-		order = append(order, e.fetch(t).Instance)
-	}
-	if order[0] != "old" || order[1] != "c" {
-		t.Fatalf("fetches behind the locked backlog = %v, want [old c]", order)
-	}
-	e.fetchNone(t) // busy is locked, later's message is not visible yet
 	e.ack(t, held, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
 	batch := e.fetch(t)
 	if batch.Instance != "busy" || len(batch.Messages) != backlog {
