@@ -315,7 +315,7 @@ func TestScaleFetchLockedBacklogDecades(t *testing.T) {
 				queued = n
 				st.DB(e.ctx).Exec("ANALYZE")
 				var fetchOnly []time.Duration
-				d := median(15, func() time.Duration {
+				d := median(21, func() time.Duration {
 					e.enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
 					t0 := time.Now()
 					it := e.fetch(t)
