@@ -253,8 +253,14 @@ func TestScaleFetchLockedBacklog(t *testing.T) {
 	})
 }
 
-// scaleDecades are the sizes of the per-decade scale measurements.
-var scaleDecades = []int{1_000, 10_000, 100_000}
+// scaleDecades are the sizes of the per-decade scale measurements; with
+// AGENTSTORE_SCALE_1E6=1 also 1e6 (minutes).
+var scaleDecades = func() []int {
+	if os.Getenv("AGENTSTORE_SCALE_1E6") == "1" {
+		return []int{1_000, 10_000, 100_000, 1_000_000}
+	}
+	return []int{1_000, 10_000, 100_000}
+}()
 
 // logGrowth prints the medians at each size of scaleDecades and their ratio
 // per decade (flat is at most 1.3).
