@@ -31,7 +31,7 @@ const (
 // order (V7): roots_created for the bulk selection of roots
 // (DeleteInstanceBulk: an index range, never a sort of every root), and
 // parent_created, led by parent_instance_id, for the children of an
-// instance (tree walks, cascades, the orphan check). Partial, so neither
+// instance (tree walks, the orphan check, child listings). Partial, so neither
 // holds the other's rows, and SQLite's statistics of parent_created are
 // not swamped by the NULL parent of every root (which made its planner
 // scan the table for one instance's children).
