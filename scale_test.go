@@ -319,7 +319,7 @@ func TestScaleFetchLockedBacklogDecades(t *testing.T) {
 				// plant: busy's unlocked backlog, ahead of every message of other.
 				e.exec(t, plant, work, n-queued)
 				queued = n
-				st.DB(e.ctx).Exec("ANALYZE")
+				analyzeTables(t, st, models.TableOrchestratorQueue, models.TableInstanceLocks, models.TableInstances)
 				var fetchOnly []time.Duration
 				d := median(21, func() time.Duration {
 					e.enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
@@ -380,7 +380,7 @@ func TestScaleDeleteInstanceBulkLimitDecades(t *testing.T) {
 		for _, n := range scaleDecades {
 			plant(n - live)
 			live = n
-			st.DB(ctx).Exec("ANALYZE")
+			analyzeTables(t, st, models.TableInstances, models.TableExecutions)
 			ds = append(ds, median(7, func() time.Duration {
 				t0 := time.Now()
 				res, err := a.DeleteInstanceBulk(ctx, duroxide.InstanceFilter{Limit: 100})
@@ -394,4 +394,23 @@ func TestScaleDeleteInstanceBulkLimitDecades(t *testing.T) {
 		}
 		logGrowth(t, string(h.Dialect)+": DeleteInstanceBulk Limit 100 among N completed roots", ds)
 	})
+}
+
+// analyzeTables refreshes the planner statistics of the given tables (on
+// PostgreSQL only those: a database-wide ANALYZE can deadlock with other
+// tests dropping schemas).
+func analyzeTables(t *testing.T, st *agentstore.Store, bases ...string) {
+	t.Helper()
+	stmts := []string{"ANALYZE"}
+	if st.Dialect() == agentstore.Postgres {
+		stmts = stmts[:0]
+		for _, b := range bases {
+			stmts = append(stmts, "ANALYZE "+st.Table(b))
+		}
+	}
+	for _, s := range stmts {
+		if err := st.DB(context.Background()).Exec(s).Error; err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 }
