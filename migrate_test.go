@@ -191,8 +191,8 @@ func TestMigrateRepairsIndexDrift(t *testing.T) {
 		p := st.TablePrefix()
 		for _, stmt := range []string{
 			`DROP INDEX ` + qi("idx_"+p+"sessions_state"),
-			`DROP INDEX ` + qi("idx_"+p+"orchestrator_queue_instance_id"),
-			`CREATE INDEX "idx_` + p + `orchestrator_queue_instance_id" ON ` + q(models.TableOrchestratorQueue) + ` ("instance_id", "visible_at")`,
+			`DROP INDEX ` + qi("idx_"+p+"orchestrator_queue_instance_visible"),
+			`CREATE INDEX "idx_` + p + `orchestrator_queue_instance_visible" ON ` + q(models.TableOrchestratorQueue) + ` ("instance_id", "visible_at")`,
 			`CREATE INDEX "idx_` + p + `worker_queue_lock_token" ON ` + q(models.TableWorkerQueue) + ` ("lock_token")`,
 			`CREATE INDEX "dba_sessions_created" ON ` + q(models.TableSessions) + ` ("created_at")`,
 		} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -707,30 +708,102 @@ func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) 
 	return b.String(), args
 }
 
-// orchCandidateSQL returns the query for the oldest visible message of an
-// unlocked, compatible instance not in tried (one instance_id column, at
-// most one row), taken without row locks so a failed candidate blocks
-// nobody.
-func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string) (string, []any) {
-	sql := `SELECT q.instance_id FROM ` + p.q(models.TableOrchestratorQueue) + ` q`
-	args := []any{}
-	where := ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
-		` AND NOT EXISTS (SELECT 1 FROM ` + p.q(models.TableInstanceLocks) + ` il WHERE il.instance_id = q.instance_id AND il.locked_until > ?)`
-	if filter != nil {
-		sql += ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
-			` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+// The orchestration candidate query comes in three levels; each of the
+// first two answers with a row whose instance_id is NULL when it cannot
+// decide, and the fetch asks the next level.
+const (
+	// orchCandWindow looks at the first orchCandidateWindow visible
+	// messages of the visible index (visible_at, id) only.
+	orchCandWindow = iota
+	// orchCandWalk visits the instance ids that have queued messages, up
+	// to orchCandidateWalkMax of them (a loose index scan of the
+	// (instance_id, visible_at, id) index: one probe per instance, an
+	// excluded instance's messages never read), and takes each eligible
+	// instance's oldest visible message.
+	orchCandWalk
+	// orchCandScan reads the visible index until the first eligible
+	// message (what the window does, without its bound).
+	orchCandScan
+)
+
+const (
+	// orchCandidateWindow is how many visible messages the window level
+	// inspects.
+	orchCandidateWindow = 32
+	// orchCandidateWalkMax is how many instance ids the walk level visits
+	// before it gives up (the queue then holds many instances, and a
+	// scan past the excluded messages is the cheaper way).
+	orchCandidateWalkMax = 256
+)
+
+// orchCandidateSQL returns the query, at level (orchCand*), for the oldest
+// visible, unclaimed message of an unlocked, compatible instance not in
+// tried (one instance_id column, at most one row), taken without row
+// locks so a failed candidate blocks nobody. The window and walk levels
+// return a row with a NULL instance_id when they cannot decide (the
+// window is full of excluded instances' messages; the queue holds more
+// than orchCandidateWalkMax instances): ask the next level.
+//
+// So the messages of excluded instances (locked by a turn in flight,
+// filtered out, or tried) decide the cost only when the queue also holds
+// many instances: a locked instance's backlog is skipped, not read. Every
+// level picks the message the plain ORDER BY visible_at, id over every
+// eligible message would.
+func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level int) (string, []any) {
+	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
+	// eligible returns the joins and conditions that keep instance col:
+	// no live instance lock, compatible with filter, not tried.
+	eligible := func(col string) (joins, where string, args []any) {
+		where = ` AND NOT EXISTS (SELECT 1 FROM ` + il + ` il WHERE il.instance_id = ` + col + ` AND il.locked_until > ?)`
+		args = append(args, now)
+		if filter != nil {
+			joins = ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = ` + col +
+				` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+			c, cargs := capabilitySQL(filter)
+			where += ` AND ` + c
+			args = append(args, cargs...)
+		}
+		if len(tried) > 0 {
+			where += ` AND ` + col + ` NOT IN (` + placeholders(len(tried)) + `)`
+			args = append(args, strArgs(tried)...)
+		}
+		return joins, where, args
 	}
-	args = append(args, now, now, now)
-	if filter != nil {
-		c, cargs := capabilitySQL(filter)
-		where += ` AND ` + c
-		args = append(args, cargs...)
+	switch level {
+	case orchCandWindow:
+		j, w, args := eligible("x.instance_id")
+		return `SELECT u.instance_id FROM (SELECT 0 AS ph, x.instance_id, x.visible_at, x.id FROM` +
+			` (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
+			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `) x` + j +
+			` WHERE (x.lock_token IS NULL OR x.locked_until <= ?)` + w +
+			// the window-full row: sorts after every candidate
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM ` + oq + ` q WHERE q.visible_at <= ?` +
+			` ORDER BY q.visible_at, q.id LIMIT 1 OFFSET ` + strconv.Itoa(orchCandidateWindow-1) + `)) u` +
+			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append(append([]any{now, now}, args...), now)
+	case orchCandWalk:
+		j, w, args := eligible("ids.iid")
+		return `WITH RECURSIVE ids(iid, n) AS (SELECT (SELECT q.instance_id FROM ` + oq + ` q ORDER BY q.instance_id LIMIT 1), 1` +
+			` UNION ALL SELECT (SELECT q.instance_id FROM ` + oq + ` q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1), ids.n + 1` +
+			` FROM ids WHERE ids.iid IS NOT NULL AND ids.n <= ` + strconv.Itoa(orchCandidateWalkMax) + `),` +
+			// each eligible instance's oldest visible, unclaimed message
+			// (instance_id as a range and ordered by the whole index key:
+			// with instance_id = x PostgreSQL drops instance_id from the
+			// order and may read the visible index filtering on
+			// instance_id instead), and the walk's end (iid NULL: complete)
+			` h AS MATERIALIZED (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
+			` WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
+			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
+			// (the head's visible_at by a primary-key probe, not a join: the
+			// planner cannot estimate h and may hash-join a seq scan)
+			` SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid) AS va, h.hid` +
+			` FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)` +
+			// the walk-incomplete row
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u` +
+			` ORDER BY u.ph, u.va, u.hid LIMIT 1`, append([]any{now, now}, args...)
 	}
-	if len(tried) > 0 {
-		where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
-		args = append(args, strArgs(tried)...)
-	}
-	return sql + where + ` ORDER BY q.visible_at, q.id LIMIT 1`, args
+	j, w, args := eligible("q.instance_id")
+	return `SELECT q.instance_id FROM ` + oq + ` q` + j + ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` + w +
+		` ORDER BY q.visible_at, q.id LIMIT 1`, append([]any{now, now}, args...)
 }
 
 func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
@@ -743,17 +816,25 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 		item, corrupt = nil, nil
 		now := p.s.nowMS()
 		var tried []string
+		level := orchCandWindow
 		for {
 			// 1. candidate (SQLite: BEGIN IMMEDIATE already serialises fetchers)
-			sql, args := p.orchCandidateSQL(now, filter, tried)
-			var cands []string
+			sql, args := p.orchCandidateSQL(now, filter, tried, level)
+			var cands []struct{ InstanceID *string }
 			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
 				return fmt.Errorf("select candidate: %w", err)
 			}
 			if len(cands) == 0 {
 				return nil
 			}
-			instance := cands[0]
+			if cands[0].InstanceID == nil { // this level cannot decide: the next one
+				if level == orchCandScan {
+					return nil
+				}
+				level++
+				continue
+			}
+			instance := *cands[0].InstanceID
 			tried = append(tried, instance)
 
 			// 2. take the instance lock unless a live one exists, and 3. lock

@@ -494,8 +494,12 @@ func (p *gormProvider) DeleteInstanceBulk(ctx context.Context, filter duroxide.I
 	const op = "delete_instance_bulk"
 	var total duroxide.DeleteInstanceResult
 	inst, exe := p.q(models.TableInstances), p.q(models.TableExecutions)
-	with := `WITH RECURSIVE busy(instance_id, parent_instance_id) AS (SELECT c.instance_id, c.parent_instance_id FROM ` + inst + ` c JOIN ` + exe +
-		` ce ON ce.instance_id = c.instance_id AND ce.execution_id = c.current_execution_id WHERE ce.status = ? AND c.parent_instance_id IS NOT NULL` +
+	// busy starts from the sub-orchestrations (the children index holds
+	// only them; CROSS JOIN keeps SQLite from scanning every execution
+	// for the Running ones when its statistics say all are Completed) and
+	// walks up to their roots.
+	with := `WITH RECURSIVE busy(instance_id, parent_instance_id) AS (SELECT c.instance_id, c.parent_instance_id FROM ` + inst + ` c CROSS JOIN ` + exe +
+		` ce WHERE ce.instance_id = c.instance_id AND ce.execution_id = c.current_execution_id AND ce.status = ? AND c.parent_instance_id IS NOT NULL` +
 		` UNION SELECT a.instance_id, a.parent_instance_id FROM ` + inst + ` a JOIN busy ON a.instance_id = busy.parent_instance_id) `
 	roots, err := p.bulkSelect(ctx, filter, with, ` AND i.parent_instance_id IS NULL AND e.status IN (?, ?, ?)`+
 		` AND i.instance_id NOT IN (SELECT instance_id FROM busy WHERE parent_instance_id IS NULL)`,

@@ -2,8 +2,10 @@ package agentstore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,4 +251,166 @@ func TestScaleFetchLockedBacklog(t *testing.T) {
 			_ = held
 		}
 	})
+}
+
+// scaleDecades are the sizes of the per-decade scale measurements; with
+// AGENTSTORE_SCALE_1E6=1 also 1e6 (minutes).
+var scaleDecades = func() []int {
+	if os.Getenv("AGENTSTORE_SCALE_1E6") == "1" {
+		return []int{1_000, 10_000, 100_000, 1_000_000}
+	}
+	return []int{1_000, 10_000, 100_000}
+}()
+
+// logGrowth prints the medians at each size of scaleDecades and their ratio
+// per decade (flat is at most 1.3).
+func logGrowth(t *testing.T, what string, ds []time.Duration) {
+	t.Helper()
+	var b strings.Builder
+	for i, d := range ds {
+		fmt.Fprintf(&b, " N=%d %.2f ms", scaleDecades[i], float64(d)/float64(time.Millisecond))
+		if i > 0 {
+			fmt.Fprintf(&b, " (%.2fx)", float64(d)/float64(ds[i-1]))
+		}
+	}
+	t.Logf("%s:%s", what, b.String())
+}
+
+// TestScaleFetchLockedBacklogDecades measures Fetch+Ack of an instance
+// while another instance, locked by a turn in progress, has N visible
+// messages queued ahead of it, for N in scaleDecades, and prints the
+// growth per decade.
+func TestScaleFetchLockedBacklogDecades(t *testing.T) {
+	requireScale(t)
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		for _, general := range []bool{false, true} {
+			if general && h.Dialect != agentstore.Postgres {
+				continue
+			}
+			var opts []agentstore.Option
+			name := string(h.Dialect)
+			if general {
+				opts = append(opts, agentstore.WithoutCapabilities(agentstore.CapAdvisoryLocks))
+				name += "-general"
+				h = newHarness(t, h.Dialect)
+			}
+			clock := newTestClock()
+			st := h.New(t, append(opts, agentstore.WithClock(clock.Now))...)
+			e := &pEnv{h: h, st: st, p: st.Provider(), a: st.ProviderAdmin(), clock: clock, ctx: context.Background()}
+			e.startInstance(t, "busy", nil)
+			e.startInstance(t, "other", nil)
+			e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+			_ = e.fetch(t) // busy stays locked for the whole measurement
+			oq := st.Table(models.TableOrchestratorQueue)
+			var work string
+			if err := st.DB(e.ctx).Raw(`SELECT work_item FROM ` + oq + ` WHERE instance_id = 'busy' LIMIT 1`).Scan(&work).Error; err != nil || work == "" {
+				t.Fatalf("busy's message: %q %v", work, err)
+			}
+			var plant string
+			if h.Dialect == agentstore.Postgres {
+				plant = `INSERT INTO ` + oq + ` (instance_id, work_item, visible_at, created_at, attempt_count) SELECT 'busy', $1, 0, 0, 0 FROM generate_series(1, $2)`
+			} else {
+				plant = `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM g WHERE n < ?2)` +
+					` INSERT INTO ` + oq + ` (instance_id, work_item, visible_at, created_at, attempt_count) SELECT 'busy', ?1, 0, 0, 0 FROM g`
+			}
+			var all, fetchAlone []time.Duration
+			queued := 0
+			for _, n := range scaleDecades {
+				// plant: busy's unlocked backlog, ahead of every message of other.
+				e.exec(t, plant, work, n-queued)
+				queued = n
+				analyzeTables(t, st, models.TableOrchestratorQueue, models.TableInstanceLocks, models.TableInstances)
+				var fetchOnly []time.Duration
+				d := median(21, func() time.Duration {
+					e.enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
+					t0 := time.Now()
+					it := e.fetch(t)
+					fetchOnly = append(fetchOnly, time.Since(t0))
+					if it.Instance != "other" {
+						t.Fatalf("fetched %s", it.Instance)
+					}
+					e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
+					return time.Since(t0)
+				})
+				all = append(all, d)
+				fetchAlone = append(fetchAlone, median(len(fetchOnly), func() time.Duration { v := fetchOnly[0]; fetchOnly = fetchOnly[1:]; return v }))
+			}
+			logGrowth(t, name+": Fetch+Ack while a locked instance holds N queued messages", all)
+			logGrowth(t, name+": Fetch alone while a locked instance holds N queued messages", fetchAlone)
+		}
+	})
+}
+
+// TestScaleDeleteInstanceBulkLimitDecades measures DeleteInstanceBulk
+// with Limit 100 among N completed root instances, for N in
+// scaleDecades (the 100 deleted roots are planted again before each
+// call), and prints the growth per decade.
+func TestScaleDeleteInstanceBulkLimitDecades(t *testing.T) {
+	requireScale(t)
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		st := h.New(t)
+		a := st.ProviderAdmin()
+		inst, exe := st.Table(models.TableInstances), st.Table(models.TableExecutions)
+		var stmts []string
+		if h.Dialect == agentstore.Postgres {
+			g := `FROM generate_series($1::bigint + 1, $1::bigint + $2) g`
+			stmts = []string{
+				`INSERT INTO ` + inst + ` (instance_id, orchestration_name, current_execution_id, created_at, updated_at) SELECT 'bulk-' || g, 'Orch', 1, g, g ` + g,
+				`INSERT INTO ` + exe + ` (instance_id, execution_id, status, started_at, completed_at) SELECT 'bulk-' || g, 1, 'Completed', g, g ` + g,
+			}
+		} else {
+			g := `WITH RECURSIVE g(n) AS (SELECT ?1 + 1 UNION ALL SELECT n+1 FROM g WHERE n < ?1 + ?2) `
+			stmts = []string{
+				g + `INSERT INTO ` + inst + ` (instance_id, orchestration_name, current_execution_id, created_at, updated_at) SELECT 'bulk-' || n, 'Orch', 1, n, n FROM g`,
+				g + `INSERT INTO ` + exe + ` (instance_id, execution_id, status, started_at, completed_at) SELECT 'bulk-' || n, 1, 'Completed', n, n FROM g`,
+			}
+		}
+		planted := 0
+		plant := func(n int) {
+			for _, s := range stmts {
+				if err := st.DB(ctx).Exec(s, planted, n).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			planted += n
+		}
+		var ds []time.Duration
+		live := 0
+		for _, n := range scaleDecades {
+			plant(n - live)
+			live = n
+			analyzeTables(t, st, models.TableInstances, models.TableExecutions)
+			ds = append(ds, median(7, func() time.Duration {
+				t0 := time.Now()
+				res, err := a.DeleteInstanceBulk(ctx, duroxide.InstanceFilter{Limit: 100})
+				d := time.Since(t0)
+				if err != nil || res.InstancesDeleted != 100 {
+					t.Fatalf("delete bulk: %+v %v", res, err)
+				}
+				plant(100)
+				return d
+			}))
+		}
+		logGrowth(t, string(h.Dialect)+": DeleteInstanceBulk Limit 100 among N completed roots", ds)
+	})
+}
+
+// analyzeTables refreshes the planner statistics of the given tables (on
+// PostgreSQL only those: a database-wide ANALYZE can deadlock with other
+// tests dropping schemas).
+func analyzeTables(t *testing.T, st *agentstore.Store, bases ...string) {
+	t.Helper()
+	stmts := []string{"ANALYZE"}
+	if st.Dialect() == agentstore.Postgres {
+		stmts = stmts[:0]
+		for _, b := range bases {
+			stmts = append(stmts, "ANALYZE "+st.Table(b))
+		}
+	}
+	for _, s := range stmts {
+		if err := st.DB(context.Background()).Exec(s).Error; err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 }

@@ -31,6 +31,7 @@ func init() {
 		test{"ProviderAckInvalidExpiredAndUsedTokens", testProviderAckInvalidExpiredAndUsedTokens},
 		test{"ProviderLaterMessagesSurviveAck", testProviderLaterMessagesSurviveAck},
 		test{"ProviderCapabilityFilter", testProviderCapabilityFilter},
+		test{"ProviderFetchSkipsLockedBacklog", testProviderFetchSkipsLockedBacklog},
 		test{"ProviderAckOrderingScheduleAndCancel", testProviderAckOrderingScheduleAndCancel},
 		test{"ProviderAckDuplicateEventRollsBackAndKeepsLock", testProviderAckDuplicateEventRollsBackAndKeepsLock},
 		test{"ProviderOrphanBatchesCreateNothing", testProviderOrphanBatchesCreateNothing},
@@ -333,6 +334,68 @@ func testProviderCapabilityFilter(t *testing.T, h *harness) {
 	// the skipped instance was never locked
 	if it := e.fetch(t); it.Instance != "old" {
 		t.Fatalf("unfiltered fetch got %s, want old", it.Instance)
+	}
+}
+
+// testProviderFetchSkipsLockedBacklog: while a locked instance has many
+// visible messages queued ahead of everyone else's (more than any window
+// a fetch may look at first), fetches still hand out the other instances
+// in message order, with the capability filter applied and without
+// messages that are not visible yet; once its lock is released, the
+// locked instance gets its whole backlog as one batch.
+func testProviderFetchSkipsLockedBacklog(t *testing.T, h *harness) {
+	e := newPEnv(t, h)
+	for _, inst := range []string{"busy", "b", "c", "later"} {
+		e.startInstance(t, inst, nil)
+	}
+	e.enqueue(t, startItem("old", nil)) // "old" is pinned to duroxide 1.5.0
+	it := e.fetch(t)
+	md := runningMeta(nil)
+	md.PinnedDuroxideVersion = semver.MustParse("1.5.0")
+	e.ack(t, it, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{startedEv("old", 1, 1, nil)}, Metadata: md})
+	e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "first"})
+	held := e.fetch(t) // busy stays locked
+	if held.Instance != "busy" {
+		t.Fatalf("fetched %s, want busy", held.Instance)
+	}
+	const backlog = 150
+	for i := 0; i < backlog; i++ {
+		e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "backlog"})
+	}
+	if err := e.p.EnqueueForOrchestrator(e.ctx, &duroxide.ExternalRaised{Instance: "later", Name: "timer"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	v2 := &duroxide.DispatcherCapabilityFilter{SupportedDuroxideVersions: []duroxide.SemverRange{{Min: *semver.MustParse("2.0.0"), Max: *semver.MustParse("2.9.9")}}}
+	// round 0 with few queued instances; round 1 with hundreds more that
+	// have only messages not visible yet
+	for round := range 2 {
+		if round == 1 {
+			for i := range 300 {
+				if err := e.p.EnqueueForOrchestrator(e.ctx, &duroxide.ExternalRaised{Instance: fmt.Sprintf("timer-%03d", i), Name: "t"}, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, inst := range []string{"old", "b", "c"} {
+			e.enqueue(t, &duroxide.ExternalRaised{Instance: inst, Name: "poke"})
+		}
+		got, err := e.p.FetchOrchestrationItem(e.ctx, testLock, 0, v2)
+		if err != nil || got == nil || got.Instance != "b" {
+			t.Fatalf("round %d: v2 fetch behind the locked backlog = %v, %v; want b (old is pinned to 1.5.0)", round, got, err)
+		}
+		items := []*duroxide.OrchestrationItem{got, e.fetch(t), e.fetch(t)}
+		if items[1].Instance != "old" || items[2].Instance != "c" {
+			t.Fatalf("round %d: fetches behind the locked backlog = %s %s, want old c", round, items[1].Instance, items[2].Instance)
+		}
+		e.fetchNone(t) // busy is locked, the other messages are not visible yet
+		for _, it := range items {
+			e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
+		}
+	}
+	e.ack(t, held, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
+	batch := e.fetch(t)
+	if batch.Instance != "busy" || len(batch.Messages) != backlog {
+		t.Fatalf("after the ack: %s with %d messages, want busy with its %d", batch.Instance, len(batch.Messages), backlog)
 	}
 }
 

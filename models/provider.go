@@ -26,14 +26,23 @@ const (
 // Instance is one row of {prefix}instances: an orchestration instance. It is
 // created only by an orchestration ack whose metadata names the
 // orchestration and its version.
+//
+// Roots and children have partial indexes in (created_at, instance_id)
+// order (V7): roots_created for the bulk selection of roots
+// (DeleteInstanceBulk: an index range, never a sort of every root), and
+// parent_created, led by parent_instance_id, for the children of an
+// instance (tree walks, the orphan check, child listings). Partial, so neither
+// holds the other's rows, and SQLite's statistics of parent_created are
+// not swamped by the NULL parent of every root (which made its planner
+// scan the table for one instance's children).
 type Instance struct {
-	InstanceID           string  `gorm:"type:text;primaryKey;not null"`
+	InstanceID           string  `gorm:"type:text;primaryKey;not null;index:,composite:roots_created,priority:2;index:,composite:parent_created,priority:3"`
 	OrchestrationName    string  `gorm:"type:text;not null"`
 	OrchestrationVersion *string `gorm:"type:text"`
 	CurrentExecutionID   int64   `gorm:"not null;default:1"`
-	CreatedAt            int64   `gorm:"not null;autoCreateTime:false;index"`
+	CreatedAt            int64   `gorm:"not null;autoCreateTime:false;index;index:,composite:roots_created,priority:1,where:parent_instance_id IS NULL;index:,composite:parent_created,priority:2"`
 	UpdatedAt            int64   `gorm:"not null;autoUpdateTime:false"`
-	ParentInstanceID     *string `gorm:"type:text;index"`
+	ParentInstanceID     *string `gorm:"type:text;index:,composite:parent_created,priority:1,where:parent_instance_id IS NOT NULL"`
 	CustomStatus         *string `gorm:"type:text"`
 	CustomStatusVersion  int64   `gorm:"not null;default:0"`
 }
@@ -76,10 +85,14 @@ func (HistoryEvent) TableName(n schema.Namer) string { return tableName(n, Table
 type OrchestratorQueueItem struct {
 	// ID is the second column of the visible index: the fetch orders by
 	// (visible_at, id) and must stop at the first row, not sort the queue.
-	ID           int64   `gorm:"primaryKey;autoIncrement;index:,composite:visible,priority:2"`
-	InstanceID   string  `gorm:"type:text;not null;index"`
+	// The instance_visible index (instance_id, visible_at, id, V7) gives
+	// each instance's messages in fetch order: the candidate query walks
+	// the instance ids of it to skip a locked instance's backlog, and takes
+	// an instance's oldest visible message from it.
+	ID           int64   `gorm:"primaryKey;autoIncrement;index:,composite:visible,priority:2;index:,composite:instance_visible,priority:3"`
+	InstanceID   string  `gorm:"type:text;not null;index:,composite:instance_visible,priority:1"`
 	WorkItem     string  `gorm:"type:text;not null"`
-	VisibleAt    int64   `gorm:"not null;index:,composite:visible,priority:1"`
+	VisibleAt    int64   `gorm:"not null;index:,composite:visible,priority:1;index:,composite:instance_visible,priority:2"`
 	LockToken    *string `gorm:"type:text;index:,where:lock_token IS NOT NULL"`
 	LockedUntil  *int64
 	CreatedAt    int64 `gorm:"not null;autoCreateTime:false"`

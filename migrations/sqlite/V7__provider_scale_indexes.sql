@@ -1,0 +1,15 @@
+-- agentstore schema version 7 for sqlite (prefix "agentstore_").
+-- Released migration: never edit. Provider indexes whose cost does not
+-- grow with data the operation does not need: the orchestrator queue in
+-- fetch order per instance (instance_id, visible_at, id), which lets the
+-- candidate query skip a locked instance's backlog, replacing the
+-- single-column instance_id index; the roots (created_at, instance_id)
+-- for the bulk selection of DeleteInstanceBulk; the children
+-- (parent_instance_id, created_at, instance_id), replacing the
+-- single-column parent_instance_id index.
+CREATE INDEX IF NOT EXISTS "idx_agentstore_orchestrator_queue_instance_visible" ON "agentstore_orchestrator_queue"("instance_id","visible_at","id");
+CREATE INDEX IF NOT EXISTS "idx_agentstore_instances_roots_created" ON "agentstore_instances"("created_at","instance_id") WHERE parent_instance_id IS NULL;
+CREATE INDEX IF NOT EXISTS "idx_agentstore_instances_parent_created" ON "agentstore_instances"("parent_instance_id","created_at","instance_id") WHERE parent_instance_id IS NOT NULL;
+DROP INDEX IF EXISTS "idx_agentstore_orchestrator_queue_instance_id";
+DROP INDEX IF EXISTS "idx_agentstore_instances_parent_instance_id";
+INSERT INTO "agentstore_schema_version" (version, applied_at) VALUES (7, CURRENT_TIMESTAMP);
