@@ -304,7 +304,9 @@ func TestMigrateCompletesInterruptedConcurrentIndex(t *testing.T) {
 	if got, want := anonCatalog(t, st, h), anonCatalog(t, fst, fresh); got != want {
 		t.Fatalf("catalog after completing V2 differs from a fresh install at %s", firstDiff(want, got))
 	}
-	// Verify names an INVALID index (made by hand here) with its fix.
+	// Verify names an INVALID index (made by hand here, under the name of
+	// the head's status index, which V7 made composite) with its fix.
+	idx = "idx_" + st.TablePrefix() + "executions_status_started"
 	if _, err := st.SQLDB().ExecContext(ctx, `DROP INDEX "`+h.Schema+`"."`+idx+`"`); err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ func (p *gormProvider) ListInstances(ctx context.Context) ([]string, error) {
 // ListInstancesByStatus implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
 	ids := []string{}
-	err := p.s.db.WithContext(ctx).Raw(`SELECT i.instance_id FROM `+p.q(models.TableInstances)+` i JOIN `+p.q(models.TableExecutions)+
-		` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE e.status = ? ORDER BY i.created_at DESC, i.instance_id DESC`,
+	err := p.s.db.WithContext(ctx).Raw(`SELECT e.instance_id FROM `+p.q(models.TableExecutions)+` e JOIN `+p.q(models.TableInstances)+
+		` i ON i.instance_id = e.instance_id AND i.current_execution_id = e.execution_id WHERE e.status = ? ORDER BY e.started_at DESC, e.instance_id DESC`,
 		status).Scan(&ids).Error
 	return ids, perr("list_instances_by_status", err)
 }
@@ -45,10 +45,11 @@ func (p *gormProvider) ListExecutions(ctx context.Context, instance string) ([]u
 	return out, nil
 }
 
-// instancesPage returns one page of the instances of from (the instances
-// table aliased i, possibly joined) that match where, newest first by
-// (created_at, instance_id), after the cursor of kind.
-func (p *gormProvider) instancesPage(ctx context.Context, op, kind, from, where string, args []any, pp repo.PageParams) ([]string, string, error) {
+// instancesPage returns one page of the instances of from that match
+// where, newest first by (tcol, idcol) — i.created_at, i.instance_id for
+// the instances table aliased i; e.started_at, e.instance_id for the
+// status walk over executions e — after the cursor of kind.
+func (p *gormProvider) instancesPage(ctx context.Context, op, kind, from, where, tcol, idcol string, args []any, pp repo.PageParams) ([]string, string, error) {
 	limit, err := pageLimit(pp)
 	if err != nil {
 		return nil, "", perr(op, err)
@@ -58,17 +59,17 @@ func (p *gormProvider) instancesPage(ctx context.Context, op, kind, from, where 
 		return nil, "", perr(op, err)
 	}
 	if c != nil {
-		// created_at <= t is the range of the created_at index; the rest
-		// only steps over the instances created in the cursor's millisecond.
-		where += " AND i.created_at <= ? AND (i.created_at < ? OR i.instance_id < ?)"
+		// tcol <= t is the range of the index; the rest only steps over
+		// the rows of the cursor's millisecond.
+		where += " AND " + tcol + " <= ? AND (" + tcol + " < ? OR " + idcol + " < ?)"
 		args = append(args, c.N, c.N, c.ID)
 	}
 	var rows []struct {
 		InstanceID string
 		CreatedAt  int64
 	}
-	if err := p.s.db.WithContext(ctx).Raw(`SELECT i.instance_id, i.created_at FROM `+from+` WHERE `+where+
-		fmt.Sprintf(` ORDER BY i.created_at DESC, i.instance_id DESC LIMIT %d`, limit+1), args...).Scan(&rows).Error; err != nil {
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT `+idcol+` AS instance_id, `+tcol+` AS created_at FROM `+from+` WHERE `+where+
+		fmt.Sprintf(` ORDER BY %s DESC, %s DESC LIMIT %d`, tcol, idcol, limit+1), args...).Scan(&rows).Error; err != nil {
 		return nil, "", perr(op, err)
 	}
 	next := ""
@@ -86,14 +87,14 @@ func (p *gormProvider) instancesPage(ctx context.Context, op, kind, from, where 
 
 // ListInstancesPage implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListInstancesPage(ctx context.Context, pp repo.PageParams) ([]string, string, error) {
-	return p.instancesPage(ctx, "list_instances_page", curInstances, p.q(models.TableInstances)+` i`, "1 = 1", nil, pp)
+	return p.instancesPage(ctx, "list_instances_page", curInstances, p.q(models.TableInstances)+` i`, "1 = 1", "i.created_at", "i.instance_id", nil, pp)
 }
 
 // ListInstancesByStatusPage implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListInstancesByStatusPage(ctx context.Context, status string, pp repo.PageParams) ([]string, string, error) {
 	return p.instancesPage(ctx, "list_instances_by_status_page", curByStatus,
-		p.q(models.TableInstances)+` i JOIN `+p.q(models.TableExecutions)+` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`,
-		"e.status = ?", []any{status}, pp)
+		p.q(models.TableExecutions)+` e JOIN `+p.q(models.TableInstances)+` i ON i.instance_id = e.instance_id AND i.current_execution_id = e.execution_id`,
+		"e.status = ?", "e.started_at", "e.instance_id", []any{status}, pp)
 }
 
 // ListExecutionsPage implements duroxide.ProviderAdmin.

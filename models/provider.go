@@ -52,11 +52,11 @@ func (Instance) TableName(n schema.Namer) string { return tableName(n, TableInst
 
 // Execution is one row of {prefix}executions.
 type Execution struct {
-	InstanceID           string  `gorm:"type:text;primaryKey;not null"`
+	InstanceID           string  `gorm:"type:text;primaryKey;not null;index:,composite:status_started,priority:3"`
 	ExecutionID          int64   `gorm:"primaryKey;not null;autoIncrement:false"`
-	Status               string  `gorm:"type:text;not null;default:Running;index"` // V2: ListInstancesByStatus
+	Status               string  `gorm:"type:text;not null;default:Running;index:,composite:status_started,priority:1"` // V7: ListInstancesByStatus* walk (status, started_at, instance_id); replaces V2's status index
 	Output               *string `gorm:"type:text"`
-	StartedAt            int64   `gorm:"not null"`
+	StartedAt            int64   `gorm:"not null;index:,composite:status_started,priority:2"`
 	CompletedAt          *int64  `gorm:"index"` // V2: DeleteInstanceBulk / PruneExecutionsBulk CompletedBefore
 	DuroxideVersionMajor *int32
 	DuroxideVersionMinor *int32

@@ -154,7 +154,9 @@ type ProviderAdmin interface {
 	// ListInstances returns every instance id, newest first.
 	ListInstances(ctx context.Context) ([]string, error)
 	// ListInstancesByStatus returns the ids of instances whose current
-	// execution has status, newest first.
+	// execution has status, most recently started first: by the current
+	// execution's (started_at, instance_id), descending (for an instance
+	// that never continued as new, its creation).
 	ListInstancesByStatus(ctx context.Context, status string) ([]string, error)
 	// ListExecutions returns the instance's execution ids ascending (empty if unknown).
 	ListExecutions(ctx context.Context, instance string) ([]uint64, error)
@@ -165,8 +167,10 @@ type ProviderAdmin interface {
 	// A bad limit or cursor is ErrInvalidInput.
 	ListInstancesPage(ctx context.Context, p repo.PageParams) ([]string, string, error)
 	// ListInstancesByStatusPage is ListInstancesByStatus one page at a
-	// time, in the same order and with the same cursors' rules as
-	// ListInstancesPage (a cursor of ListInstancesPage is refused).
+	// time, in its order (each page one range of the executions'
+	// (status, started_at, instance_id) index after the cursor), with the
+	// cursors' rules of ListInstancesPage (a cursor of ListInstancesPage
+	// is refused).
 	ListInstancesByStatusPage(ctx context.Context, status string, p repo.PageParams) ([]string, string, error)
 	// ListExecutionsPage is ListExecutions one page at a time: execution
 	// ids ascending, each page one range of the primary key, at most
