@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -55,7 +54,7 @@ var scaleOps = []scaleOp{
 	{key: "delete_bulk_none", label: "DeleteInstanceBulk, nothing eligible (CompletedBefore)"},
 	{key: "delete_bulk_limit100", label: "DeleteInstanceBulk Limit 100 (N terminal roots)"},
 	{key: "system_metrics", label: "GetSystemMetrics (exact), N instances"},
-	{key: "system_metrics_estimate", label: "GetSystemMetrics estimate form (hook, see scale.go)"},
+	{key: "system_metrics_estimate", label: "GetSystemMetricsEstimate (Cap 1000), N instances"},
 	{key: "read_history", label: "Read of an instance with N/10 events", inherent: true},
 	{key: "fetch_ack_history", label: "Fetch+Ack of an instance with N/10 events", inherent: true},
 	{key: "control_load_lastn", label: "control: Load LastN 20, session of N messages"},
@@ -514,29 +513,6 @@ func timeInterleaved(runs []*scaleRun) ([]time.Duration, error) {
 	return out, nil
 }
 
-// systemMetricsEstimate is the HOOK for the cheap estimate form of
-// GetSystemMetrics (issue 15 item 1; the admin work adds it). It looks the
-// method up by name on the ProviderAdmin, so the bench builds before and
-// after that API lands; adjust the names when it has landed. A method
-// taking only a context is called; anything else is reported as not run.
-func systemMetricsEstimate(a duroxide.ProviderAdmin) func(context.Context) error {
-	v := reflect.ValueOf(a)
-	for _, name := range []string{"GetSystemMetricsEstimate", "EstimateSystemMetrics", "GetSystemMetricsEstimated", "SystemMetricsEstimate"} {
-		m := v.MethodByName(name)
-		if !m.IsValid() || m.Type().NumIn() != 1 || m.Type().In(0) != reflect.TypeFor[context.Context]() {
-			continue
-		}
-		return func(ctx context.Context) error {
-			out := m.Call([]reflect.Value{reflect.ValueOf(ctx)})
-			if last := out[len(out)-1]; last.Type() == reflect.TypeFor[error]() && !last.IsNil() {
-				return last.Interface().(error)
-			}
-			return nil
-		}
-	}
-	return nil
-}
-
 // runs returns every op at this store's N, by op key.
 func (e *scaleEnv) runs(n int) map[string]*scaleRun {
 	out := map[string]*scaleRun{}
@@ -652,11 +628,11 @@ func (e *scaleEnv) runs(n int) map[string]*scaleRun {
 		}
 		return err
 	})
-	if est := systemMetricsEstimate(a); est != nil {
-		add("system_metrics_estimate", reps, nil, func() error { return est(ctx) })
-	} else if n == 1000 {
-		e.b.skipf("scale", e.d, "system_metrics_estimate", "no estimate form of GetSystemMetrics on ProviderAdmin yet (hook: systemMetricsEstimate in bench/scale.go)")
-	}
+	ext := e.st.ProviderAdminExt()
+	add("system_metrics_estimate", reps, nil, func() error {
+		_, err := ext.GetSystemMetricsEstimate(ctx, duroxide.EstimateOptions{})
+		return err
+	})
 
 	want := max(n/10, 1)
 	add("read_history", 7, nil, func() error {
