@@ -303,8 +303,10 @@ func WithDirectDSN(dsn string) Option {
 // none): Warn when a waiting fetch falls back to polling because the
 // cross-Store wake-up is unavailable (behind PgBouncer without
 // WithDirectDSN, or a pool of fewer than 3 connections), Warn when the
-// LISTEN connection is lost or cannot be opened, Info when it is up again.
-// Events carry the attribute "component"="agentstore" and no DSN password.
+// LISTEN connection is lost or cannot be opened, Info when it is up again,
+// Info "retry" when a provider call retries a transient failure itself
+// (attributes op, attempt, wait, class, error). Events carry the attribute
+// "component"="agentstore", an "event" name and no DSN password.
 func WithSlog(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {

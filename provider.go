@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sort"
 	"strconv"
@@ -282,8 +283,10 @@ func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
 // while it fails retryably (as translateError classifies it: deadlock,
 // serialization failure, busy SQLite, lost connection). A non-zero deadline bounds the retries: a retry
 // whose back-off would end at or after it is not made, and the last error
-// is returned (so a long poll never sleeps past its poll timeout).
-func withRetry(ctx context.Context, deadline time.Time, fn func() error) error {
+// is returned (so a long poll never sleeps past its poll timeout). Each
+// retry is an Info event "retry" on the WithSlog logger (op, attempt,
+// wait, the failure's class and the database's message).
+func (p *gormProvider) withRetry(ctx context.Context, op string, deadline time.Time, fn func() error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = fn()
@@ -297,6 +300,10 @@ func withRetry(ctx context.Context, deadline time.Time, fn func() error) error {
 			return err
 		}
 		noteRetry(ctx)
+		p.s.cfg.slog.LogAttrs(ctx, slog.LevelInfo, "agentstore: retrying after a transient database failure",
+			slog.String("component", "agentstore"), slog.String("event", "retry"), slog.String("op", op),
+			slog.Int("attempt", attempt+1), slog.Duration("wait", wait),
+			slog.String("class", retryClass(err)), slog.String("error", err.Error()))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -305,6 +312,14 @@ func withRetry(ctx context.Context, deadline time.Time, fn func() error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// retryClass names the class of a retried failure for the retry event.
+func retryClass(err error) string {
+	if errors.Is(translateError(err), ErrLockTimeout) {
+		return "lock_timeout"
+	}
+	return "retryable"
 }
 
 // idleRecheck is how often a fetch waiting on a healthy cross-Store
@@ -676,7 +691,7 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 	p.listenIfPossible(pollTimeout)
 	item, err := longPoll(ctx, p.orch, pollTimeout, p.s.cfg.pollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
 		var it *duroxide.OrchestrationItem
-		err := withRetry(ctx, deadline, func() error {
+		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
 			it, e = p.fetchOrchOnce(ctx, lockTimeout, filter)
 			return e
@@ -1173,7 +1188,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 	if err != nil {
 		return perr(op, err)
 	}
-	err = withRetry(ctx, time.Time{}, func() error {
+	err = p.withRetry(ctx, op, time.Time{}, func() error {
 		now := p.s.nowMS()
 		wrows, err := workerRows(ack.WorkerItems, now)
 		if err != nil {

@@ -60,7 +60,7 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	p.listenIfPossible(pollTimeout)
 	lease, err := longPoll(ctx, p.work, pollTimeout, p.s.cfg.pollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
 		var l *duroxide.WorkItemLease
-		err := withRetry(ctx, deadline, func() error {
+		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error
 			l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags)
 			return e

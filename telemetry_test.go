@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -513,7 +514,8 @@ func TestTelemetryWakeup(t *testing.T) {
 
 // TestTelemetryRetry provokes a retryable failure (SQLITE_BUSY: another
 // connection holds the write lock and the handle has no busy timeout) and
-// sees the fetch's internal retry counted.
+// sees the fetch's internal retry counted, and logged as an Info "retry"
+// event on the WithSlog logger.
 func TestTelemetryRetry(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "retry.db")
 	migrated := (&harness{Dialect: agentstore.SQLite, DSN: "sqlite:" + path}).New(t)
@@ -525,7 +527,8 @@ func TestTelemetryRetry(t *testing.T) {
 	e := &telEnv{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader(), system: "sqlite"}
 	e.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(e.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(e.reader))
-	st, err := agentstore.New(gdb, agentstore.WithTracerProvider(e.tp), agentstore.WithMeterProvider(mp))
+	rec := &slogRecorder{}
+	st, err := agentstore.New(gdb, agentstore.WithTracerProvider(e.tp), agentstore.WithMeterProvider(mp), agentstore.WithSlog(slog.New(rec)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,6 +578,9 @@ func TestTelemetryRetry(t *testing.T) {
 	retried := false
 	for _, ev := range fw.Events {
 		retried = retried || ev.Name == "agentstore.retry"
+	}
+	if !rec.has("INFO retry") {
+		t.Errorf("no slog retry event: %v", rec)
 	}
 	if !retried {
 		t.Errorf("fetch span has no agentstore.retry event: %v", fw.Events)
