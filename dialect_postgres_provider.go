@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,11 +46,6 @@ func (pgDialect) ackOrchestration(p *gormProvider, db *gorm.DB, now int64, lockT
 func (pgDialect) ackWork(p *gormProvider, ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
 	return p.ackWorkPG(ctx, stored, id, row)
 }
-
-// orchClaimWalk is how many of the candidate's messages the PostgreSQL
-// fetch claims by walking the index, one probe each; a bigger batch gets
-// the rest in one query.
-const orchClaimWalk = 64
 
 // orchFetchRow is one row of the PostgreSQL fetch statement: kind 0 is the
 // candidate (with the instance row as the statement's snapshot saw it),
@@ -110,30 +104,15 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			` l AS (INSERT INTO ` + locks + ` AS il (instance_id, lock_token, locked_until, locked_at) SELECT c.instance_id, ?, ?, ? FROM c WHERE c.got` +
 			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at` +
 			` WHERE il.locked_until <= ? RETURNING il.instance_id),` +
-			// the instance's first orchClaimWalk visible messages, walked
-			// one probe each in the (instance_id, visible_at, id) index: a
-			// plain instance_id = (SELECT ...) is estimated at
+			// the instance's visible, unclaimed messages. instance_id as a
+			// range: a plain instance_id = (SELECT ...) is estimated at
 			// rows/n_distinct, which for a queue of few instances (one with
 			// a big backlog) makes the planner seq-scan the queue for a
-			// batch of one; instance_id as a range keeps it in the order,
-			// which only that index gives
-			` k(id, va, n) AS (SELECT a.id, a.visible_at, 1 FROM (SELECT q.id, q.visible_at FROM ` + queue + ` q` +
-			` WHERE q.instance_id >= (SELECT instance_id FROM l) AND q.instance_id <= (SELECT instance_id FROM l) AND q.visible_at <= ?` +
-			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) a` +
-			` UNION ALL SELECT x.id, x.visible_at, k.n + 1 FROM k CROSS JOIN LATERAL (SELECT q.id, q.visible_at FROM ` + queue + ` q` +
-			` WHERE (q.instance_id, q.visible_at, q.id) > ((SELECT instance_id FROM l), k.va, k.id) AND q.instance_id <= (SELECT instance_id FROM l)` +
-			` AND q.visible_at <= ? ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) x WHERE k.n < ` + strconv.Itoa(orchClaimWalk) + `),` +
-			// claimed: those (= ANY of arrays: primary-key probes; IN would
-			// let the planner, estimating k at 101 rows, hash-join seq scans
-			// of the queue) and, only when the walk stopped at its bound
-			// (a big batch), the rest in one query of the planner's choice
+			// batch of one; the range keeps it on the (instance_id,
+			// visible_at, id) index
 			` m AS (UPDATE ` + queue + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-			` WHERE id = ANY(ARRAY(SELECT q.id FROM ` + queue + ` q WHERE q.id = ANY(ARRAY(SELECT id FROM k))` +
-			` AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED)` +
-			` || ARRAY(SELECT q.id FROM ` + queue + ` q WHERE (SELECT COUNT(*) FROM k) >= ` + strconv.Itoa(orchClaimWalk) +
-			` AND q.instance_id = (SELECT instance_id FROM l) AND q.visible_at <= ?` +
-			` AND (q.visible_at, q.id) > (SELECT k.va, k.id FROM k ORDER BY k.n DESC LIMIT 1)` +
-			` AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED))` +
+			` WHERE id IN (SELECT q.id FROM ` + queue + ` q WHERE q.instance_id >= (SELECT instance_id FROM l) AND q.instance_id <= (SELECT instance_id FROM l)` +
+			` AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) FOR UPDATE OF q SKIP LOCKED)` +
 			` RETURNING id, work_item, attempt_count),` +
 			` i AS (SELECT orchestration_name, orchestration_version, current_execution_id, ctid AS t FROM ` + inst +
 			` WHERE instance_id = (SELECT instance_id FROM l)),` +
@@ -149,7 +128,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			` WHERE kv.instance_id = (SELECT instance_id FROM l) AND (SELECT ok FROM f)` +
 			` ORDER BY kind, id`
 		args := append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, cargs...)
-		args = append(args, token, until, now, now, now, now, token, until, now, now, now)
+		args = append(args, token, until, now, now, token, until, now, now)
 		var rows []orchFetchRow
 		if err := scanAll(db, &rows, sql, args...); err != nil {
 			return nil, fmt.Errorf("fetch orchestration item: %w", err)

@@ -744,7 +744,7 @@ const (
 const (
 	// orchCandidateWindow is how many visible messages the window level
 	// inspects.
-	orchCandidateWindow = 32
+	orchCandidateWindow = 8
 	// orchCandidateWalkMax is how many instance ids the walk level visits
 	// before it gives up (the queue then holds many instances, and a
 	// scan past the excluded messages is the cheaper way).
