@@ -314,7 +314,7 @@ func (s *Store) completeBatch(ctx context.Context, reqs []*gcReq[uuid.UUID, comp
 		}
 		args = append(args, r.in.l.ItemID, r.in.l.Token, r.in.now, r.in.nowMS, tenant)
 	}
-	unlock := reqs[0].in.sq.writeLock()
+	unlock := reqs[0].in.sq.writeLock(ctx)
 	rows, err := s.db.WithContext(ctx).Raw(b.String(), args...).Rows()
 	var done []uuid.UUID
 	if err == nil {

@@ -470,12 +470,12 @@ type Store struct {
 	// provider state (see provider.go), created on first use
 	provOnce sync.Once
 	prov     *gormProvider
-	// sessWriteMu serialises this handle's session-store writes on SQLite
-	// when it has no dedicated write connection (a store made by New; a
-	// mutex is far cheaper than SQLite's sleeping busy handler). See
-	// sessionStore.writeLock.
-	sessWriteMu sync.Mutex
-	tel         *telemetry // WithTracerProvider, WithMeterProvider (telemetry.go); nil: off
+	// sessWrite (a one-slot semaphore) serialises this handle's
+	// session-store writes on SQLite when it has no dedicated write
+	// connection (a store made by New; far cheaper than SQLite's sleeping
+	// busy handler). See sessionStore.writeLock.
+	sessWrite chan struct{}
+	tel       *telemetry // WithTracerProvider, WithMeterProvider (telemetry.go); nil: off
 	// gc coalesces concurrent Completes and worker acks (CapGroupCommit;
 	// see groupcommit.go).
 	gc groupCommitters
@@ -705,7 +705,8 @@ func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 		return nil, fmt.Errorf("initialise gorm: %w", err)
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	st := &Store{db: gdb, sqlDB: conn.sqlDB, d: d, caps: d.capabilities() &^ cfg.capsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel}
+	st := &Store{db: gdb, sqlDB: conn.sqlDB, d: d, caps: d.capabilities() &^ cfg.capsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel,
+		sessWrite: make(chan struct{}, 1)}
 	if conn.writeDB != nil && conn.writeDB != conn.sqlDB {
 		st.writeDB = conn.writeDB
 	}

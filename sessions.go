@@ -130,14 +130,21 @@ func (ss *sessionStore) notFound(op string, id uuid.UUID) error {
 // made by Open already sends every write to its one write connection (see
 // liteConnPool), so only a store made by New over a shared pool needs the
 // mutex. Other handles and processes are still coordinated by SQLite's own
-// lock and busy_timeout. On PostgreSQL it does nothing. Use: defer
-// ss.writeLock()().
-func (ss *sessionStore) writeLock() func() {
+// lock and busy_timeout. On PostgreSQL it does nothing. The wait ends
+// with ctx: a call whose context ends while another write (say a
+// WithSessionLock function) holds the lock goes on without it, and its
+// first database call fails with the context's error. Use: defer
+// ss.writeLock(ctx)().
+func (ss *sessionStore) writeLock(ctx context.Context) func() {
 	if !ss.s.has(CapSingleWriter) || ss.s.writeDB != nil || ss.tx != nil {
 		return func() {}
 	}
-	ss.s.sessWriteMu.Lock()
-	return ss.s.sessWriteMu.Unlock
+	select {
+	case ss.s.sessWrite <- struct{}{}:
+		return func() { <-ss.s.sessWrite }
+	case <-ctx.Done():
+		return func() {}
+	}
 }
 
 // inTx runs fn in one transaction (BEGIN IMMEDIATE on SQLite).
@@ -349,7 +356,7 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	k := int64(len(fresh))
 
 	var lastSeq, msgCount, version int64
-	unlock := ss.writeLock()
+	unlock := ss.writeLock(ctx)
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		if sess.ParentID != nil {
 			// The parent must exist (in the view's tenant): a tenant cannot
@@ -870,7 +877,7 @@ func (ss *sessionStore) Delete(ctx context.Context, id uuid.UUID) (bool, error) 
 	if ss.tenant != nil {
 		q = q.Where("tenant_id = ?", *ss.tenant)
 	}
-	defer ss.writeLock()()
+	defer ss.writeLock(ctx)()
 	res := q.Delete(&models.Session{})
 	if res.Error != nil {
 		return false, fmt.Errorf("delete session %s: %w", id, dbErr(res.Error))

@@ -255,7 +255,7 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	}
 	k := int64(len(out))
 	var base int64
-	unlock := ss.writeLock()
+	unlock := ss.writeLock(ctx)
 	defer unlock()
 	newLeaf := out[len(out)-1].ID
 	st := ss.s.quoted(models.TableSessions)
@@ -446,7 +446,7 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 	now := ss.s.now()
 	mt := ss.s.quoted(models.TableMessages)
 	var out *repo.Session
-	unlock := ss.writeLock()
+	unlock := ss.writeLock(ctx)
 	err = ss.inTx(ctx, func(tx *gorm.DB) error {
 		// Lock the origin: a concurrent Delete of it waits for the fork
 		// or makes it ErrNotFound, never a foreign-key error.
@@ -530,7 +530,7 @@ func (ss *sessionStore) WithSessionLock(ctx context.Context, id uuid.UUID, fn fu
 	if fn == nil {
 		return invalidf("lock session %s: nil function", id)
 	}
-	defer ss.writeLock()()
+	defer ss.writeLock(ctx)()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		if _, err := ss.lockHead(tx, id); err != nil {
 			return err
@@ -573,7 +573,7 @@ func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapsho
 		snap.CreatedAt = now
 	}
 	snap.CreatedAt = snap.CreatedAt.UTC().Truncate(time.Microsecond)
-	defer ss.writeLock()()
+	defer ss.writeLock(ctx)()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		tc, targs := ss.tenantCond("tenant_id")
 		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+
@@ -637,7 +637,7 @@ func (ss *sessionStore) SetTodos(ctx context.Context, sessionID uuid.UUID, todos
 	}
 	now := ss.s.now()
 	var out []repo.TodoItem
-	defer ss.writeLock()()
+	defer ss.writeLock(ctx)()
 	err := ss.inTx(ctx, func(tx *gorm.DB) error {
 		tc, targs := ss.tenantCond("tenant_id")
 		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET "+monotonicUpdatedAt("updated_at")+", version = version + 1 WHERE id = ?"+tc,
@@ -811,7 +811,7 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 		args := append([]any{now}, targs...)
 		args = append(args, batchSize)
 		var ids, expired []uuid.UUID
-		unlock := ss.writeLock()
+		unlock := ss.writeLock(ctx)
 		err := ss.inTx(ctx, func(tx *gorm.DB) error {
 			if err := tx.Raw("SELECT id FROM "+st+" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+
 				" ORDER BY expires_at, id LIMIT ?"+lock, args...).Scan(&ids).Error; err != nil {

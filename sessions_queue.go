@@ -77,7 +77,7 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 	}
 	qt := sq.s.quoted(models.TableQueue)
 	var seqs []int64
-	defer sq.writeLock()()
+	defer sq.writeLock(ctx)()
 	res := sq.db(ctx).Raw("INSERT INTO "+qt+
 		" (id, session_id, operation, content, priority, status, attempts, created_at, idempotency_key) SELECT "+
 		sq.param("uuid")+", id, 'enqueue', "+sq.param("text")+", "+sq.param("integer")+", 'pending', 0, "+
@@ -263,7 +263,7 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	// synchronous commit also flushes every earlier asynchronous one.
 	with, async := sq.s.asyncCommitCTE()
 	db := sq.db(ctx)
-	unlock := sq.writeLock()
+	unlock := sq.writeLock(ctx)
 	rows, err := db.Raw(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
 		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+
 		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...).Rows()
@@ -296,7 +296,7 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, s
 	args := append(setArgs, l.ItemID, l.Token, sq.s.nowMS())
 	args = append(args, targs...)
 	db := sq.db(ctx)
-	unlock := sq.writeLock()
+	unlock := sq.writeLock(ctx)
 	res := db.Exec("UPDATE "+qt+" SET "+set+" WHERE id = ? AND lease_token = ? AND status = 'processing'"+
 		" AND leased_until >= ?"+tc, args...)
 	unlock()
@@ -376,7 +376,7 @@ func (sq *sessionQueue) CancelQueued(ctx context.Context, itemID uuid.UUID) (boo
 		return false, sq.scopeErr
 	}
 	tc, targs := sq.inTenantCond()
-	defer sq.writeLock()()
+	defer sq.writeLock(ctx)()
 	res := sq.db(ctx).Exec("UPDATE "+sq.s.quoted(models.TableQueue)+
 		" SET status = 'cancelled', processed_at = ? WHERE id = ? AND status = 'pending'"+tc,
 		append([]any{sq.s.now(), itemID}, targs...)...)
@@ -500,7 +500,7 @@ func (sq *sessionQueue) PurgeFinished(ctx context.Context, olderThan time.Durati
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("purge finished queue items: %w", err)
 		}
-		unlock := sq.writeLock()
+		unlock := sq.writeLock(ctx)
 		res := sq.db(ctx).Exec(stmt, args...)
 		unlock()
 		if res.Error != nil {
