@@ -21,8 +21,8 @@ import (
 //
 // Concurrent lease-ending calls of one Store — SessionQueue.Complete and
 // Provider.AckWorkItem — are coalesced where the dialect claims
-// CapGroupCommit (SQLite; see the capability for why PostgreSQL does not,
-// although its one-statement batch forms exist and are tested). Each kind
+// CapGroupCommit (SQLite; see the capability for why PostgreSQL does not;
+// the batch statements are portable and tested on PostgreSQL too). Each kind
 // has a committer that runs at most Store.gcFlushes flushes at once (one
 // on a single-writer database). A call that finds a free slot becomes a
 // leader; a call that finds every slot busy waits in the queue. A leader
@@ -358,15 +358,7 @@ type ackWorkReq struct {
 	nowMS  int64
 }
 
-// workAckBatcher is implemented by a dialect with a one-statement form of
-// several worker acks (used with CapFastPaths). It sets each request's err
-// and returns an error only when the statement as a whole failed.
-type workAckBatcher interface {
-	ackWorkBatch(p *gormProvider, ctx context.Context, reqs []*gcReq[int64, ackWorkReq]) error
-}
-
-// ackWorkBatch acks several worker items in one flush: the dialect's one
-// statement (workAckBatcher, CapFastPaths), else one transaction: one
+// ackWorkBatch acks several worker items in one flush, one transaction: one
 // DELETE of the items whose own token and lock still hold (id IN the
 // batch's ids, each row's token and clock picked by CASE id), returning
 // which went, then the completions of those (one multi-row INSERT) and
@@ -375,9 +367,6 @@ type workAckBatcher interface {
 func (p *gormProvider) ackWorkBatch(ctx context.Context, reqs []*gcReq[int64, ackWorkReq]) error {
 	sorted := slices.Clone(reqs)
 	slices.SortFunc(sorted, func(a, b *gcReq[int64, ackWorkReq]) int { return cmp.Compare(a.key, b.key) })
-	if fb, ok := p.s.d.(workAckBatcher); ok && p.s.has(CapFastPaths) {
-		return fb.ackWorkBatch(p, ctx, sorted)
-	}
 	const op = "ack_work_item"
 	n := len(sorted)
 	args := make([]any, 0, 5*n)
