@@ -108,46 +108,7 @@ func (b *bench) openQueueStore(ctx context.Context, d, name, sync string, groupC
 	if groupCommit {
 		return b.openStore(ctx, d, name, sync)
 	}
-	name += "_nogc"
-	off := agentstore.WithoutCapabilities(agentstore.CapGroupCommit)
-	var dsn string
-	opts := []agentstore.Option{off}
-	cleanup := func() {}
-	switch d {
-	case "sqlite":
-		path := filepath.Join(b.dir, name+".db")
-		rm := func() {
-			for _, suf := range []string{"", "-wal", "-shm"} {
-				_ = os.Remove(path + suf)
-			}
-		}
-		rm()
-		dsn, cleanup = "sqlite:"+path, rm
-		if sync != "" {
-			opts = append(opts, agentstore.WithSQLiteSynchronous(sync))
-		}
-	case "postgres":
-		schema := "bench_as_" + name
-		if err := b.resetSchema(ctx, schema); err != nil {
-			return nil, nil, err
-		}
-		dsn = b.pgDSN
-		opts = append(opts, agentstore.WithSchema(schema), agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: pgPool, MinIdleConns: pgPool}))
-		cleanup = func() { _ = b.dropSchema(context.Background(), schema) }
-	default:
-		return nil, nil, fmt.Errorf("unknown dialect %q", d)
-	}
-	st, err := agentstore.Open(ctx, dsn, opts...)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	if err := st.Migrate(ctx); err != nil {
-		_ = st.Close()
-		cleanup()
-		return nil, nil, err
-	}
-	return st, func() { _ = st.Close(); cleanup() }, nil
+	return b.openStore(ctx, d, name+"_nogc", sync, agentstore.WithoutCapabilities(agentstore.CapGroupCommit))
 }
 
 // fill runs insert(i) for i in [0,n) on 8 goroutines.

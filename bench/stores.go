@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" (raw baselines, schema cleanup)
@@ -19,9 +20,10 @@ const pgPool = 16
 
 // openStore opens a fresh, migrated agentstore Store: a new SQLite file in
 // the temp dir, or a new PostgreSQL schema (dropped by the returned cleanup).
-// sync is the SQLite synchronous mode ("" = the shipped default).
-func (b *bench) openStore(ctx context.Context, dialect, name, sync string) (*agentstore.Store, func(), error) {
-	var opts []agentstore.Option
+// sync is the SQLite synchronous mode ("" = the shipped default); extra
+// options are appended to the store's.
+func (b *bench) openStore(ctx context.Context, dialect, name, sync string, extra ...agentstore.Option) (*agentstore.Store, func(), error) {
+	opts := slices.Clone(extra)
 	var dsn string
 	cleanup := func() {}
 	switch dialect {
