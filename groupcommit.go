@@ -315,7 +315,7 @@ func (s *Store) completeBatch(ctx context.Context, reqs []*gcReq[uuid.UUID, comp
 		args = append(args, r.in.l.ItemID, r.in.l.Token, r.in.now, r.in.nowMS, tenant)
 	}
 	unlock := reqs[0].in.sq.writeLock(ctx)
-	rows, err := s.db.WithContext(ctx).Raw(b.String(), args...).Rows()
+	rows, err := newDirectTx(s.db.WithContext(ctx)).query(b.String(), args...)
 	var done []uuid.UUID
 	if err == nil {
 		for rows.Next() {

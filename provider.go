@@ -263,6 +263,13 @@ func (p *gormProvider) tx(ctx context.Context, fn func(tx *gorm.DB) error) error
 // with the many-parameter fetch and ack statements. The Store's logger
 // still sees the statement.
 func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
+	switch dest.(type) {
+	case *int64, *int, *string, *bool:
+		// one column into a scalar: GORM's ScanRows would first try, and
+		// fail (building an error), to parse dest as a model
+		_, err := scanRow(db, sql, args, dest)
+		return err
+	}
 	tx := db.Raw(sql, args...)
 	rows, err := tx.Rows()
 	if err != nil {
@@ -277,6 +284,30 @@ func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
 		err = tx.AddError(cerr)
 	}
 	return err
+}
+
+// scanRow runs sql through GORM (its callbacks and logger see it) and
+// scans the first row's columns into dest; found reports whether there was
+// a row. Unlike scanAll it does not map rows onto a model (GORM would parse
+// dest as one on every call).
+func scanRow(db *gorm.DB, sql string, args []any, dest ...any) (found bool, err error) {
+	tx := db.Raw(sql, args...)
+	rows, err := tx.Rows()
+	if err != nil {
+		return false, err
+	}
+	if rows.Next() {
+		found = true
+		if err = rows.Scan(dest...); err != nil {
+			err = tx.AddError(err)
+		}
+	} else if rerr := rows.Err(); rerr != nil {
+		err = tx.AddError(rerr)
+	}
+	if cerr := rows.Close(); err == nil && cerr != nil {
+		err = tx.AddError(cerr)
+	}
+	return found, err
 }
 
 // withRetry runs fn again (up to maxRetries, after 50, 100 and 150 ms)

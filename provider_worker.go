@@ -86,11 +86,11 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 		` AND q.session_id IS NULL AND ` + tp + ` ORDER BY q.id LIMIT 1`
 	sub += p.s.forUpdateSkip("q")
 	args := append([]any{token, now + durMS(lockTimeout), now, now}, targs...)
-	var locked []struct {
-		ID           int64
-		WorkItem     string
-		AttemptCount int32
-	}
+	var (
+		id           int64
+		workItem     string
+		attemptCount int32
+	)
 	// One atomic statement, its own transaction. On PostgreSQL it also
 	// switches its own commit to asynchronous (set_config is_local = the
 	// statement's implicit transaction; see fetchTx for why a fetch may
@@ -98,18 +98,18 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	with, async := p.s.asyncCommitCTE()
 	stmt := with + `UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
 		` WHERE id = (` + sub + `)` + async + ` RETURNING id, work_item, attempt_count`
-	err := scanAll(p.s.db.WithContext(ctx), &locked, stmt, args...)
+	found, err := scanRow(p.s.db.WithContext(ctx), stmt, args, &id, &workItem, &attemptCount)
 	if err != nil {
 		return nil, fmt.Errorf("claim work item: %w", err)
 	}
-	if len(locked) == 0 {
+	if !found {
 		return nil, nil
 	}
-	w, err := duroxide.UnmarshalWorkItem([]byte(locked[0].WorkItem))
+	w, err := duroxide.UnmarshalWorkItem([]byte(workItem))
 	if err != nil {
-		return nil, &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(locked[0].ID), Column: "work_item", Err: err}
+		return nil, &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: err}
 	}
-	return &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, locked[0].ID), AttemptCount: uint32(locked[0].AttemptCount)}, nil
+	return &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, id), AttemptCount: uint32(attemptCount)}, nil
 }
 
 // Worker-queue lease tokens carry the row id: the token handed out is the

@@ -68,6 +68,24 @@ func newDirectTx(tx *gorm.DB) directTx {
 	return directTx{tx: tx, numbered: b.String() != "?"}
 }
 
+// plainArgs replaces uuid.UUID arguments (and non-nil *uuid.UUID) by their
+// text form, in place: the form their Value method gives every driver, so
+// the stored value is the same, but pgx encodes a string directly where a
+// uuid.UUID first fails its typed encode plans (building an error each
+// time) before it falls back to calling Value.
+func plainArgs(args []any) {
+	for i, a := range args {
+		switch v := a.(type) {
+		case uuid.UUID:
+			args[i] = v.String()
+		case *uuid.UUID:
+			if v != nil {
+				args[i] = v.String()
+			}
+		}
+	}
+}
+
 // bind rewrites the ? placeholders of q (none may be inside a literal)
 // the way the dialector binds them.
 func (d directTx) bind(q string) string {
@@ -96,6 +114,7 @@ func (d directTx) trace(t0 time.Time, q string, args []any, rows int64, err erro
 // exec runs a statement and returns its rows affected.
 func (d directTx) exec(q string, args ...any) (int64, error) {
 	q = d.bind(q)
+	plainArgs(args)
 	t0 := time.Now()
 	res, err := d.tx.Statement.ConnPool.ExecContext(d.tx.Statement.Context, q, args...)
 	n := int64(-1)
@@ -113,6 +132,7 @@ func (d directTx) exec(q string, args ...any) (int64, error) {
 // whether there was a row.
 func (d directTx) queryRow(q string, args []any, dest ...any) (found bool, err error) {
 	q = d.bind(q)
+	plainArgs(args)
 	t0 := time.Now()
 	var n int64
 	defer func() { d.trace(t0, q, args, n, err) }()
@@ -137,6 +157,19 @@ func (d directTx) queryRow(q string, args []any, dest ...any) (found bool, err e
 		return false, dbErr(err)
 	}
 	return n > 0, nil
+}
+
+// query runs a query and returns its rows (the caller closes them).
+func (d directTx) query(q string, args ...any) (*sql.Rows, error) {
+	q = d.bind(q)
+	plainArgs(args)
+	t0 := time.Now()
+	rows, err := d.tx.Statement.ConnPool.QueryContext(d.tx.Statement.Context, q, args...)
+	d.trace(t0, q, args, -1, err)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	return rows, nil
 }
 
 // jsonArg is the statement argument of a JSON column: what j.Value()

@@ -264,12 +264,12 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	with, async := sq.s.asyncCommitCTE()
 	db := sq.db(ctx)
 	unlock := sq.writeLock(ctx)
-	rows, err := db.Raw(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
+	rows, err := newDirectTx(db).query(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
 		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+
-		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...).Rows()
+		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...)
 	if err != nil {
 		unlock()
-		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, dbErr(err))
+		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
 	}
 	items, err := scanQueueItems(rows)
 	unlock()
@@ -297,13 +297,13 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, s
 	args = append(args, targs...)
 	db := sq.db(ctx)
 	unlock := sq.writeLock(ctx)
-	res := db.Exec("UPDATE "+qt+" SET "+set+" WHERE id = ? AND lease_token = ? AND status = 'processing'"+
+	n, err := newDirectTx(db).exec("UPDATE "+qt+" SET "+set+" WHERE id = ? AND lease_token = ? AND status = 'processing'"+
 		" AND leased_until >= ?"+tc, args...)
 	unlock()
-	if res.Error != nil {
-		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, dbErr(res.Error))
+	if err != nil {
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, err)
 	}
-	if res.RowsAffected == 1 {
+	if n == 1 {
 		return nil
 	}
 	return sq.leaseMiss(ctx, op, l)
