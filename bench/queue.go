@@ -24,11 +24,19 @@ import (
 // benchQueue: 8 workers claim+complete N items of the session queue, of the
 // provider's worker queue, of a hand-written raw-SQL peek-lock queue on the
 // same driver, and River draining N no-op jobs (tuned: 2 ms fetch
-// cooldown, 20 ms poll); then the two agentstore queues again with group
-// commit switched off (group_commit_gain = on / off, same run; on
-// PostgreSQL, whose dialect does not claim CapGroupCommit, both runs take
-// the same path and the ratio shows the run's noise). On SQLite at the shipped synchronous setting
-// (NORMAL) and at FULL.
+// cooldown, 20 ms poll); the two agentstore queues also with group commit
+// switched off (group_commit_gain = on / off, same run; on PostgreSQL,
+// whose dialect does not claim CapGroupCommit, both take the same path and
+// the ratio shows the run's noise). On SQLite at the shipped synchronous
+// setting (NORMAL) and at FULL.
+//
+// The agentstore queues and the raw baseline are filled with N items each
+// and then drained in slices of N/10 items, the subjects taking turns slice
+// by slice (the order rotating), so that load changes on the machine (other
+// processes, checkpoints, autovacuum) hit all of them alike; each rate is
+// the items of all rounds over the time spent draining them. River runs
+// whole drains (its client cannot be paused between slices), round after
+// round, and its median is reported.
 func (b *bench) benchQueue(ctx context.Context, d string) {
 	syncs := []string{""}
 	if d == "sqlite" {
@@ -38,6 +46,16 @@ func (b *bench) benchQueue(ctx context.Context, d string) {
 		b.queueRound(ctx, d, sync)
 	}
 }
+
+// queueSubject is a filled queue ready to be drained: step processes at
+// most one item for worker k and reports whether it did.
+type queueSubject struct {
+	step    func(ctx context.Context, worker int) (bool, error)
+	cleanup func()
+}
+
+// queueSlices is the number of slices each filled queue is drained in.
+const queueSlices = 10
 
 func (b *bench) queueRound(ctx context.Context, d, sync string) {
 	const sc = "queue"
@@ -53,53 +71,96 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 	if sync != "" {
 		rsuf = "/synchronous=" + sync
 	}
-
-	// The subjects run back to back, round after round (b.rounds), so
-	// that noise from other load on the machine hits all of them alike;
-	// the median of the rounds is reported.
 	subjects := []struct {
-		label, unit string
-		run         func() (float64, error)
+		label string
+		open  func() (queueSubject, error)
 	}{
-		{"agentstore session queue (Dequeue+Complete)", "items/s", func() (float64, error) { return b.sessionQueueRate(ctx, d, sync, true) }},
-		{"agentstore provider worker queue (FetchWorkItem+AckWorkItem)", "items/s", func() (float64, error) { return b.workerQueueRate(ctx, d, sync, true) }},
-		{"raw SQL peek-lock queue (claim UPDATE + DELETE)", "items/s", func() (float64, error) { return b.rawQueueRate(ctx, d, sync) }},
-		{"River v0.51.2 no-op jobs (cooldown 2 ms, poll 20 ms)", "jobs/s", func() (float64, error) { return b.riverRate(ctx, d, sync) }},
+		{"agentstore session queue (Dequeue+Complete)", func() (queueSubject, error) { return b.sessionQueue(ctx, d, sync, true) }},
+		{"agentstore provider worker queue (FetchWorkItem+AckWorkItem)", func() (queueSubject, error) { return b.workerQueue(ctx, d, sync, true) }},
+		{"raw SQL peek-lock queue (claim UPDATE + DELETE)", func() (queueSubject, error) { return b.rawQueue(ctx, d, sync) }},
 		// the same two queues with group commit switched off
 		// (WithoutCapabilities(CapGroupCommit)): every Complete / ack
 		// commits on its own, as before group commit
-		{"agentstore session queue, group commit off", "items/s", func() (float64, error) { return b.sessionQueueRate(ctx, d, sync, false) }},
-		{"agentstore provider worker queue, group commit off", "items/s", func() (float64, error) { return b.workerQueueRate(ctx, d, sync, false) }},
+		{"agentstore session queue, group commit off", func() (queueSubject, error) { return b.sessionQueue(ctx, d, sync, false) }},
+		{"agentstore provider worker queue, group commit off", func() (queueSubject, error) { return b.workerQueue(ctx, d, sync, false) }},
 	}
-	vals := make([][]float64, len(subjects))
+	spent := make([]time.Duration, len(subjects))
+	done := make([]int, len(subjects))
 	errs := make([]error, len(subjects))
+	per := max(1, n/queueSlices)
 	for range b.rounds {
+		open := make([]*queueSubject, len(subjects))
 		for i, s := range subjects {
-			v, err := s.run()
+			if errs[i] != nil {
+				continue
+			}
+			q, err := s.open()
 			if err != nil {
 				errs[i] = err
 				continue
 			}
-			vals[i] = append(vals[i], v)
+			open[i] = &q
+		}
+		for slice := range queueSlices {
+			for j := range subjects {
+				i := (j + slice) % len(subjects)
+				if open[i] == nil || errs[i] != nil {
+					continue
+				}
+				k := per
+				if slice == queueSlices-1 {
+					k = n - per*(queueSlices-1)
+				}
+				t0 := time.Now()
+				if _, err := drain(ctx, k, w, open[i].step); err != nil {
+					errs[i] = err
+					continue
+				}
+				spent[i] += time.Since(t0)
+				done[i] += k
+			}
+		}
+		for _, q := range open {
+			if q != nil {
+				q.cleanup()
+			}
 		}
 	}
 	rates := make([]float64, len(subjects))
 	for i, s := range subjects {
-		if len(vals[i]) == 0 {
+		if errs[i] != nil || done[i] == 0 {
 			b.skipf(sc, d, s.label+suffix, "%v", errs[i])
 			continue
 		}
-		slices.Sort(vals[i])
-		rates[i] = vals[i][len(vals[i])/2]
-		b.add(sc, d, s.label+suffix, rates[i], s.unit)
+		rates[i] = float64(done[i]) / spent[i].Seconds()
+		b.add(sc, d, s.label+suffix, rates[i], "items/s")
 	}
-	sessRate, workRate, rawRate, riverRate := rates[0], rates[1], rates[2], rates[3]
+	const riverLabel = "River v0.51.2 no-op jobs (cooldown 2 ms, poll 20 ms)"
+	var riverVals []float64
+	var riverErr error
+	for range b.rounds {
+		v, err := b.riverRate(ctx, d, sync)
+		if err != nil {
+			riverErr = err
+			continue
+		}
+		riverVals = append(riverVals, v)
+	}
+	var riverRate float64
+	if len(riverVals) == 0 {
+		b.skipf(sc, d, riverLabel+suffix, "%v", riverErr)
+	} else {
+		slices.Sort(riverVals)
+		riverRate = riverVals[len(riverVals)/2]
+		b.add(sc, d, riverLabel+suffix, riverRate, "jobs/s")
+	}
+	sessRate, workRate, rawRate := rates[0], rates[1], rates[2]
 	b.ratio(sc, d, "queue_vs_raw/session_queue"+rsuf, sessRate, rawRate)
 	b.ratio(sc, d, "queue_vs_raw/worker_queue"+rsuf, workRate, rawRate)
 	b.ratio(sc, d, "queue_vs_river/session_queue"+rsuf, sessRate, riverRate)
 	b.ratio(sc, d, "queue_vs_river/worker_queue"+rsuf, workRate, riverRate)
-	b.ratio(sc, d, "group_commit_gain/session_queue"+rsuf, sessRate, rates[4])
-	b.ratio(sc, d, "group_commit_gain/worker_queue"+rsuf, workRate, rates[5])
+	b.ratio(sc, d, "group_commit_gain/session_queue"+rsuf, sessRate, rates[3])
+	b.ratio(sc, d, "group_commit_gain/worker_queue"+rsuf, workRate, rates[4])
 }
 
 // openQueueStore opens a fresh store like openStore, with group commit
@@ -137,7 +198,7 @@ func fill(n int, insert func(i int) error) error {
 func drain(ctx context.Context, n, w int, step func(ctx context.Context, worker int) (bool, error)) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var done atomic.Int64
+	var done, reserved atomic.Int64
 	var wg sync.WaitGroup
 	var once sync.Once
 	var firstErr error
@@ -146,8 +207,16 @@ func drain(ctx context.Context, n, w int, step func(ctx context.Context, worker 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for done.Load() < int64(n) && ctx.Err() == nil {
+			// a worker reserves an item before its step, so that exactly
+			// n items are processed (a drain in slices leaves the rest)
+			for ctx.Err() == nil {
+				if reserved.Add(1) > int64(n) {
+					return
+				}
 				ok, err := step(ctx, k)
+				if !ok {
+					reserved.Add(-1)
+				}
 				if err != nil {
 					if errors.Is(err, agentstore.ErrRetryable) {
 						continue
@@ -174,25 +243,32 @@ func drain(ctx context.Context, n, w int, step func(ctx context.Context, worker 
 	return float64(n) / el.Seconds(), nil
 }
 
-func (b *bench) sessionQueueRate(ctx context.Context, d, sync string, groupCommit bool) (float64, error) {
+// sessionQueue opens a store and fills its session queue (one session)
+// with N items.
+func (b *bench) sessionQueue(ctx context.Context, d, sync string, groupCommit bool) (queueSubject, error) {
 	st, cleanup, err := b.openQueueStore(ctx, d, "squeue"+sync, sync, groupCommit)
 	if err != nil {
-		return 0, err
+		return queueSubject{}, err
 	}
-	defer cleanup()
 	s := repo.NewSession()
 	if err := st.Sessions().Save(ctx, s); err != nil {
-		return 0, err
+		cleanup()
+		return queueSubject{}, err
 	}
 	q := st.SessionQueue()
 	if err := fill(b.sz.queueItems, func(i int) error {
 		_, err := q.Enqueue(ctx, s.ID, fmt.Sprintf(`{"job":%d}`, i), int32(i%4))
 		return err
 	}); err != nil {
-		return 0, fmt.Errorf("enqueue: %w", err)
+		cleanup()
+		return queueSubject{}, fmt.Errorf("enqueue: %w", err)
 	}
-	return drain(ctx, b.sz.queueItems, b.sz.queueWorkers, func(ctx context.Context, k int) (bool, error) {
-		it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Owner: fmt.Sprint("w", k), Lease: time.Minute})
+	owners := make([]string, b.sz.queueWorkers)
+	for k := range owners {
+		owners[k] = fmt.Sprint("w", k)
+	}
+	return queueSubject{cleanup: cleanup, step: func(ctx context.Context, k int) (bool, error) {
+		it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Owner: owners[k], Lease: time.Minute})
 		if err != nil || it == nil {
 			return false, err
 		}
@@ -202,23 +278,25 @@ func (b *bench) sessionQueueRate(ctx context.Context, d, sync string, groupCommi
 				return err == nil, err
 			}
 		}
-	})
+	}}, nil
 }
 
-func (b *bench) workerQueueRate(ctx context.Context, d, sync string, groupCommit bool) (float64, error) {
+// workerQueue opens a store and fills its provider worker queue with N
+// activity items.
+func (b *bench) workerQueue(ctx context.Context, d, sync string, groupCommit bool) (queueSubject, error) {
 	st, cleanup, err := b.openQueueStore(ctx, d, "wqueue"+sync, sync, groupCommit)
 	if err != nil {
-		return 0, err
+		return queueSubject{}, err
 	}
-	defer cleanup()
 	p := st.Provider()
 	if err := fill(b.sz.queueItems, func(i int) error {
 		return p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: fmt.Sprintf("inst-%d", i), ExecutionID: 1, ID: 2,
 			Name: "noop", Input: fmt.Sprintf(`{"job":%d}`, i)})
 	}); err != nil {
-		return 0, fmt.Errorf("enqueue: %w", err)
+		cleanup()
+		return queueSubject{}, fmt.Errorf("enqueue: %w", err)
 	}
-	return drain(ctx, b.sz.queueItems, b.sz.queueWorkers, func(ctx context.Context, _ int) (bool, error) {
+	return queueSubject{cleanup: cleanup, step: func(ctx context.Context, _ int) (bool, error) {
 		l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
 		if err != nil || l == nil {
 			return false, err
@@ -229,7 +307,7 @@ func (b *bench) workerQueueRate(ctx context.Context, d, sync string, groupCommit
 				return err == nil, err
 			}
 		}
-	})
+	}}, nil
 }
 
 // ---------------------------------------------------------------------------
@@ -262,7 +340,19 @@ func token() string {
 	return hex.EncodeToString(b)
 }
 
-func (b *bench) rawQueueRate(ctx context.Context, d, sync string) (float64, error) {
+// rawQueue creates the raw queue's table and fills it with N items.
+func (b *bench) rawQueue(ctx context.Context, d, sync string) (_ queueSubject, err error) {
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
 	var db *sql.DB
 	var insert func(i int) error
 	var claim func(ctx context.Context, tok string) (int64, bool, error)
@@ -271,19 +361,18 @@ func (b *bench) rawQueueRate(ctx context.Context, d, sync string) (float64, erro
 	case "postgres":
 		schema := "bench_raw"
 		if err := b.resetSchema(ctx, schema); err != nil {
-			return 0, err
+			return queueSubject{}, err
 		}
-		defer b.dropSchema(context.Background(), schema)
-		var err error
+		cleanups = append(cleanups, func() { b.dropSchema(context.Background(), schema) })
 		db, err = sql.Open("pgx", b.pgDSNWithSearchPath(schema))
 		if err != nil {
-			return 0, err
+			return queueSubject{}, err
 		}
+		cleanups = append(cleanups, func() { db.Close() })
 		db.SetMaxOpenConns(pgPool)
 		db.SetMaxIdleConns(pgPool)
 		if _, err := db.ExecContext(ctx, rawPGSchema); err != nil {
-			db.Close()
-			return 0, err
+			return queueSubject{}, err
 		}
 		insert = func(i int) error {
 			_, err := db.ExecContext(ctx, `INSERT INTO work_item (payload) VALUES ($1)`, fmt.Sprintf(`{"i":%d}`, i))
@@ -315,20 +404,19 @@ RETURNING id`, tok).Scan(&id)
 			sync = "NORMAL"
 		}
 		path := filepath.Join(b.dir, "raw"+sync+".db")
-		defer func() {
+		cleanups = append(cleanups, func() {
 			for _, s := range []string{"", "-wal", "-shm"} {
 				_ = os.Remove(path + s)
 			}
-		}()
-		var err error
+		})
 		db, err = sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_synchronous="+sync)
 		if err != nil {
-			return 0, err
+			return queueSubject{}, err
 		}
+		cleanups = append(cleanups, func() { db.Close() })
 		db.SetMaxOpenConns(1) // one writer connection; all goroutines queue on it
 		if _, err := db.ExecContext(ctx, rawLiteSchema); err != nil {
-			db.Close()
-			return 0, err
+			return queueSubject{}, err
 		}
 		insert = func(i int) error {
 			_, err := db.ExecContext(ctx, `INSERT INTO work_item (payload, visible_at) VALUES (?, ?)`, fmt.Sprintf(`{"i":%d}`, i), time.Now().UnixMilli())
@@ -357,19 +445,18 @@ RETURNING id`, tok, now+30_000, now, now).Scan(&id)
 			return err
 		}
 	}
-	defer db.Close()
 	if err := fill(b.sz.queueItems, insert); err != nil {
-		return 0, fmt.Errorf("insert: %w", err)
+		return queueSubject{}, fmt.Errorf("insert: %w", err)
 	}
 	toks := make([]string, b.sz.queueWorkers)
 	for i := range toks {
 		toks[i] = token()
 	}
-	return drain(ctx, b.sz.queueItems, b.sz.queueWorkers, func(ctx context.Context, k int) (bool, error) {
+	return queueSubject{cleanup: cleanup, step: func(ctx context.Context, k int) (bool, error) {
 		id, ok, err := claim(ctx, toks[k])
 		if err != nil || !ok {
 			return false, err
 		}
 		return true, ack(ctx, id, toks[k])
-	})
+	}}, nil
 }
