@@ -112,13 +112,20 @@ func (d directTx) exec(q string, args ...any) (int64, error) {
 // queryRow runs a query and scans its first row into dest; found reports
 // whether there was a row.
 func (d directTx) queryRow(q string, args []any, dest ...any) (found bool, err error) {
+	n, err := d.query(q, args, 1, func(r *sql.Rows) error { return r.Scan(dest...) })
+	return n > 0, err
+}
+
+// query runs a query and calls each for its rows (the first limit of them
+// when limit > 0; the others are read, not scanned); n is the number of
+// rows.
+func (d directTx) query(q string, args []any, limit int64, each func(*sql.Rows) error) (n int64, err error) {
 	q = d.bind(q)
 	t0 := time.Now()
-	var n int64
 	defer func() { d.trace(t0, q, args, n, err) }()
 	rows, err := d.tx.Statement.ConnPool.QueryContext(d.tx.Statement.Context, q, args...)
 	if err != nil {
-		return false, dbErr(err)
+		return 0, dbErr(err)
 	}
 	defer func() {
 		if cerr := rows.Close(); err == nil && cerr != nil {
@@ -126,17 +133,17 @@ func (d directTx) queryRow(q string, args []any, dest ...any) (found bool, err e
 		}
 	}()
 	for rows.Next() {
-		if n == 0 {
-			if err := rows.Scan(dest...); err != nil {
-				return false, dbErr(err)
+		if limit <= 0 || n < limit {
+			if err := each(rows); err != nil {
+				return n, dbErr(err)
 			}
 		}
 		n++
 	}
 	if err := rows.Err(); err != nil {
-		return false, dbErr(err)
+		return n, dbErr(err)
 	}
-	return n > 0, nil
+	return n, nil
 }
 
 // jsonArg is the statement argument of a JSON column: what j.Value()
@@ -148,44 +155,57 @@ func jsonArg(j models.JSON) any {
 	return string(j)
 }
 
-// appendCols are the columns appendRows writes, in its argument order.
+// appendCols are the message columns an append writes, in the order of
+// appendInsertSelect's SELECT list.
 const appendCols = `session_id, seq, id, parent_id, role, content, is_sidechain, is_compact_summary, "usage", metadata, model,` +
 	` request_id, environment, created_at`
 
-// appendRowsPer is the number of rows per INSERT statement of appendRows
-// (14 parameters a row: 7,000 per statement, within every dialect's limit).
+// appendRowsPer is the number of rows per INSERT statement of an append
+// (12 parameters a row: 6,000 per statement, within every dialect's limit).
+// A batch of up to this many messages is one statement.
 const appendRowsPer = 500
 
-// appendRows inserts the message rows of an append with multi-row INSERTs
-// of every column (as gorm's CreateInBatches of the same models would,
-// without its per-call reflection and statement building; see directTx).
-func (ss *sessionStore) appendRows(tx *gorm.DB, rows []models.Message) error {
-	d := newDirectTx(tx)
-	head := "INSERT INTO " + ss.s.quoted(models.TableMessages) + " (" + appendCols + ") VALUES "
-	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	for start := 0; start < len(rows); start += appendRowsPer {
-		chunk := rows[start:min(len(rows), start+appendRowsPer)]
-		var b strings.Builder
-		b.Grow(len(head) + len(chunk)*(len(tuple)+2))
-		b.WriteString(head)
-		args := make([]any, 0, len(chunk)*14)
-		for i := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(tuple)
-			m := &chunk[i]
-			// JSON columns as the strings (or NULLs) their Value methods
-			// return: pgx otherwise plans, and fails, a typed encoding of
-			// each Valuer before it falls back to calling Value.
-			args = append(args, m.SessionID, m.Seq, m.ID, m.ParentID, m.Role, jsonArg(models.JSON(m.Content)), m.IsSidechain,
-				m.IsCompactSummary, jsonArg(m.Usage), jsonArg(m.Metadata), m.Model, m.RequestID, jsonArg(m.Environment), m.CreatedAt)
+// appendValues returns the WITH item "v(...) AS (VALUES ...)" holding the
+// message rows (row i numbered off+i+1: its seq is the old last_seq plus
+// that number) and its arguments. Every parameter is typed (castParam), as
+// a VALUES list outside an INSERT gives PostgreSQL no column to infer from.
+func (ss *sessionStore) appendValues(rows []models.Message, off int) (string, []any) {
+	p := ss.param
+	rest := ", " + p("text") + ", " + p("text") + ", " + p("text") + ", " + p("json") + ", " + p("boolean") + ", " +
+		p("boolean") + ", " + p("jsonb") + ", " + p("jsonb") + ", " + p("text") + ", " + p("text") + ", " + p("jsonb") + ", " +
+		p("timestamptz") + ")"
+	var b strings.Builder
+	b.Grow(96 + len(rows)*(len(rest)+10))
+	b.WriteString("v(n, mid, mparent, mrole, mcontent, msc, mcs, musage, mmeta, mmodel, mreq, menv, mat) AS (VALUES ")
+	args := make([]any, 0, len(rows)*12)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		if _, err := d.exec(b.String(), args...); err != nil {
-			return err
-		}
+		b.WriteByte('(')
+		b.WriteString(strconv.Itoa(off + i + 1))
+		b.WriteString(rest)
+		m := &rows[i]
+		// JSON columns as the strings (or NULLs) their Value methods
+		// return: pgx otherwise plans, and fails, a typed encoding of
+		// each Valuer before it falls back to calling Value.
+		args = append(args, m.ID, m.ParentID, m.Role, jsonArg(models.JSON(m.Content)), m.IsSidechain, m.IsCompactSummary,
+			jsonArg(m.Usage), jsonArg(m.Metadata), m.Model, m.RequestID, jsonArg(m.Environment), m.CreatedAt)
 	}
-	return nil
+	b.WriteByte(')')
+	return b.String(), args
+}
+
+// appendInsertSelect returns "INSERT INTO messages (...) SELECT ... FROM ",
+// to be followed by the session row's source (alias src: its id, old
+// last_seq and old current_leaf_id) and v (appendValues). A message's seq
+// is the old last_seq plus its number; the first message of the batch
+// without a parent that is not a compact summary hangs under the old leaf
+// (the later ones already name the previous message, see prepareParents).
+func (ss *sessionStore) appendInsertSelect(src string) string {
+	return "INSERT INTO " + ss.s.quoted(models.TableMessages) + " (" + appendCols + ") SELECT " + src + ".id, " + src +
+		".last_seq + v.n, v.mid, COALESCE(v.mparent, CASE WHEN v.n = 1 AND NOT v.mcs THEN " + src + ".current_leaf_id END)," +
+		" v.mrole, v.mcontent, v.msc, v.mcs, v.musage, v.mmeta, v.mmodel, v.mreq, v.menv, v.mat FROM "
 }
 
 // AppendMessages implements repo.Sessions.
@@ -253,97 +273,102 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	if err := checkMessageIDs(msgs, nil); err != nil {
 		return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
 	}
+	// Parents: a message after the first without one (and not a compact
+	// summary) hangs under the previous message; the first one's parent,
+	// the old leaf, is read by the statement that inserts it.
+	inheritFirst := out[0].ParentID == nil && !out[0].IsCompactSummary
+	for i := 1; i < len(out); i++ {
+		if m := &out[i]; m.ParentID == nil && !m.IsCompactSummary {
+			p := out[i-1].ID
+			m.ParentID = &p
+		}
+	}
+	rows := make([]models.Message, len(out))
+	for i := range out {
+		rows[i] = messageRow(sessionID, 0, &out[i])
+	}
 	k := int64(len(out))
-	var base int64
 	unlock := ss.writeLock(ctx)
 	defer unlock()
-	newLeaf := out[len(out)-1].ID
 	st := ss.s.quoted(models.TableSessions)
 	set := ` message_count = s.message_count + ?, current_leaf_id = ?,
  total_input_tokens = s.total_input_tokens + ?, total_output_tokens = s.total_output_tokens + ?,
  total_cache_read_tokens = s.total_cache_read_tokens + ?, total_cache_creation_tokens = s.total_cache_creation_tokens + ?,
  ` + monotonicUpdatedAt("s.updated_at") + `, version = s.version + 1`
-	setArgs := []any{k, newLeaf, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
+	setArgs := []any{k, out[len(out)-1].ID, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
 		usage.CacheCreationInputTokens, now, now}
-	var replayed []repo.Message
-	err := ss.inTx(ctx, func(tx *gorm.DB) error {
-		var h sessionHead
-		advanced := true
-		if fp, ok := ss.s.d.(sessionFastPaths); ok && ss.s.has(CapFastPaths) {
-			// Fast path, one round trip: lock the row, read the old head
-			// and advance it (only at the expected version when strict).
-			tc, targs := ss.tenantCond("tenant_id")
-			if o.ExpectedVersion > 0 {
-				tc += " AND version = ?"
-				targs = append(targs, o.ExpectedVersion)
-			}
-			args := append([]any{k}, setArgs...)
-			args = append(append(args, sessionID), targs...)
-			found, err := newDirectTx(tx).queryRow(fp.appendAdvanceSQL(st, set, tc), args, &h.LastSeq, &h.CurrentLeafID)
-			if err != nil {
+	var (
+		h        sessionHead // the old last_seq and current_leaf_id
+		replayed []repo.Message
+		err      error
+	)
+	// notAdvanced handles a session that is missing or (strict) at another
+	// version: a retry of a batch that landed returns the stored messages.
+	notAdvanced := func(tx *gorm.DB) error {
+		if callerIDs {
+			stored, ok, err := ss.replayBatch(tx, sessionID, msgs, out)
+			if err != nil && !errors.Is(err, ErrDuplicate) {
 				return err
 			}
-			advanced = found
-		} else {
-			// General path: lockHead locks the row (FOR UPDATE, or the
-			// single writer's write transaction), so reading the head and
-			// updating it later cannot interleave.
+			if ok {
+				replayed = stored
+				return nil
+			}
+		}
+		return ss.staleOrMissing(tx, sessionID, o.ExpectedVersion)
+	}
+	if fp, ok := ss.s.d.(sessionFastPaths); ok && ss.s.has(CapFastPaths) && len(rows) <= appendRowsPer {
+		// Fast path, one autocommit statement (one round trip): lock the
+		// row, advance it (only at the expected version when strict) and
+		// insert the messages after its old head.
+		tc, targs := ss.tenantCond("tenant_id")
+		if o.ExpectedVersion > 0 {
+			tc += " AND version = ?"
+			targs = append(targs, o.ExpectedVersion)
+		}
+		vals, args := ss.appendValues(rows, 0)
+		args = append(append(append(append(args, k), setArgs...), sessionID), targs...)
+		q := fp.appendOneSQL(vals, st, set, tc, ss.appendInsertSelect("a"))
+		var found bool
+		one := func(db *gorm.DB) error {
 			var err error
-			h, err = ss.lockHead(tx, sessionID)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				advanced = false
-			case err != nil:
-				return err
-			case o.ExpectedVersion > 0 && h.Version != o.ExpectedVersion:
-				advanced = false
-			default:
-				args := append([]any{h.LastSeq + k}, setArgs...)
-				if _, err := newDirectTx(tx).exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...); err != nil {
-					return err
-				}
-			}
-		}
-		if !advanced {
-			// Missing or (strict) stale: a retry of a batch that landed
-			// returns the stored messages.
-			if callerIDs {
-				stored, ok, err := ss.replayBatch(tx, sessionID, msgs, out)
-				if err != nil && !errors.Is(err, ErrDuplicate) {
-					return err
-				}
-				if ok {
-					replayed = stored
-					return nil
-				}
-			}
-			return ss.staleOrMissing(tx, sessionID, o.ExpectedVersion)
-		}
-		base = h.LastSeq
-		var leaf *string
-		if h.CurrentLeafID.Valid {
-			l := h.CurrentLeafID.String
-			leaf = &l
-		}
-		rows := make([]models.Message, len(out))
-		for i := range out {
-			m := &out[i]
-			if m.ParentID == nil && leaf != nil && !m.IsCompactSummary {
-				p := *leaf
-				m.ParentID = &p
-			}
-			id := m.ID
-			leaf = &id
-			rows[i] = messageRow(sessionID, h.LastSeq+int64(i)+1, m)
-		}
-		if err := ss.appendRows(tx, rows); err != nil {
-			if errors.Is(err, ErrDuplicate) {
-				return errBatchStored
-			}
+			found, err = newDirectTx(db).queryRow(q, args, &h.LastSeq, &h.CurrentLeafID)
 			return err
 		}
-		return nil
-	})
+		if ss.tx != nil {
+			// Inside WithSessionLock: in a savepoint, so a failed
+			// statement does not abort the caller's transaction.
+			err = ss.inTx(ctx, one)
+		} else {
+			err = one(ss.db(ctx))
+		}
+		switch {
+		case errors.Is(err, ErrDuplicate):
+			err = errBatchStored
+		case err == nil && !found:
+			err = ss.inTx(ctx, notAdvanced)
+			if err == nil && replayed == nil {
+				// Not reachable: notAdvanced either replays or fails.
+				err = fmt.Errorf("session %s was not advanced: %w", sessionID, ErrRetryable)
+			}
+		}
+	} else {
+		err = ss.inTx(ctx, func(tx *gorm.DB) error {
+			found, err := ss.appendInTx(tx, sessionID, o.ExpectedVersion, rows, &h)
+			if err != nil {
+				if errors.Is(err, ErrDuplicate) {
+					return errBatchStored
+				}
+				return err
+			}
+			if !found {
+				return notAdvanced(tx)
+			}
+			args := append([]any{h.LastSeq + k}, setArgs...)
+			_, err = newDirectTx(tx).exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...)
+			return err
+		})
+	}
 	if errors.Is(err, errBatchStored) {
 		// The batch (or part of it) is stored: a retry returns it, any
 		// other overlap is a conflict naming the id.
@@ -364,10 +389,65 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	if replayed != nil {
 		return replayed, nil
 	}
+	if inheritFirst && h.CurrentLeafID.Valid {
+		l := h.CurrentLeafID.String
+		out[0].ParentID = &l
+	}
 	for i := range out {
-		out[i].Seq = base + int64(i) + 1
+		out[i].Seq = h.LastSeq + int64(i) + 1
 	}
 	return out, nil
+}
+
+// appendInTx is the general path's insert of an append's message rows,
+// inside the write transaction tx: INSERT ... SELECT from the session row
+// (row-locked with CapRowLocks; SQLite's write transaction holds the one
+// write lock) joined to the rows, 500 a statement, each row's seq and the
+// first one's parent read from the session row. found is false, and
+// nothing is written, when the session is missing, outside the view's
+// tenant or (expected > 0) at another version; else h holds the old
+// last_seq and current_leaf_id (the row itself is not updated yet: its
+// UPDATE follows, so every chunk reads the same old head).
+func (ss *sessionStore) appendInTx(tx *gorm.DB, sessionID uuid.UUID, expected int64, rows []models.Message, h *sessionHead) (found bool, err error) {
+	tc, targs := ss.tenantCond("s.tenant_id")
+	if expected > 0 {
+		tc += " AND s.version = ?"
+		targs = append(targs, expected)
+	}
+	d := newDirectTx(tx)
+	src := ss.s.quoted(models.TableSessions) + " AS s, v WHERE s.id = ?" + tc + ss.s.forUpdateOf("s")
+	for start := 0; start < len(rows); start += appendRowsPer {
+		chunk := rows[start:min(len(rows), start+appendRowsPer)]
+		vals, args := ss.appendValues(chunk, start)
+		args = append(append(args, sessionID), targs...)
+		q := "WITH " + vals + " " + ss.appendInsertSelect("s") + src
+		if start > 0 {
+			if _, err := d.exec(q, args...); err != nil {
+				return false, err
+			}
+			continue
+		}
+		// The first chunk returns its rows' seqs and parents: the lowest
+		// seq is the old last_seq + 1, its parent the old leaf (when the
+		// first message inherits it).
+		first := int64(-1)
+		n, err := d.query(q+" RETURNING seq, parent_id", args, 0, func(r *sql.Rows) error {
+			var seq int64
+			var parent sql.NullString
+			if err := r.Scan(&seq, &parent); err != nil {
+				return err
+			}
+			if first < 0 || seq < first {
+				first, h.CurrentLeafID = seq, parent
+			}
+			return nil
+		})
+		if err != nil || n == 0 {
+			return false, err
+		}
+		h.LastSeq = first - 1
+	}
+	return true, nil
 }
 
 // replayBatch checks whether the batch (as the caller passed it: msgs; as
