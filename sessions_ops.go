@@ -354,8 +354,9 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 			}
 		}
 	} else {
+		run := ss.appendGeneral(sessionID, o.ExpectedVersion, rows, inheritFirst, set, setArgs, &h)
 		err = ss.inTx(ctx, func(tx *gorm.DB) error {
-			found, err := ss.appendGeneral(tx, sessionID, o.ExpectedVersion, rows, inheritFirst, set, setArgs, &h)
+			found, err := run(tx)
 			switch {
 			case errors.Is(err, ErrDuplicate):
 				return errBatchStored
@@ -395,34 +396,37 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	return out, nil
 }
 
-// appendGeneral is the general path of an append, inside the write
-// transaction tx, in two statements (the raw baseline's count): INSERT ...
-// SELECT the message rows from the session row joined to them (row-locked
-// with CapRowLocks; on SQLite the write transaction holds the one write
-// lock), 500 rows a statement, each row's seq and the first one's parent
-// read from the row; then UPDATE the row, returning the new last_seq (and,
-// when the first message inherits it, that message's parent: the old
-// leaf). found is false, and nothing is written, when the session is
-// missing, outside the view's tenant or (expected > 0) at another version.
+// appendGeneral prepares the general path of an append and returns it as
+// a function to run inside the write transaction: two statements (the raw
+// baseline's count), INSERT ... SELECT the message rows from the session
+// row joined to them (row-locked with CapRowLocks; on SQLite the write
+// transaction holds the one write lock), 500 rows a statement, each row's
+// seq and the first one's parent read from the row; then UPDATE the row,
+// returning the new last_seq (and, when the first message inherits it,
+// that message's parent: the old leaf) into h. found is false, and nothing
+// is written, when the session is missing, outside the view's tenant or
+// (expected > 0) at another version. The statements are built here, before
+// the transaction, so that the write lock is held for the statements alone.
 // (Reading the head first costs a statement more; an INSERT ... RETURNING
 // costs more than that on SQLite.)
-func (ss *sessionStore) appendGeneral(tx *gorm.DB, sessionID uuid.UUID, expected int64, rows []models.Message, inheritFirst bool,
-	set string, setArgs []any, h *sessionHead) (found bool, err error) {
+func (ss *sessionStore) appendGeneral(sessionID uuid.UUID, expected int64, rows []models.Message, inheritFirst bool,
+	set string, setArgs []any, h *sessionHead) func(tx *gorm.DB) (found bool, err error) {
 	tc, targs := ss.tenantCond("s.tenant_id")
 	if expected > 0 {
 		tc += " AND s.version = ?"
 		targs = append(targs, expected)
 	}
-	d := newDirectTx(tx)
 	st := ss.s.quoted(models.TableSessions)
 	src := st + " AS s, v WHERE s.id = ?" + tc + ss.s.forUpdateOf("s")
+	type stmt struct {
+		q    string
+		args []any
+	}
+	var inserts []stmt
 	for start := 0; start < len(rows); start += appendRowsPer {
 		chunk := rows[start:min(len(rows), start+appendRowsPer)]
 		vals, args := ss.appendValues(chunk, start)
-		n, err := d.exec("WITH "+vals+" "+ss.appendInsertSelect("s")+src, append(append(args, sessionID), targs...)...)
-		if err != nil || n == 0 {
-			return false, err
-		}
+		inserts = append(inserts, stmt{"WITH " + vals + " " + ss.appendInsertSelect("s") + src, append(append(args, sessionID), targs...)})
 	}
 	k := int64(len(rows))
 	// RETURNING names the updated row's columns unqualified (SQLite does
@@ -435,14 +439,23 @@ func (ss *sessionStore) appendGeneral(tx *gorm.DB, sessionID uuid.UUID, expected
 		args = append(args, sessionID, k-1)
 		dest = append(dest, &h.CurrentLeafID)
 	}
-	if ok, err := d.queryRow(q, args, dest...); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("session %s is gone after its messages were inserted: %w", sessionID, ErrRetryable)
+	numbered := newDirectTx(ss.s.db).numbered
+	return func(tx *gorm.DB) (bool, error) {
+		d := directTx{tx: tx, numbered: numbered}
+		for _, in := range inserts {
+			if n, err := d.exec(in.q, in.args...); err != nil || n == 0 {
+				return false, err
+			}
 		}
-		return false, err
+		if ok, err := d.queryRow(q, args, dest...); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("session %s is gone after its messages were inserted: %w", sessionID, ErrRetryable)
+			}
+			return false, err
+		}
+		h.LastSeq -= k
+		return true, nil
 	}
-	h.LastSeq -= k
-	return true, nil
 }
 
 // replayBatch checks whether the batch (as the caller passed it: msgs; as
