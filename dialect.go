@@ -344,15 +344,6 @@ func (s *Store) forUpdate() string {
 	return ""
 }
 
-// forUpdateOf is forUpdate limited to the rows of alias (a join's other
-// sources, e.g. a VALUES list, cannot be locked).
-func (s *Store) forUpdateOf(alias string) string {
-	if s.has(CapRowLocks) {
-		return " FOR UPDATE OF " + alias
-	}
-	return ""
-}
-
 // forUpdateSkip is appended to a queue claim's SELECT: " FOR UPDATE [OF
 // alias] SKIP LOCKED" with CapRowLocks and CapSkipLocked, without SKIP
 // LOCKED when only CapRowLocks, nothing on a single-writer database. of

@@ -13,8 +13,8 @@ type sessionFastPaths interface {
 	// ins (appendInsertSelect for source alias "a": the session row's id,
 	// old last_seq and old current_leaf_id) and returns the old last_seq
 	// and current_leaf_id; no row when the session is not advanced (missing,
-	// outside tc). The general path does the same in a transaction of two
-	// statements (appendGeneral).
+	// outside tc). The general path does the same in a transaction of
+	// three statements (lockHead, UPDATE, INSERT).
 	appendOneSQL(vals, st, set, tc, ins string) string
 }
 

@@ -155,8 +155,8 @@ func jsonArg(j models.JSON) any {
 	return string(j)
 }
 
-// appendCols are the message columns an append writes, in the order of
-// appendInsertSelect's SELECT list.
+// appendCols are the message columns an append writes, in appendRows'
+// argument order and appendInsertSelect's SELECT list.
 const appendCols = `session_id, seq, id, parent_id, role, content, is_sidechain, is_compact_summary, "usage", metadata, model,` +
 	` request_id, environment, created_at`
 
@@ -167,10 +167,10 @@ const appendCols = `session_id, seq, id, parent_id, role, content, is_sidechain,
 const appendRowsPer = 500
 
 // appendValues returns the WITH item "v(...) AS (VALUES ...)" holding the
-// message rows (row i numbered off+i+1: its seq is the old last_seq plus
-// that number) and its arguments. Every parameter is typed (castParam), as
+// message rows (row i numbered i+1: its seq is the old last_seq plus that
+// number) and its arguments. Every parameter is typed (castParam), as
 // a VALUES list outside an INSERT gives PostgreSQL no column to infer from.
-func (ss *sessionStore) appendValues(rows []models.Message, off int) (string, []any) {
+func (ss *sessionStore) appendValues(rows []models.Message) (string, []any) {
 	p := ss.param
 	rest := ", " + p("text") + ", " + p("text") + ", " + p("text") + ", " + p("json") + ", " + p("boolean") + ", " +
 		p("boolean") + ", " + p("jsonb") + ", " + p("jsonb") + ", " + p("text") + ", " + p("text") + ", " + p("jsonb") + ", " +
@@ -184,7 +184,7 @@ func (ss *sessionStore) appendValues(rows []models.Message, off int) (string, []
 			b.WriteString(", ")
 		}
 		b.WriteByte('(')
-		b.WriteString(strconv.Itoa(off + i + 1))
+		b.WriteString(strconv.Itoa(i + 1))
 		b.WriteString(rest)
 		m := &rows[i]
 		// JSON columns as the strings (or NULLs) their Value methods
@@ -327,7 +327,7 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 			tc += " AND version = ?"
 			targs = append(targs, o.ExpectedVersion)
 		}
-		vals, args := ss.appendValues(rows, 0)
+		vals, args := ss.appendValues(rows)
 		args = append(append(append(append(args, k), setArgs...), sessionID), targs...)
 		q := fp.appendOneSQL(vals, st, set, tc, ss.appendInsertSelect("a"))
 		var found bool
@@ -354,16 +354,41 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 			}
 		}
 	} else {
-		run := ss.appendGeneral(sessionID, o.ExpectedVersion, rows, inheritFirst, set, setArgs, &h)
+		// General path: lockHead locks the row (FOR UPDATE, or the single
+		// writer's write transaction), so reading the head and updating it
+		// later cannot interleave. (An INSERT ... SELECT from the session
+		// row instead of the read drops a statement, but on SQLite its
+		// RETURNING costs more than the read: 180-200 vs 150-170 µs per
+		// append in the same loop.)
 		err = ss.inTx(ctx, func(tx *gorm.DB) error {
-			found, err := run(tx)
+			var err error
+			h, err = ss.lockHead(tx, sessionID)
 			switch {
-			case errors.Is(err, ErrDuplicate):
-				return errBatchStored
-			case err == nil && !found:
+			case errors.Is(err, ErrNotFound):
+				return notAdvanced(tx)
+			case err != nil:
+				return err
+			case o.ExpectedVersion > 0 && h.Version != o.ExpectedVersion:
 				return notAdvanced(tx)
 			}
-			return err
+			args := append([]any{h.LastSeq + k}, setArgs...)
+			if _, err := newDirectTx(tx).exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...); err != nil {
+				return err
+			}
+			for i := range rows {
+				rows[i].Seq = h.LastSeq + int64(i) + 1
+			}
+			if inheritFirst && h.CurrentLeafID.Valid {
+				l := h.CurrentLeafID.String
+				rows[0].ParentID = &l
+			}
+			if err := ss.appendRows(tx, rows); err != nil {
+				if errors.Is(err, ErrDuplicate) {
+					return errBatchStored
+				}
+				return err
+			}
+			return nil
 		})
 	}
 	if errors.Is(err, errBatchStored) {
@@ -396,66 +421,36 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	return out, nil
 }
 
-// appendGeneral prepares the general path of an append and returns it as
-// a function to run inside the write transaction: two statements (the raw
-// baseline's count), INSERT ... SELECT the message rows from the session
-// row joined to them (row-locked with CapRowLocks; on SQLite the write
-// transaction holds the one write lock), 500 rows a statement, each row's
-// seq and the first one's parent read from the row; then UPDATE the row,
-// returning the new last_seq (and, when the first message inherits it,
-// that message's parent: the old leaf) into h. found is false, and nothing
-// is written, when the session is missing, outside the view's tenant or
-// (expected > 0) at another version. The statements are built here, before
-// the transaction, so that the write lock is held for the statements alone.
-// (Reading the head first costs a statement more; an INSERT ... RETURNING
-// costs more than that on SQLite.)
-func (ss *sessionStore) appendGeneral(sessionID uuid.UUID, expected int64, rows []models.Message, inheritFirst bool,
-	set string, setArgs []any, h *sessionHead) func(tx *gorm.DB) (found bool, err error) {
-	tc, targs := ss.tenantCond("s.tenant_id")
-	if expected > 0 {
-		tc += " AND s.version = ?"
-		targs = append(targs, expected)
-	}
-	st := ss.s.quoted(models.TableSessions)
-	src := st + " AS s, v WHERE s.id = ?" + tc + ss.s.forUpdateOf("s")
-	type stmt struct {
-		q    string
-		args []any
-	}
-	var inserts []stmt
+// appendRows inserts the message rows of an append with multi-row INSERTs
+// of every column (as gorm's CreateInBatches of the same models would,
+// without its per-call reflection and statement building; see directTx).
+func (ss *sessionStore) appendRows(tx *gorm.DB, rows []models.Message) error {
+	d := newDirectTx(tx)
+	head := "INSERT INTO " + ss.s.quoted(models.TableMessages) + " (" + appendCols + ") VALUES "
+	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	for start := 0; start < len(rows); start += appendRowsPer {
 		chunk := rows[start:min(len(rows), start+appendRowsPer)]
-		vals, args := ss.appendValues(chunk, start)
-		inserts = append(inserts, stmt{"WITH " + vals + " " + ss.appendInsertSelect("s") + src, append(append(args, sessionID), targs...)})
-	}
-	k := int64(len(rows))
-	// RETURNING names the updated row's columns unqualified (SQLite does
-	// not resolve the alias there; messages has no last_seq).
-	q := "UPDATE " + st + " AS s SET last_seq = s.last_seq + ?," + set + " WHERE id = ? RETURNING last_seq"
-	args := append(append([]any{k}, setArgs...), sessionID)
-	dest := []any{&h.LastSeq}
-	if inheritFirst {
-		q += ", (SELECT parent_id FROM " + ss.s.quoted(models.TableMessages) + " AS m WHERE m.session_id = ? AND m.seq = last_seq - ?)"
-		args = append(args, sessionID, k-1)
-		dest = append(dest, &h.CurrentLeafID)
-	}
-	numbered := newDirectTx(ss.s.db).numbered
-	return func(tx *gorm.DB) (bool, error) {
-		d := directTx{tx: tx, numbered: numbered}
-		for _, in := range inserts {
-			if n, err := d.exec(in.q, in.args...); err != nil || n == 0 {
-				return false, err
+		var b strings.Builder
+		b.Grow(len(head) + len(chunk)*(len(tuple)+2))
+		b.WriteString(head)
+		args := make([]any, 0, len(chunk)*14)
+		for i := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
 			}
+			b.WriteString(tuple)
+			m := &chunk[i]
+			// JSON columns as the strings (or NULLs) their Value methods
+			// return: pgx otherwise plans, and fails, a typed encoding of
+			// each Valuer before it falls back to calling Value.
+			args = append(args, m.SessionID, m.Seq, m.ID, m.ParentID, m.Role, jsonArg(models.JSON(m.Content)), m.IsSidechain,
+				m.IsCompactSummary, jsonArg(m.Usage), jsonArg(m.Metadata), m.Model, m.RequestID, jsonArg(m.Environment), m.CreatedAt)
 		}
-		if ok, err := d.queryRow(q, args, dest...); err != nil || !ok {
-			if err == nil {
-				err = fmt.Errorf("session %s is gone after its messages were inserted: %w", sessionID, ErrRetryable)
-			}
-			return false, err
+		if _, err := d.exec(b.String(), args...); err != nil {
+			return err
 		}
-		h.LastSeq -= k
-		return true, nil
 	}
+	return nil
 }
 
 // replayBatch checks whether the batch (as the caller passed it: msgs; as
