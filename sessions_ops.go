@@ -112,20 +112,13 @@ func (d directTx) exec(q string, args ...any) (int64, error) {
 // queryRow runs a query and scans its first row into dest; found reports
 // whether there was a row.
 func (d directTx) queryRow(q string, args []any, dest ...any) (found bool, err error) {
-	n, err := d.query(q, args, 1, func(r *sql.Rows) error { return r.Scan(dest...) })
-	return n > 0, err
-}
-
-// query runs a query and calls each for its rows (the first limit of them
-// when limit > 0; the others are read, not scanned); n is the number of
-// rows.
-func (d directTx) query(q string, args []any, limit int64, each func(*sql.Rows) error) (n int64, err error) {
 	q = d.bind(q)
 	t0 := time.Now()
+	var n int64
 	defer func() { d.trace(t0, q, args, n, err) }()
 	rows, err := d.tx.Statement.ConnPool.QueryContext(d.tx.Statement.Context, q, args...)
 	if err != nil {
-		return 0, dbErr(err)
+		return false, dbErr(err)
 	}
 	defer func() {
 		if cerr := rows.Close(); err == nil && cerr != nil {
@@ -133,17 +126,17 @@ func (d directTx) query(q string, args []any, limit int64, each func(*sql.Rows) 
 		}
 	}()
 	for rows.Next() {
-		if limit <= 0 || n < limit {
-			if err := each(rows); err != nil {
-				return n, dbErr(err)
+		if n == 0 {
+			if err := rows.Scan(dest...); err != nil {
+				return false, dbErr(err)
 			}
 		}
 		n++
 	}
 	if err := rows.Err(); err != nil {
-		return n, dbErr(err)
+		return false, dbErr(err)
 	}
-	return n, nil
+	return n > 0, nil
 }
 
 // jsonArg is the statement argument of a JSON column: what j.Value()
