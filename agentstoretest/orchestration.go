@@ -20,6 +20,7 @@ import (
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/orchloop"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -1203,6 +1204,20 @@ func testProviderRoundTripsPerTurn(t *testing.T, h *harness) {
 	if err != nil || len(evs) != 4 {
 		t.Fatalf("history = %d events, %v; want 4", len(evs), err)
 	}
+
+	// A session append on the same Store: one autocommit statement (lock
+	// and advance the session row, insert the message); was 4 round trips
+	// (BEGIN, lock-and-advance, INSERT, COMMIT).
+	sess := repo.NewSession()
+	if err := st.Sessions().Save(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	counter.take()
+	got, err := st.Sessions().AppendMessages(ctx, sess.ID, textMsg("rt-1", repo.RoleUser, "hi"))
+	if err != nil || len(got) != 1 || got[0].Seq != 1 {
+		t.Fatalf("append = %+v, %v", got, err)
+	}
+	expect("AppendMessages (1 message)", 1)
 }
 
 // testProviderConcurrentTurnsSeeLatestHistory races turns of a few

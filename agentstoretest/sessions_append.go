@@ -30,9 +30,11 @@ func init() {
 
 // testSessionsAppendWritesOnlyNewRows: AppendMessages, and Save of a loaded
 // session with k new messages, write k message rows and the session row
-// whatever the session's size (1,000 messages), never rewrite unchanged
-// todos, plans or compacts, and assign consecutive sequence numbers and
-// parents. Checked on the statements the store logs through WithLogger.
+// whatever the session's size (1,000 messages), write no other table (never
+// rewrite unchanged todos, plans or compacts) and no other session, and
+// assign consecutive sequence numbers and parents. Checked on the
+// statements the store logs through WithLogger (which tables each writes,
+// and the rows it reports) and on the stored rows.
 func testSessionsAppendWritesOnlyNewRows(t *testing.T, h *harness) {
 	rec := &sqlRecorder{}
 	clock := newTestClock()
@@ -44,6 +46,10 @@ func testSessionsAppendWritesOnlyNewRows(t *testing.T, h *harness) {
 	s.EnterPlanMode("", "plan", clock.Now())
 	mustSave(t, r, s)
 	seedMessages(t, r, s, 1000)
+	other := repo.NewSession()
+	other.AddMessage(textMsg("o1", repo.RoleUser, "other"))
+	mustSave(t, r, other)
+	before, otherBefore := mustLoad(t, r, s.ID), mustLoad(t, r, other.ID)
 
 	// AppendMessages: 2 message rows and the session row, whatever the size.
 	rec.record()
@@ -55,12 +61,22 @@ func testSessionsAppendWritesOnlyNewRows(t *testing.T, h *harness) {
 	if !slices.Equal(msgSeqs(got), []int64{1001, 1002}) || *got[1].ParentID != "n1" || *got[0].ParentID != "seed-999" {
 		t.Fatalf("appended seqs %v parents %v %v", msgSeqs(got), *got[0].ParentID, *got[1].ParentID)
 	}
+	assertOnlyWrites(t, stmts, pfx, "messages", "sessions")
 	assertWrites(t, stmts, pfx, "messages", 1, 2)
 	assertWrites(t, stmts, pfx, "sessions", 1, 1)
-	for _, tbl := range []string{"todos", "plans", "compacts"} {
-		if w := writesTo(stmts, pfx, tbl); len(w) != 0 {
-			t.Fatalf("append wrote %s: %v", tbl, w)
-		}
+	// The rows themselves: exactly 2 new messages, the session row advanced
+	// once, the other session untouched (this also covers a statement that
+	// writes both tables, whose reported rows are not per table).
+	after, otherAfter := mustLoad(t, r, s.ID), mustLoad(t, r, other.ID)
+	if len(after.Messages) != 1002 || after.MessageCount != 1002 || after.LastSeq != 1002 || after.Version != before.Version+1 ||
+		*after.CurrentLeafID != "n2" || after.Messages[1001].ID != "n2" || after.Messages[1000].ID != "n1" {
+		t.Fatalf("after append: %d messages, count %d, last seq %d, version %d (was %d)",
+			len(after.Messages), after.MessageCount, after.LastSeq, after.Version, before.Version)
+	}
+	if len(otherAfter.Messages) != 1 || otherAfter.Version != otherBefore.Version || otherAfter.LastSeq != otherBefore.LastSeq ||
+		otherAfter.MessageCount != otherBefore.MessageCount || !otherAfter.UpdatedAt.Equal(otherBefore.UpdatedAt) ||
+		*otherAfter.CurrentLeafID != "o1" {
+		t.Fatalf("append to %s changed session %s: %+v -> %+v", s.ID, other.ID, otherBefore, otherAfter)
 	}
 
 	// Save of a loaded session with k new messages: k rows + the session row.
@@ -74,13 +90,9 @@ func testSessionsAppendWritesOnlyNewRows(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	assertOnlyWrites(t, stmts, pfx, "messages", "sessions")
 	assertWrites(t, stmts, pfx, "messages", 1, 3)
 	assertWrites(t, stmts, pfx, "sessions", 1, 1)
-	for _, tbl := range []string{"todos", "plans", "compacts"} {
-		if w := writesTo(stmts, pfx, tbl); len(w) != 0 {
-			t.Fatalf("save of unchanged %s wrote: %v", tbl, w)
-		}
-	}
 	if loaded.LastSeq != 1005 || loaded.MessageCount != 1005 || loaded.Messages[len(loaded.Messages)-1].Seq != 1005 {
 		t.Fatalf("after save lastSeq %d count %d", loaded.LastSeq, loaded.MessageCount)
 	}
@@ -477,19 +489,62 @@ func (r *sqlRecorder) stop() []recordedStmt {
 	return r.stmts
 }
 
-// writesTo returns the INSERT/UPDATE/DELETE statements that name table
-// (its base name; prefix is the store's table prefix).
+// writesTo returns the statements that write table (its base name; prefix
+// is the store's table prefix), see writeTargets.
 func writesTo(stmts []recordedStmt, prefix, table string) []recordedStmt {
 	var out []recordedStmt
 	for _, s := range stmts {
-		up := strings.ToUpper(strings.TrimSpace(s.SQL))
-		if (strings.HasPrefix(up, "INSERT") || strings.HasPrefix(up, "UPDATE") || strings.HasPrefix(up, "DELETE") ||
-			strings.HasPrefix(up, "WITH")) && strings.Contains(s.SQL, prefix+table+`"`) ||
-			strings.Contains(s.SQL, prefix+table+"`") && !strings.HasPrefix(up, "SELECT") {
+		if slices.Contains(writeTargets(s.SQL, prefix), table) {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// writeTargets returns the base names (without prefix, schema or quotes)
+// of the store's tables statement q writes: the table after each INSERT
+// INTO, UPDATE and DELETE FROM, in WITH items too. A table it only reads
+// (FROM, JOIN, a subquery, FOR UPDATE) is not one.
+func writeTargets(q, prefix string) []string {
+	up := strings.ToUpper(q)
+	var out []string
+	for _, kw := range []string{"INSERT INTO ", "UPDATE ", "DELETE FROM "} {
+		for i := 0; ; {
+			j := strings.Index(up[i:], kw)
+			if j < 0 {
+				break
+			}
+			at := i + j
+			i = at + len(kw)
+			if at > 0 && (up[at-1] == '_' || up[at-1] >= 'A' && up[at-1] <= 'Z' || up[at-1] >= '0' && up[at-1] <= '9') {
+				continue // part of a longer word
+			}
+			name := strings.TrimLeft(q[i:], " ")
+			if e := strings.IndexAny(name, " (\n\t"); e >= 0 {
+				name = name[:e]
+			}
+			if d := strings.LastIndexByte(name, '.'); d >= 0 {
+				name = name[d+1:]
+			}
+			name = strings.Trim(name, "\"`")
+			if strings.HasPrefix(name, prefix) {
+				out = append(out, strings.TrimPrefix(name, prefix))
+			}
+		}
+	}
+	return out
+}
+
+// assertOnlyWrites checks that stmts write no table but the given ones.
+func assertOnlyWrites(t *testing.T, stmts []recordedStmt, prefix string, tables ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		for _, w := range writeTargets(s.SQL, prefix) {
+			if !slices.Contains(tables, w) {
+				t.Fatalf("unexpected write to %s: %s", w, s.SQL)
+			}
+		}
+	}
 }
 
 // seedMessages appends n messages to s in one call.
@@ -505,18 +560,26 @@ func seedMessages(t *testing.T, r repo.Sessions, s *repo.Session, n int) {
 }
 
 // assertWrites checks that stmts hold exactly n writes to table (base name,
-// prefix the store's table prefix) affecting rows rows in total.
+// prefix the store's table prefix), none a DELETE, affecting rows rows in
+// total. The rows a statement reports count only when it writes table
+// alone: a statement that writes several tables (data-modifying CTEs)
+// reports one count for all of them, and the caller checks its effect on
+// each table from the stored rows.
 func assertWrites(t *testing.T, stmts []recordedStmt, prefix, table string, n int, rows int64) {
 	t.Helper()
 	w := writesTo(stmts, prefix, table)
 	var total int64
+	counted := false
 	for _, s := range w {
-		total += s.Rows
 		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(s.SQL)), "DELETE") {
 			t.Fatalf("unexpected delete on %s: %s", table, s.SQL)
 		}
+		if len(writeTargets(s.SQL, prefix)) == 1 {
+			total += s.Rows
+			counted = true
+		}
 	}
-	if len(w) != n || total != rows {
+	if len(w) != n || counted && total != rows {
 		t.Fatalf("%s: %d write statements affecting %d rows, want %d affecting %d: %+v", table, len(w), total, n, rows, w)
 	}
 }
