@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -80,6 +82,8 @@ type committer[K comparable, T any] struct {
 	mu    sync.Mutex
 	busy  int // leaders running (or the lead being handed over)
 	queue []*gcReq[K, T]
+	// batches counts the flushes of several calls (batch was called)
+	batches atomic.Int64
 }
 
 // do runs in through the committer, with at most flushes flushes running
@@ -222,6 +226,7 @@ func (c *committer[K, T]) flush(reqs []*gcReq[K, T], single func(context.Context
 		reqs[0].err = single(reqs[0].ctx, reqs[0].in)
 		return
 	}
+	c.batches.Add(1)
 	ctx, cancel := flushContext(reqs)
 	err := batch(ctx, reqs)
 	cancel()
@@ -254,6 +259,11 @@ func flushContext[K comparable, T any](reqs []*gcReq[K, T]) (context.Context, co
 type groupCommitters struct {
 	complete committer[uuid.UUID, completeReq] // SessionQueue.Complete, by queue item id
 	ackWork  committer[int64, ackWorkReq]      // Provider.AckWorkItem, by worker row id
+	// Sessions.AppendMessages (the transaction path), by call: appends
+	// to one session may share a flush (they run one after the other in
+	// its transaction)
+	appends   committer[uint64, appendReq]
+	appendSeq atomic.Uint64
 }
 
 // groupCommit reports whether the store coalesces concurrent calls.
@@ -436,4 +446,41 @@ func (p *gormProvider) ackWorkBatch(ctx context.Context, reqs []*gcReq[int64, ac
 		}
 	}
 	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Sessions.AppendMessages
+
+// appendReq is one AppendMessages call on the transaction path: apply runs
+// the whole append (read and lock the head, advance it, insert the
+// messages) in the transaction it is given and sets *wrote once it has
+// written a row; its results stay in the caller's variables.
+type appendReq struct {
+	ss    *sessionStore
+	apply func(tx *gorm.DB) error
+	wrote *bool
+}
+
+// appendBatch runs several appends in one write transaction (one commit,
+// one WAL write of the pages they share), one after the other in queue
+// order, each checked against the session row as it stands after the ones
+// before it. An append that ends before writing anything (its session is
+// missing, or at another version: apply's own replay and stale checks,
+// reads only) gets that outcome and the others go on. Any other failure —
+// a statement error, a message id already stored (the append had written
+// its session row) — rolls the whole transaction back and returns the
+// error, so that every call of the flush runs again alone (see
+// committer.flush) and gets the outcome of its own transaction.
+func (s *Store) appendBatch(ctx context.Context, reqs []*gcReq[uint64, appendReq]) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, r := range reqs {
+			err := r.in.apply(tx)
+			var stale *repo.StaleVersionError
+			if err != nil && (*r.in.wrote || !(errors.Is(err, ErrNotFound) || errors.As(err, &stale))) {
+				return err
+			}
+			r.err = err
+		}
+		return nil
+	})
 }

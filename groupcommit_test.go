@@ -4,6 +4,7 @@ package agentstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -417,3 +418,127 @@ func TestCommitterStress(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendGroupCommit: appends that queue while a flush runs are
+// committed in one write transaction (one batch), each with its own
+// outcome: two appends to one session land one after the other (seqs 1, 2,
+// the second under the first), an append to a missing session or to
+// another tenant's session is ErrNotFound, one at a stale expected version
+// a *StaleVersionError, and they leave the others alone. When one append
+// of the flush fails after writing (a message id stored with other
+// content), the transaction is rolled back and every call runs again
+// alone: that one gets ErrDuplicate, the others succeed. SQLite (the
+// dialect that claims CapGroupCommit).
+func TestAppendGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	st := gcStores(t)["sqlite"]
+	if !st.groupCommit() {
+		t.Fatal("SQLite does not claim CapGroupCommit")
+	}
+	r := st.Sessions()
+	text := func(id, body string) repo.Message {
+		return repo.Message{ID: id, Role: repo.RoleUser, Content: json.RawMessage(`[{"type":"text","text":"` + body + `"}]`)}
+	}
+	for _, withDup := range []bool{false, true} {
+		s1, s2, sa := repo.NewSession(), repo.NewSession(), repo.NewSession()
+		for _, s := range []*repo.Session{s1, s2} {
+			if err := r.Save(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.ForTenant("acme").Sessions().Save(ctx, sa); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.AppendMessages(ctx, s2.ID, text(uuid.NewString(), "before")); err != nil {
+			t.Fatal(err)
+		}
+		dupID := uuid.NewString()
+		if _, err := r.AppendMessages(ctx, s2.ID, text(dupID, "stored")); err != nil {
+			t.Fatal(err)
+		}
+		type call struct {
+			name string
+			run  func() ([]repo.Message, error)
+			want func(error) bool
+		}
+		calls := []call{
+			{"s1 first", func() ([]repo.Message, error) { return r.AppendMessages(ctx, s1.ID, text("a1", "one")) }, isNil},
+			{"s1 second", func() ([]repo.Message, error) { return r.AppendMessages(ctx, s1.ID, text("a2", "two")) }, isNil},
+			{"missing", func() ([]repo.Message, error) { return r.AppendMessages(ctx, uuid.New(), text(uuid.NewString(), "x")) },
+				func(err error) bool { return errors.Is(err, ErrNotFound) }},
+			{"stale", func() ([]repo.Message, error) {
+				return r.AppendMessagesWith(ctx, s2.ID, repo.AppendOptions{ExpectedVersion: 1}, text(uuid.NewString(), "x"))
+			}, func(err error) bool { var sv *repo.StaleVersionError; return errors.As(err, &sv) }},
+			{"other tenant", func() ([]repo.Message, error) {
+				return st.ForTenant("other").Sessions().AppendMessages(ctx, sa.ID, text(uuid.NewString(), "x"))
+			}, func(err error) bool { return errors.Is(err, ErrNotFound) }},
+			{"s2", func() ([]repo.Message, error) { return r.AppendMessages(ctx, s2.ID, text("b1", "three")) }, isNil},
+		}
+		if withDup {
+			calls = append(calls, call{"dup", func() ([]repo.Message, error) { return r.AppendMessages(ctx, s2.ID, text(dupID, "other")) },
+				func(err error) bool { return errors.Is(err, ErrDuplicate) }})
+		}
+		c := &st.gc.appends
+		// pretend a flush is running, so that every call queues
+		c.mu.Lock()
+		c.busy++
+		c.mu.Unlock()
+		before := c.batches.Load()
+		errs := make([]error, len(calls))
+		var wg sync.WaitGroup
+		for i, cl := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = cl.run()
+			}()
+			// queue them in order (the flush applies them in queue order)
+			for {
+				c.mu.Lock()
+				n := len(c.queue)
+				c.mu.Unlock()
+				if n == i+1 || errs[i] != nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		// end the pretended flush: its lead goes to the first call, which
+		// takes them all
+		c.mu.Lock()
+		c.handOff()
+		c.mu.Unlock()
+		wg.Wait()
+		if got := c.batches.Load() - before; got != 1 {
+			t.Fatalf("dup=%v: %d batches, want the %d calls in one", withDup, got, len(calls))
+		}
+		for i, cl := range calls {
+			if !cl.want(errs[i]) {
+				t.Errorf("dup=%v: %s: error %v", withDup, cl.name, errs[i])
+			}
+		}
+		got, err := r.Load(ctx, s1.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Messages) != 2 || got.Messages[0].ID != "a1" || got.Messages[1].ID != "a2" || got.Messages[1].Seq != 2 ||
+			got.Messages[1].ParentID == nil || *got.Messages[1].ParentID != "a1" || got.LastSeq != 2 || got.MessageCount != 2 {
+			t.Fatalf("dup=%v: s1 after the flush: %+v", withDup, got.Messages)
+		}
+		got2, err := r.Load(ctx, s2.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got2.Messages) != 3 || got2.Messages[2].ID != "b1" || got2.LastSeq != 3 || string(got2.Messages[1].Content) != `[{"type":"text","text":"stored"}]` {
+			t.Fatalf("dup=%v: s2 after the flush: %d messages, last seq %d", withDup, len(got2.Messages), got2.LastSeq)
+		}
+		c.mu.Lock()
+		idle := c.busy == 0 && len(c.queue) == 0
+		c.mu.Unlock()
+		if !idle {
+			t.Fatal("committer not idle after the flush")
+		}
+	}
+}
+
+func isNil(err error) bool { return err == nil }

@@ -386,7 +386,9 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 		// row instead of the read drops a statement, but on SQLite its
 		// RETURNING costs more than the read: 180-200 vs 150-170 µs per
 		// append in the same loop.)
-		err = ss.inTx(ctx, func(tx *gorm.DB) error {
+		var wrote bool // the transaction wrote rows of this append
+		apply := func(tx *gorm.DB) error {
+			wrote, replayed = false, nil
 			var err error
 			h, err = ss.lockHead(tx, sessionID)
 			switch {
@@ -397,6 +399,7 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 			case o.ExpectedVersion > 0 && h.Version != o.ExpectedVersion:
 				return notAdvanced(tx)
 			}
+			wrote = true
 			args := append([]any{h.LastSeq + k}, setArgs...)
 			if _, err := newDirectTx(tx).exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...); err != nil {
 				return err
@@ -404,9 +407,12 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 			for i := range rows {
 				rows[i].Seq = h.LastSeq + int64(i) + 1
 			}
-			if inheritFirst && h.CurrentLeafID.Valid {
-				l := h.CurrentLeafID.String
-				rows[0].ParentID = &l
+			if inheritFirst {
+				rows[0].ParentID = nil
+				if h.CurrentLeafID.Valid {
+					l := h.CurrentLeafID.String
+					rows[0].ParentID = &l
+				}
 			}
 			if err := ss.appendRows(tx, rows); err != nil {
 				if errors.Is(err, ErrDuplicate) {
@@ -415,7 +421,16 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 				return err
 			}
 			return nil
-		})
+		}
+		if ss.s.groupCommit() && ss.tx == nil {
+			// Concurrent appends of the Store share write transactions
+			// (see appendBatch).
+			err = ss.s.gc.appends.do(ctx, ss.s.gcFlushes(), ss.s.gc.appendSeq.Add(1), appendReq{ss: ss, apply: apply, wrote: &wrote},
+				func(ctx context.Context, r appendReq) error { return r.ss.inTx(ctx, r.apply) },
+				ss.s.appendBatch)
+		} else {
+			err = ss.inTx(ctx, apply)
+		}
 	}
 	if errors.Is(err, errBatchStored) {
 		// The batch (or part of it) is stored: a retry returns it, any
