@@ -86,7 +86,10 @@ const (
 	// Provider.AckWorkItem calls of one Store are coalesced into one
 	// statement or transaction (one commit, one WAL flush), each item
 	// checked on its own and each caller told its own outcome after the
-	// commit (see groupcommit.go). Batches form only while an earlier
+	// commit (see groupcommit.go); so are concurrent
+	// Sessions.AppendMessages(With) calls on the transaction path (one
+	// write transaction, the appends applied one after the other, each
+	// with the outcome it would get alone). Batches form only while an earlier
 	// flush runs; a call alone runs at once. Off: every call commits on
 	// its own. SQLite has it (its one writer makes concurrent commits
 	// queue anyway). PostgreSQL does not claim it: the server already

@@ -80,7 +80,9 @@ type Sessions interface {
 	// the cursor of the next page, "" after the last one. An unknown parent
 	// gives an empty page.
 	ListChildrenPage(ctx context.Context, parentID uuid.UUID, p PageParams) ([]uuid.UUID, string, error)
-	// AppendMessages appends msgs to the session in one transaction
+	// AppendMessages appends msgs to the session in one transaction (which
+	// concurrent appends of one Store may share: all of this call's writes
+	// commit together or none do, and the call returns after the commit)
 	// without a version check (appends commute): each gets the next
 	// sequence number; a message without ParentID is linked to the
 	// previous one (the first to the session's current leaf) unless it is
