@@ -2,6 +2,7 @@ package agentstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -96,7 +97,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		cand, cargs := p.orchCandidateSQL(now, filter, tried, level)
 		token := newLockToken()
 		locks, queue, inst := p.q(models.TableInstanceLocks), p.q(models.TableOrchestratorQueue), p.q(models.TableInstances)
-		sql := `WITH RECURSIVE async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
+		stmt := `WITH RECURSIVE async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
 			// per-instance serialisation: a 64-bit advisory lock keyed by a
 			// hash of schema, prefix and instance, held to the statement's end
 			` c AS MATERIALIZED (SELECT x.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) || x.instance_id, 0)) AS got` +
@@ -130,7 +131,9 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		args := append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, cargs...)
 		args = append(args, token, until, now, now, token, until, now, now)
 		var rows []orchFetchRow
-		if err := scanAll(db, &rows, sql, args...); err != nil {
+		// through gorm (not queryDirect): a fetch's statements are where
+		// gorm callbacks registered on the Store see a failing poll
+		if err := scanAll(db, &rows, stmt, args...); err != nil {
 			return nil, fmt.Errorf("fetch orchestration item: %w", err)
 		}
 		if len(rows) == 0 || rows[0].Kind != 0 {
@@ -393,7 +396,14 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 		` SELECT instance_id FROM d`)
 	args = append(args, lockToken)
 	var ids []string
-	if err := scanAll(db, &ids, b.String(), args...); err != nil {
+	if err := queryDirect(db, b.String(), args, func(r *sql.Rows) error {
+		var id string
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	}); err != nil {
 		// history is the only table here without ON CONFLICT that can
 		// raise a unique violation (the queues have generated keys)
 		if len(hist) > 0 && errors.Is(translateError(err), ErrConflict) {
@@ -414,18 +424,18 @@ func (p *gormProvider) ackOrchPG(db *gorm.DB, now int64, lockToken string, ack d
 func (p *gormProvider) ackWorkPG(ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
 	const op = "ack_work_item"
 	now := p.s.nowMS()
-	sql := `WITH d AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id),` +
+	stmt := `WITH d AS (DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id),` +
 		` t AS (UPDATE ` + p.q(models.TableActivitySessions) + ` s SET last_activity_at = ? FROM d` +
 		` WHERE s.session_id = d.session_id AND s.locked_until > ?)`
 	args := []any{id, stored, now, now, now}
 	if row != nil {
-		sql += `, i AS (INSERT INTO ` + p.q(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
+		stmt += `, i AS (INSERT INTO ` + p.q(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
 			` SELECT ?, ?, ?, ?, 0 FROM d)`
 		args = append(args, row.InstanceID, row.WorkItem, now, now)
 	}
-	sql += ` SELECT COUNT(*) FROM d`
+	stmt += ` SELECT COUNT(*) FROM d`
 	var n int64
-	if err := scanAll(p.s.db.WithContext(ctx), &n, sql, args...); err != nil {
+	if err := queryDirect(p.s.db.WithContext(ctx), stmt, args, func(r *sql.Rows) error { return r.Scan(&n) }); err != nil {
 		return fmt.Errorf("ack work item: %w", err)
 	}
 	if n == 0 {

@@ -310,6 +310,71 @@ func scanRow(db *gorm.DB, sql string, args []any, dest ...any) (found bool, err 
 	return found, err
 }
 
+// queryDirect runs query on db's connection pool (or transaction) without
+// gorm's statement building: the ? placeholders are bound as the dialect
+// binds them (none may be inside a literal; arguments are plain values),
+// each row is handed to scan, the statement is reported to the Store's
+// gorm logger like any other, and an error comes back as gorm returns it
+// (translated by the dialector when the gorm.DB translates errors). It is
+// for the provider's per-turn writes (the PostgreSQL one-statement acks,
+// EnqueueForOrchestrator), where gorm's placeholder scan of the long SQL
+// text, its per-argument reflection and its row scanning by column name
+// were a large part of the client CPU of an orchestration. Like directTx it
+// bypasses gorm's callbacks; the fetches keep them (they are where a
+// callback registered on the Store sees a failing long poll).
+func queryDirect(db *gorm.DB, query string, args []any, scan func(rows *sql.Rows) error) (err error) {
+	d := newDirectTx(db)
+	q := d.bind(query)
+	t0 := time.Now()
+	var n int64
+	defer func() {
+		if err != nil && db.Config.TranslateError {
+			if tr, ok := db.Dialector.(gorm.ErrorTranslator); ok {
+				err = tr.Translate(err)
+			}
+		}
+		d.trace(t0, q, args, n, err)
+	}()
+	rows, err := db.Statement.ConnPool.QueryContext(db.Statement.Context, q, args...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := rows.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for rows.Next() {
+		n++
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// execDirect is queryDirect for a statement that returns no rows.
+func execDirect(db *gorm.DB, query string, args ...any) (err error) {
+	d := newDirectTx(db)
+	q := d.bind(query)
+	t0 := time.Now()
+	n := int64(-1)
+	defer func() {
+		if err != nil && db.Config.TranslateError {
+			if tr, ok := db.Dialector.(gorm.ErrorTranslator); ok {
+				err = tr.Translate(err)
+			}
+		}
+		d.trace(t0, q, args, n, err)
+	}()
+	res, err := db.Statement.ConnPool.ExecContext(db.Statement.Context, q, args...)
+	if err != nil {
+		return err
+	}
+	n, err = res.RowsAffected()
+	return err
+}
+
 // withRetry runs fn again (up to maxRetries, after 50, 100 and 150 ms)
 // while it fails retryably (as translateError classifies it: deadlock,
 // serialization failure, busy SQLite, lost connection). A non-zero deadline bounds the retries: a retry
@@ -651,8 +716,11 @@ func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item duroxide
 			visible = max(visible, now+durMS(delay))
 		}
 	}
-	row := models.OrchestratorQueueItem{InstanceID: item.RoutingInstance(), WorkItem: string(data), VisibleAt: visible, CreatedAt: now}
-	if err := p.s.db.WithContext(ctx).Create(&row).Error; err != nil {
+	// one INSERT of the row's columns, as Create(&models.OrchestratorQueueItem{...})
+	// writes them, without gorm's per-call reflection (see queryDirect)
+	if err := execDirect(p.s.db.WithContext(ctx), `INSERT INTO `+p.q(models.TableOrchestratorQueue)+
+		` (instance_id, work_item, visible_at, created_at, attempt_count) VALUES (?, ?, ?, ?, 0)`,
+		item.RoutingInstance(), string(data), visible, now); err != nil {
 		return perr(op, fmt.Errorf("enqueue %s for %s: %w", item.WorkItemType(), item.RoutingInstance(), dbErr(err)))
 	}
 	p.orch.notify()
