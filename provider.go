@@ -322,56 +322,25 @@ func scanRow(db *gorm.DB, sql string, args []any, dest ...any) (found bool, err 
 // were a large part of the client CPU of an orchestration. Like directTx it
 // bypasses gorm's callbacks; the fetches keep them (they are where a
 // callback registered on the Store sees a failing long poll).
-func queryDirect(db *gorm.DB, query string, args []any, scan func(rows *sql.Rows) error) (err error) {
-	d := newDirectTx(db)
-	q := d.bind(query)
-	t0 := time.Now()
-	var n int64
-	defer func() {
-		if err != nil && db.Config.TranslateError {
-			if tr, ok := db.Dialector.(gorm.ErrorTranslator); ok {
-				err = tr.Translate(err)
-			}
-		}
-		d.trace(t0, q, args, n, err)
-	}()
-	rows, err := db.Statement.ConnPool.QueryContext(db.Statement.Context, q, args...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := rows.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	for rows.Next() {
-		n++
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+func queryDirect(db *gorm.DB, query string, args []any, scan func(rows *sql.Rows) error) error {
+	_, err := newDirectTx(db).each(query, args, func(rows *sql.Rows, _ int64) error { return scan(rows) })
+	return gormTranslate(db, err)
 }
 
 // execDirect is queryDirect for a statement that returns no rows.
-func execDirect(db *gorm.DB, query string, args ...any) (err error) {
-	d := newDirectTx(db)
-	q := d.bind(query)
-	t0 := time.Now()
-	n := int64(-1)
-	defer func() {
-		if err != nil && db.Config.TranslateError {
-			if tr, ok := db.Dialector.(gorm.ErrorTranslator); ok {
-				err = tr.Translate(err)
-			}
+func execDirect(db *gorm.DB, query string, args ...any) error {
+	_, err := newDirectTx(db).execRaw(query, args...)
+	return gormTranslate(db, err)
+}
+
+// gormTranslate translates a driver error the way gorm does for db (by
+// its dialector, when the gorm.DB translates errors).
+func gormTranslate(db *gorm.DB, err error) error {
+	if err != nil && db.Config.TranslateError {
+		if tr, ok := db.Dialector.(gorm.ErrorTranslator); ok {
+			return tr.Translate(err)
 		}
-		d.trace(t0, q, args, n, err)
-	}()
-	res, err := db.Statement.ConnPool.ExecContext(db.Statement.Context, q, args...)
-	if err != nil {
-		return err
 	}
-	n, err = res.RowsAffected()
 	return err
 }
 

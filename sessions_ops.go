@@ -113,6 +113,15 @@ func (d directTx) trace(t0 time.Time, q string, args []any, rows int64, err erro
 
 // exec runs a statement and returns its rows affected.
 func (d directTx) exec(q string, args ...any) (int64, error) {
+	n, err := d.execRaw(q, args...)
+	if err != nil {
+		return 0, dbErr(err)
+	}
+	return n, nil
+}
+
+// execRaw is exec with the driver's error as it came.
+func (d directTx) execRaw(q string, args ...any) (int64, error) {
 	q = d.bind(q)
 	plainArgs(args)
 	t0 := time.Now()
@@ -122,41 +131,47 @@ func (d directTx) exec(q string, args ...any) (int64, error) {
 		n, err = res.RowsAffected()
 	}
 	d.trace(t0, q, args, n, err)
-	if err != nil {
-		return 0, dbErr(err)
-	}
-	return n, nil
+	return n, err
 }
 
 // queryRow runs a query and scans its first row into dest; found reports
 // whether there was a row.
-func (d directTx) queryRow(q string, args []any, dest ...any) (found bool, err error) {
-	q = d.bind(q)
-	plainArgs(args)
-	t0 := time.Now()
-	var n int64
-	defer func() { d.trace(t0, q, args, n, err) }()
-	rows, err := d.tx.Statement.ConnPool.QueryContext(d.tx.Statement.Context, q, args...)
+func (d directTx) queryRow(q string, args []any, dest ...any) (bool, error) {
+	n, err := d.each(q, args, func(rows *sql.Rows, i int64) error {
+		if i > 0 {
+			return nil
+		}
+		return rows.Scan(dest...)
+	})
 	if err != nil {
 		return false, dbErr(err)
 	}
+	return n > 0, nil
+}
+
+// each runs a query and hands every row (and its index) to scan; it
+// returns the number of rows and the driver's error as it came.
+func (d directTx) each(q string, args []any, scan func(rows *sql.Rows, i int64) error) (n int64, err error) {
+	q = d.bind(q)
+	plainArgs(args)
+	t0 := time.Now()
+	defer func() { d.trace(t0, q, args, n, err) }()
+	rows, err := d.tx.Statement.ConnPool.QueryContext(d.tx.Statement.Context, q, args...)
+	if err != nil {
+		return 0, err
+	}
 	defer func() {
 		if cerr := rows.Close(); err == nil && cerr != nil {
-			err = dbErr(cerr)
+			err = cerr
 		}
 	}()
 	for rows.Next() {
-		if n == 0 {
-			if err := rows.Scan(dest...); err != nil {
-				return false, dbErr(err)
-			}
+		if err := scan(rows, n); err != nil {
+			return n, err
 		}
 		n++
 	}
-	if err := rows.Err(); err != nil {
-		return false, dbErr(err)
-	}
-	return n > 0, nil
+	return n, rows.Err()
 }
 
 // query runs a query and returns its rows (the caller closes them).
