@@ -103,18 +103,7 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 		// Both without statistics (a fresh burst) and after ANALYZE.
 		for _, phase := range []string{"no statistics", "analysed"} {
 			if phase == "analysed" {
-				// (PostgreSQL: the test's tables only; a database-wide
-				// ANALYZE can deadlock with other tests dropping schemas)
-				stmts := []string{"ANALYZE"}
-				if pg {
-					stmts = []string{"ANALYZE " + q(models.TableQueue), "ANALYZE " + q(models.TableWorkerQueue),
-						"ANALYZE " + q(models.TableOrchestratorQueue), "ANALYZE " + q(models.TableInstanceLocks)}
-				}
-				for _, stmt := range stmts {
-					if err := db.Exec(stmt).Error; err != nil {
-						t.Fatal(err)
-					}
-				}
+				analyzeQueues(t, st)
 			}
 			for name, sql := range claims {
 				plan := explain(t, st, sql)
@@ -147,6 +136,25 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 }
 
 // quote returns the quoted, schema-qualified table name for raw SQL.
+// analyzeQueues gathers statistics on the three queue tables and the
+// instance locks (PostgreSQL: those tables only; a database-wide ANALYZE
+// can deadlock with other tests dropping schemas).
+func analyzeQueues(t *testing.T, st *agentstore.Store) {
+	t.Helper()
+	stmts := []string{"ANALYZE"}
+	if st.Dialect() == agentstore.Postgres {
+		stmts = nil
+		for _, base := range []string{models.TableQueue, models.TableWorkerQueue, models.TableOrchestratorQueue, models.TableInstanceLocks} {
+			stmts = append(stmts, "ANALYZE "+quote(st, base))
+		}
+	}
+	for _, stmt := range stmts {
+		if err := st.DB(context.Background()).Exec(stmt).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func quote(st *agentstore.Store, base string) string {
 	parts := strings.Split(st.Table(base), ".")
 	for i, p := range parts {

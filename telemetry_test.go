@@ -814,18 +814,7 @@ func TestPerfTelemetryGaugePlans(t *testing.T) {
 		}
 		for _, phase := range []string{"no statistics", "analysed"} {
 			if phase == "analysed" {
-				// (PostgreSQL: the test's tables only; a database-wide
-				// ANALYZE can deadlock with other tests dropping schemas)
-				stmts := []string{"ANALYZE"}
-				if pg {
-					stmts = []string{"ANALYZE " + q(models.TableQueue), "ANALYZE " + q(models.TableWorkerQueue),
-						"ANALYZE " + q(models.TableOrchestratorQueue), "ANALYZE " + q(models.TableInstanceLocks)}
-				}
-				for _, stmt := range stmts {
-					if err := db.Exec(stmt).Error; err != nil {
-						t.Fatal(err)
-					}
-				}
+				analyzeQueues(t, st)
 			}
 			for queue, sql := range agentstore.TelemetryGaugeSQL(st, 1700000000000) {
 				plan := explain(t, st, sql)
