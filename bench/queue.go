@@ -36,7 +36,10 @@ import (
 // processes, checkpoints, autovacuum) hit all of them alike; each rate is
 // the items of all rounds over the time spent draining them. River runs
 // whole drains (its client cannot be paused between slices), round after
-// round, and its median is reported.
+// round, and its median is reported. On PostgreSQL (a local server, Linux)
+// the CPU each of the first three subjects cost per item is reported too:
+// the server's processes and the bench process (the latter includes the
+// garbage collection of whatever ran before, so it is approximate).
 func (b *bench) benchQueue(ctx context.Context, d string) {
 	syncs := []string{""}
 	if d == "sqlite" {
@@ -85,6 +88,11 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 		{"agentstore provider worker queue, group commit off", func() (queueSubject, error) { return b.workerQueue(ctx, d, sync, false) }},
 	}
 	spent := make([]time.Duration, len(subjects))
+	// CPU spent while each subject drained: the local PostgreSQL server's
+	// processes and this process (PostgreSQL only; see cpuNow)
+	serverCPU := make([]time.Duration, len(subjects))
+	clientCPU := make([]time.Duration, len(subjects))
+	cpuOK := d == "postgres"
 	done := make([]int, len(subjects))
 	errs := make([]error, len(subjects))
 	per := max(1, n/queueSlices)
@@ -112,11 +120,16 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 					k = n - per*(queueSlices-1)
 				}
 				t0 := time.Now()
+				srv0, cli0, ok0 := cpuNow()
 				if _, err := drain(ctx, k, w, open[i].step); err != nil {
 					errs[i] = err
 					continue
 				}
 				spent[i] += time.Since(t0)
+				srv1, cli1, ok1 := cpuNow()
+				cpuOK = cpuOK && ok0 && ok1
+				serverCPU[i] += srv1 - srv0
+				clientCPU[i] += cli1 - cli0
 				done[i] += k
 			}
 		}
@@ -134,6 +147,11 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 		}
 		rates[i] = float64(done[i]) / spent[i].Seconds()
 		b.add(sc, d, s.label+suffix, rates[i], "items/s")
+		if cpuOK && i < 3 {
+			per := func(t time.Duration) float64 { return float64(t.Microseconds()) / float64(done[i]) }
+			b.add(sc, d, s.label+", CPU per item: server", per(serverCPU[i]), "µs")
+			b.add(sc, d, s.label+", CPU per item: client", per(clientCPU[i]), "µs")
+		}
 	}
 	const riverLabel = "River v0.51.2 no-op jobs (cooldown 2 ms, poll 20 ms)"
 	var riverVals []float64
