@@ -264,25 +264,45 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	with, async := sq.s.asyncCommitCTE()
 	db := sq.db(ctx)
 	unlock := sq.writeLock(ctx)
-	rows, err := newDirectTx(db).query(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
+	// The statement returns only the columns it does not set itself: the
+	// claimed item's session, status, lease and (NULL) processed_at are
+	// known here.
+	it := repo.QueueItem{SessionID: sessionID, Status: repo.QueueProcessing, LeaseToken: &token}
+	var (
+		lastErr, idemKey sql.NullString
+		created          dbTime
+	)
+	found, err := newDirectTx(db).queryRow(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
 		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+
-		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+queueCols, args...)
-	if err != nil {
-		unlock()
-		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
-	}
-	items, err := scanQueueItems(rows)
+		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+
+		" RETURNING seq, id, operation, content, priority, attempts, last_error, created_at, idempotency_key", args,
+		&it.Seq, &it.ID, &it.Operation, &it.Content, &it.Priority, &it.Attempts, &lastErr, &created, &idemKey)
 	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
 	}
-	if len(items) == 0 {
+	if !found {
 		if ok, err := sq.sessionExists(db, sessionID); err != nil || !ok {
 			return nil, sq.missing("dequeue from", sessionID, err)
 		}
 		return nil, nil
 	}
-	return &items[0], nil
+	if p.Owner != "" {
+		o := p.Owner
+		it.LeaseOwner = &o
+	}
+	until := time.UnixMilli(nowMS + p.Lease.Milliseconds()).UTC()
+	it.LeasedUntil = &until
+	if lastErr.Valid {
+		e := lastErr.String
+		it.LastError = &e
+	}
+	it.CreatedAt = created.T
+	if idemKey.Valid {
+		k := idemKey.String
+		it.IdempotencyKey = &k
+	}
+	return &it, nil
 }
 
 // endLease runs a lease-ending update; zero rows is ErrLockLost, or
