@@ -119,17 +119,22 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 				if slice == queueSlices-1 {
 					k = n - per*(queueSlices-1)
 				}
+				var srv0, cli0 time.Duration
+				if cpuOK {
+					srv0, cli0, cpuOK = cpuNow()
+				}
 				t0 := time.Now()
-				srv0, cli0, ok0 := cpuNow()
 				if _, err := drain(ctx, k, w, open[i].step); err != nil {
 					errs[i] = err
 					continue
 				}
 				spent[i] += time.Since(t0)
-				srv1, cli1, ok1 := cpuNow()
-				cpuOK = cpuOK && ok0 && ok1
-				serverCPU[i] += srv1 - srv0
-				clientCPU[i] += cli1 - cli0
+				if cpuOK {
+					srv1, cli1, ok := cpuNow()
+					cpuOK = ok
+					serverCPU[i] += srv1 - srv0
+					clientCPU[i] += cli1 - cli0
+				}
 				done[i] += k
 			}
 		}
