@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -325,26 +326,18 @@ func (s *Store) completeBatch(ctx context.Context, reqs []*gcReq[uuid.UUID, comp
 		args = append(args, r.in.l.ItemID, r.in.l.Token, r.in.now, r.in.nowMS, tenant)
 	}
 	unlock := reqs[0].in.sq.writeLock(ctx)
-	rows, err := newDirectTx(s.db.WithContext(ctx)).query(b.String(), args...)
 	var done []uuid.UUID
-	if err == nil {
-		for rows.Next() {
-			var id uuid.UUID
-			if err = rows.Scan(&id); err != nil {
-				break
-			}
-			done = append(done, id)
+	_, err := newDirectTx(s.db.WithContext(ctx)).each(b.String(), args, func(rows *sql.Rows, _ int64) error {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return err
 		}
-		if err == nil {
-			err = rows.Err()
-		}
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-	}
+		done = append(done, id)
+		return nil
+	})
 	unlock()
 	if err != nil {
-		return err
+		return dbErr(err)
 	}
 	for _, r := range reqs {
 		if slices.Contains(done, r.key) {

@@ -174,19 +174,6 @@ func (d directTx) each(q string, args []any, scan func(rows *sql.Rows, i int64) 
 	return n, rows.Err()
 }
 
-// query runs a query and returns its rows (the caller closes them).
-func (d directTx) query(q string, args ...any) (*sql.Rows, error) {
-	q = d.bind(q)
-	plainArgs(args)
-	t0 := time.Now()
-	rows, err := d.tx.Statement.ConnPool.QueryContext(d.tx.Statement.Context, q, args...)
-	d.trace(t0, q, args, -1, err)
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	return rows, nil
-}
-
 // jsonArg is the statement argument of a JSON column: what j.Value()
 // returns (NULL when empty, else the text).
 func jsonArg(j models.JSON) any {
