@@ -82,20 +82,22 @@ const (
 	// general transaction paths, which every dialect has. The conformance
 	// suite runs on PostgreSQL both ways.
 	CapFastPaths
-	// CapGroupCommit: concurrent SessionQueue.Complete and
-	// Provider.AckWorkItem calls of one Store are coalesced into one
-	// statement or transaction (one commit, one WAL flush), each item
-	// checked on its own and each caller told its own outcome after the
-	// commit (see groupcommit.go); so are concurrent
-	// Sessions.AppendMessages(With) calls on the transaction path (one
-	// write transaction, the appends applied one after the other, each
-	// with the outcome it would get alone). Batches form only while an earlier
-	// flush runs; a call alone runs at once. Off: every call commits on
-	// its own. SQLite has it (its one writer makes concurrent commits
-	// queue anyway). PostgreSQL does not claim it: the server already
-	// shares one WAL flush among concurrent commits, and coalescing in the
-	// client measured no faster there (BENCHMARKS.md), since a call then
-	// also waits for the flush running before it.
+	// CapGroupCommit: concurrent SessionQueue.Dequeue, SessionQueue.Complete
+	// and Provider.AckWorkItem calls of one Store are coalesced: the
+	// Dequeues of one session into one claim statement (each call leased
+	// its own item, with its own token, owner and lease end), the
+	// Completes and acks into one statement or transaction (one commit,
+	// one WAL flush), each item checked on its own and each caller told
+	// its own outcome after the commit (see groupcommit.go); so are
+	// concurrent Sessions.AppendMessages(With) calls on the transaction
+	// path (one write transaction, the appends applied one after the
+	// other, each with the outcome it would get alone). Batches form only
+	// while an earlier flush of the same kind runs; a call alone runs at
+	// once. Off: every call runs its own statement and commit. Both
+	// dialects have it: on SQLite concurrent commits queue for the one
+	// writer anyway; on PostgreSQL one claim and one completion statement
+	// for several items cost the server a fraction of one per item
+	// (BENCHMARKS.md).
 	CapGroupCommit
 )
 

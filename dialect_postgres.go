@@ -42,7 +42,7 @@ func (pgDialect) name() Dialect { return Postgres }
 
 func (pgDialect) capabilities() Capability {
 	return CapRowLocks | CapSkipLocked | CapAsyncCommit | CapAdvisoryLocks | CapWakeup | CapSnapshotReads |
-		CapValidatedJSON | CapPartialIndexes | CapAlterColumns | CapFastPaths
+		CapValidatedJSON | CapPartialIndexes | CapAlterColumns | CapFastPaths | CapGroupCommit
 }
 
 // matchDSN accepts URLs (postgres://, postgresql://) and libpq key=value

@@ -20,7 +20,7 @@ func TestCapabilities(t *testing.T) {
 		agentstore.SQLite: agentstore.CapSingleWriter | agentstore.CapPartialIndexes | agentstore.CapWakeup | agentstore.CapGroupCommit,
 		agentstore.Postgres: agentstore.CapRowLocks | agentstore.CapSkipLocked | agentstore.CapAsyncCommit | agentstore.CapAdvisoryLocks |
 			agentstore.CapWakeup | agentstore.CapSnapshotReads | agentstore.CapValidatedJSON | agentstore.CapPartialIndexes |
-			agentstore.CapAlterColumns | agentstore.CapFastPaths,
+			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit,
 	}
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.Open(t)

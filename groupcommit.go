@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,23 +23,23 @@ import (
 
 // Group commit (CapGroupCommit).
 //
-// Concurrent lease-ending calls of one Store — SessionQueue.Complete and
-// Provider.AckWorkItem — are coalesced where the dialect claims
-// CapGroupCommit (SQLite; see the capability for why PostgreSQL does not;
-// the batch statements are portable and tested on PostgreSQL too). Each kind
-// has a committer that runs at most Store.gcFlushes flushes at once (one
-// on a single-writer database). A call that finds a free slot becomes a
-// leader; a call that finds every slot busy waits in the queue. A leader
+// Concurrent calls of one Store — SessionQueue.Dequeue, SessionQueue.Complete
+// and Provider.AckWorkItem (and appends on the transaction path) — are
+// coalesced where the dialect claims CapGroupCommit (both dialects). Each
+// kind has a committer that runs one flush at a time (Store.gcFlushes). A
+// call that finds no flush running becomes a leader and runs at once,
+// alone, through the single-item path (exactly the code that runs without
+// group commit); a call that finds one running waits in the queue. When a
+// flush ends, its leader hands the lead to the first waiting call, which
 // takes its own call and every call waiting at that moment (at most
-// maxGroupCommit, never two of the same row), runs them as one statement
-// or one transaction that checks each item's lease on its own and reports
-// which matched, hands each caller its own outcome, and passes its slot to
-// the first call that queued meanwhile. So there is never a timer waiting
-// for company: a call that finds a free slot runs at once through the
-// single-item path (exactly the code that runs without group commit), and
-// calls are batched only while earlier flushes are running. Each call
+// maxGroupCommit, never two of the same row) and runs them as one
+// statement or one transaction that checks each item on its own and
+// reports which matched, hands each caller its own outcome, and passes
+// the lead on. So there is never a timer waiting for company: calls are
+// batched only while an earlier flush is running. Each lease-ending call
 // returns after the commit that applied its item was acknowledged by the
-// database (synchronous commit), as without group commit.
+// database (synchronous commit), as without group commit; a coalesced
+// Dequeue returns after its claim statement, as alone.
 //
 // Per-item truth:
 //   - A call whose context ends before a leader takes its item returns the
@@ -265,26 +266,22 @@ type groupCommitters struct {
 	// its transaction)
 	appends   committer[uint64, appendReq]
 	appendSeq atomic.Uint64
+	// SessionQueue.Dequeue, by call (every call claims an item of its own)
+	dequeue    committer[uint64, dequeueReq]
+	dequeueSeq atomic.Uint64
 }
 
 // groupCommit reports whether the store coalesces concurrent calls.
 func (s *Store) groupCommit() bool { return s.has(CapGroupCommit) }
 
-// gcFlushes is how many flushes of one committer may run at once: a call
-// that finds fewer running leads at once, alone; only when all run do
-// calls queue, to be taken together by the next leader. On a
-// single-writer database one (writes wait for the one writer anyway);
-// elsewhere two, so the next flush already runs while the previous one
-// waits for its commit's WAL flush (the database groups those itself):
-// with one, every call also waits for the flush in front of it
-// (measured on PostgreSQL at 8 workers: one 0.9x, two 0.95x, four 0.97x
-// the throughput without group commit).
-func (s *Store) gcFlushes() int {
-	if s.has(CapSingleWriter) {
-		return 1
-	}
-	return 2
-}
+// gcFlushes is how many flushes of one committer may run at once: one.
+// A call that finds no flush running runs at once, alone; calls that
+// arrive while it runs queue and are taken together by the next leader.
+// Measured on PostgreSQL at 8 workers with Dequeue and Complete both
+// coalesced (BENCHMARKS.md): one flush each 3,100 items/s, two each
+// 2,560–2,760, one commit per call 2,050. (Coalescing Complete alone, a
+// second flush had helped: there every call waited for the one in front.)
+func (s *Store) gcFlushes() int { return 1 }
 
 // ---------------------------------------------------------------------------
 // SessionQueue.Complete
@@ -350,6 +347,117 @@ func (s *Store) completeBatch(ctx context.Context, reqs []*gcReq[uuid.UUID, comp
 }
 
 // ---------------------------------------------------------------------------
+// SessionQueue.Dequeue
+
+// dequeueBatch claims items for several Dequeue calls: for the calls of
+// one session (and tenant view), one statement that takes the first k
+// claimable items in dequeue order (k = the number of calls; FOR UPDATE
+// SKIP LOCKED where the database has row locks) and leases the i-th of
+// them to the i-th call, with that call's own token, owner and lease end
+// (committed asynchronously where Dequeue's claim is). A call for which
+// no item was left — the session's queue had fewer claimable items —
+// then runs the single-item path under its own context, which reports
+// nil, or ErrNotFound when the session does not exist (in its view). A
+// statement that fails runs each call of its session alone (nothing was
+// claimed: the statement is atomic).
+func (s *Store) dequeueBatch(ctx context.Context, reqs []*gcReq[uint64, dequeueReq]) error {
+	type viewKey struct {
+		session uuid.UUID
+		tenant  string
+		scoped  bool
+	}
+	var order []viewKey
+	groups := map[viewKey][]*gcReq[uint64, dequeueReq]{}
+	for _, r := range reqs {
+		k := viewKey{session: r.in.session}
+		if t := r.in.sq.tenant; t != nil {
+			k.tenant, k.scoped = *t, true
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	for _, k := range order {
+		g := groups[k]
+		left := g
+		if len(g) > 1 {
+			var err error
+			if left, err = s.claimGroup(ctx, g); err != nil {
+				left = g
+			}
+		}
+		for _, r := range left {
+			r.err = r.in.sq.dequeueOne(r.ctx, r.in)
+		}
+	}
+	return nil
+}
+
+// claimGroup runs the claim of dequeueBatch for the calls of one session
+// and view, sets the claimed calls' items and returns the calls that got
+// none, or the statement's error (then no call has an item).
+func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
+	sq := g[0].in.sq
+	qt := s.quoted(models.TableQueue)
+	tc, targs := sq.inTenantCond()
+	var nowMS int64
+	for _, r := range g {
+		nowMS = max(nowMS, r.in.nowMS)
+	}
+	with, async := s.asyncCommitCTE()
+	var b strings.Builder
+	b.WriteString(with + "UPDATE " + qt + " SET status = 'processing', lease_token = w.column2, lease_owner = w.column3," +
+		" leased_until = w.column4, attempts = attempts + 1 FROM (SELECT cseq, row_number() OVER (ORDER BY cprio DESC, cseq) AS rn" +
+		" FROM (SELECT seq AS cseq, priority AS cprio FROM " + qt + " WHERE session_id = ?" + liveQueue + claimable + tc +
+		" ORDER BY priority DESC, seq LIMIT " + strconv.Itoa(len(g)) + s.forUpdateSkip("") + ") AS c0) AS c, (VALUES ")
+	writeTuples(&b, len(g), "("+s.castParam("bigint")+", "+s.castParam("uuid")+", "+s.castParam("text")+", "+s.castParam("bigint")+")")
+	b.WriteString(") AS w WHERE seq = c.cseq AND w.column1 = c.rn" + async + " RETURNING lease_token, " + claimCols)
+	args := append([]any{g[0].in.session, nowMS}, targs...)
+	for i, r := range g {
+		args = append(args, int64(i+1), r.in.token, nilIfEmpty(r.in.owner), r.in.nowMS+r.in.lease.Milliseconds())
+	}
+	byToken := make(map[uuid.UUID]*gcReq[uint64, dequeueReq], len(g))
+	for _, r := range g {
+		byToken[r.in.token] = r
+	}
+	var c claimedRow
+	var tok uuid.UUID
+	dest := append([]any{&tok}, c.dest()...)
+	claimed := make(map[*gcReq[uint64, dequeueReq]]bool, len(g))
+	unlock := sq.writeLock(ctx)
+	_, err := newDirectTx(sq.db(ctx)).each(b.String(), args, func(rows *sql.Rows, _ int64) error {
+		c = claimedRow{}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		r, ok := byToken[tok]
+		if !ok {
+			return fmt.Errorf("claim returned an unknown lease token")
+		}
+		*r.in.out = c.item(r.in)
+		claimed[r] = true
+		return nil
+	})
+	unlock()
+	if err != nil {
+		// when rows were claimed before the reply broke off, those leases
+		// run out and the items are dequeued again (as after a lost reply)
+		for r := range claimed {
+			*r.in.out = nil
+		}
+		return nil, dbErr(err)
+	}
+	var left []*gcReq[uint64, dequeueReq]
+	for _, r := range g {
+		if !claimed[r] {
+			left = append(left, r)
+		}
+	}
+	return left, nil
+}
+
+// ---------------------------------------------------------------------------
 // Provider.AckWorkItem
 
 // ackWorkReq is one AckWorkItem call: the stored token and row id of its
@@ -361,7 +469,15 @@ type ackWorkReq struct {
 	nowMS  int64
 }
 
-// ackWorkBatch acks several worker items in one flush, one transaction: one
+// workAckBatcher is implemented by a dialect with a one-statement form of
+// several worker acks (used with CapFastPaths). It sets each request's err
+// and returns an error only when the statement as a whole failed.
+type workAckBatcher interface {
+	ackWorkBatch(p *gormProvider, ctx context.Context, reqs []*gcReq[int64, ackWorkReq]) error
+}
+
+// ackWorkBatch acks several worker items in one flush: the dialect's one
+// statement (workAckBatcher, CapFastPaths), else one transaction: one
 // DELETE of the items whose own token and lock still hold (id IN the
 // batch's ids, each row's token and clock picked by CASE id), returning
 // which went, then the completions of those (one multi-row INSERT) and
@@ -370,6 +486,9 @@ type ackWorkReq struct {
 func (p *gormProvider) ackWorkBatch(ctx context.Context, reqs []*gcReq[int64, ackWorkReq]) error {
 	sorted := slices.Clone(reqs)
 	slices.SortFunc(sorted, func(a, b *gcReq[int64, ackWorkReq]) int { return cmp.Compare(a.key, b.key) })
+	if fb, ok := p.s.d.(workAckBatcher); ok && p.s.has(CapFastPaths) {
+		return fb.ackWorkBatch(p, ctx, sorted)
+	}
 	const op = "ack_work_item"
 	n := len(sorted)
 	args := make([]any, 0, 5*n)

@@ -542,3 +542,103 @@ func TestAppendGroupCommit(t *testing.T) {
 }
 
 func isNil(err error) bool { return err == nil }
+
+// TestDequeueBatchStatement runs the coalesced Dequeue (dequeueBatch)
+// directly on every dialect with calls of several sessions and views: the
+// calls of one session get its claimable items in dequeue order (priority
+// first, then FIFO; an item leased to someone else is stepped over), each
+// with its own token, owner and lease end, as stored; a call left without
+// an item gets nil; a call through another tenant's view, or for a session
+// that does not exist, gets ErrNotFound; nothing else is claimed.
+func TestDequeueBatchStatement(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range gcStores(t) {
+		t.Run(name, func(t *testing.T) {
+			all := &sessionQueue{sessionStore{s: st}}
+			acme, other := "acme", "other"
+			inAcme := &sessionQueue{sessionStore{s: st, tenant: &acme}}
+			inOther := &sessionQueue{sessionStore{s: st, tenant: &other}}
+			s, sa := repo.NewSession(), repo.NewSession()
+			if err := st.Sessions().Save(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.ForTenant(acme).Sessions().Save(ctx, sa); err != nil {
+				t.Fatal(err)
+			}
+			enqueue := func(q *sessionQueue, sid uuid.UUID, content string, prio int32) *repo.QueueItem {
+				t.Helper()
+				it, err := q.Enqueue(ctx, sid, content, prio)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return it
+			}
+			p0, p5a := enqueue(all, s.ID, "p0", 0), enqueue(all, s.ID, "p5a", 5)
+			enqueue(all, s.ID, "held", 9)
+			held, err := all.Dequeue(ctx, s.ID, repo.DequeueParams{Owner: "other", Lease: time.Hour})
+			if err != nil || held == nil || held.Content != "held" {
+				t.Fatalf("dequeue held: %+v, %v", held, err)
+			}
+			p1, p5b := enqueue(all, s.ID, "p1", 1), enqueue(all, s.ID, "p5b", 5)
+			a0 := enqueue(inAcme, sa.ID, "a0", 0)
+			calls := []struct {
+				q       *sessionQueue
+				session uuid.UUID
+				owner   string
+				lease   time.Duration
+				want    *repo.QueueItem // nil: no item
+				err     error
+			}{
+				{all, s.ID, "w0", time.Minute, p5a, nil},
+				{inAcme, sa.ID, "", 2 * time.Minute, a0, nil},
+				{all, s.ID, "w2", 3 * time.Minute, p5b, nil},
+				{inOther, sa.ID, "w3", time.Minute, nil, ErrNotFound},
+				{all, s.ID, "", 5 * time.Minute, p1, nil},
+				{all, uuid.New(), "w5", time.Minute, nil, ErrNotFound},
+				{all, s.ID, "w6", 7 * time.Minute, p0, nil},
+				{inAcme, sa.ID, "w7", time.Minute, nil, nil},
+				{all, s.ID, "w8", time.Minute, nil, nil},
+			}
+			reqs := make([]*gcReq[uint64, dequeueReq], len(calls))
+			outs := make([]*repo.QueueItem, len(calls))
+			for i, c := range calls {
+				reqs[i] = &gcReq[uint64, dequeueReq]{ctx: ctx, key: uint64(i), in: dequeueReq{sq: c.q, session: c.session, owner: c.owner,
+					lease: c.lease, token: uuid.New(), nowMS: st.nowMS(), out: &outs[i]}}
+			}
+			if err := st.dequeueBatch(ctx, reqs); err != nil {
+				t.Fatalf("dequeue batch: %v", err)
+			}
+			for i, c := range calls {
+				r, it := reqs[i], outs[i]
+				if (c.err == nil) != (r.err == nil) || (c.err != nil && !errors.Is(r.err, c.err)) {
+					t.Errorf("call %d: error %v, want %v", i, r.err, c.err)
+					continue
+				}
+				if c.want == nil {
+					if it != nil {
+						t.Errorf("call %d: got %s, want no item", i, it.Content)
+					}
+					continue
+				}
+				if it == nil || it.ID != c.want.ID {
+					t.Errorf("call %d: got %+v, want %s", i, it, c.want.Content)
+					continue
+				}
+				until := time.UnixMilli(r.in.nowMS + c.lease.Milliseconds()).UTC()
+				if it.Status != repo.QueueProcessing || it.Attempts != 1 || *it.LeaseToken != r.in.token || !it.LeasedUntil.Equal(until) ||
+					(c.owner == "") != (it.LeaseOwner == nil) || (c.owner != "" && *it.LeaseOwner != c.owner) || it.SessionID != c.session ||
+					it.Content != c.want.Content || it.Priority != c.want.Priority || it.Seq != c.want.Seq || !it.CreatedAt.Equal(c.want.CreatedAt) {
+					t.Errorf("call %d: item %+v", i, it)
+				}
+				stored, err := all.Item(ctx, it.ID)
+				if err != nil || stored.LeaseToken == nil || *stored.LeaseToken != r.in.token || !stored.LeasedUntil.Equal(until) ||
+					stored.Status != repo.QueueProcessing || stored.Attempts != 1 {
+					t.Errorf("call %d: stored %+v, %v", i, stored, err)
+				}
+			}
+			if it, err := all.Item(ctx, held.ID); err != nil || *it.LeaseToken != *held.LeaseToken || it.Attempts != 1 {
+				t.Errorf("the item leased before = %+v, %v; want its lease unchanged", it, err)
+			}
+		})
+	}
+}

@@ -30,6 +30,11 @@ import (
 // concurrent workers never wait on or share an item. On SQLite (where GORM
 // drops clause.Locking) the single UPDATE holds the database write lock for
 // its whole run, which makes the claim atomic.
+//
+// With CapGroupCommit, concurrent Dequeues of one session that wait while
+// a claim statement runs are claimed together in the next: the same walk
+// with LIMIT k, the i-th item leased to the i-th call (dequeueBatch in
+// groupcommit.go).
 type sessionQueue struct {
 	sessionStore
 }
@@ -242,8 +247,87 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
 		}
 	}
-	token := uuid.New()
-	nowMS := sq.s.nowMS()
+	r := dequeueReq{sq: sq, session: sessionID, owner: p.Owner, lease: p.Lease, token: uuid.New(), nowMS: sq.s.nowMS()}
+	var it *repo.QueueItem
+	r.out = &it
+	if !sq.s.groupCommit() || sq.tx != nil {
+		if err := sq.dequeueOne(ctx, r); err != nil {
+			return nil, err
+		}
+		return it, nil
+	}
+	err := sq.s.gc.dequeue.do(ctx, sq.s.gcFlushes(), sq.s.gc.dequeueSeq.Add(1), r,
+		func(ctx context.Context, r dequeueReq) error { return r.sq.dequeueOne(ctx, r) },
+		sq.s.dequeueBatch)
+	if err != nil {
+		if err == ctx.Err() {
+			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
+		}
+		return nil, err
+	}
+	return it, nil
+}
+
+// dequeueReq is one Dequeue call: its view, session, lease parameters,
+// new lease token and clock reading, and where its item goes.
+type dequeueReq struct {
+	sq      *sessionQueue
+	session uuid.UUID
+	owner   string
+	lease   time.Duration
+	token   uuid.UUID
+	nowMS   int64
+	out     **repo.QueueItem
+}
+
+// claimCols are the columns a claim returns: the ones it does not set
+// itself (the claimed item's session, status, lease and (NULL)
+// processed_at are the caller's own values).
+const claimCols = "seq, id, operation, content, priority, attempts, last_error, created_at, idempotency_key"
+
+// claimedRow receives one claimed item's claimCols.
+type claimedRow struct {
+	it               repo.QueueItem
+	lastErr, idemKey sql.NullString
+	created          dbTime
+}
+
+func (c *claimedRow) dest() []any {
+	return []any{&c.it.Seq, &c.it.ID, &c.it.Operation, &c.it.Content, &c.it.Priority, &c.it.Attempts, &c.lastErr, &c.created, &c.idemKey}
+}
+
+// item completes the claimed item with r's own values.
+func (c *claimedRow) item(r dequeueReq) *repo.QueueItem {
+	it := c.it
+	it.SessionID = r.session
+	it.Status = repo.QueueProcessing
+	tok := r.token
+	it.LeaseToken = &tok
+	if r.owner != "" {
+		o := r.owner
+		it.LeaseOwner = &o
+	}
+	until := time.UnixMilli(r.nowMS + r.lease.Milliseconds()).UTC()
+	it.LeasedUntil = &until
+	if c.lastErr.Valid {
+		e := c.lastErr.String
+		it.LastError = &e
+	}
+	it.CreatedAt = c.created.T
+	if c.idemKey.Valid {
+		k := c.idemKey.String
+		it.IdempotencyKey = &k
+	}
+	return &it
+}
+
+// claimable is the condition of an item a claim may take at nowMS:
+// live, and pending or with an expired lease.
+const claimable = " AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"
+
+// dequeueOne claims one item for r in its own statement and stores it in
+// *r.out (nil when nothing is available).
+func (sq *sessionQueue) dequeueOne(ctx context.Context, r dequeueReq) error {
 	qt := sq.s.quoted(models.TableQueue)
 	tc, targs := sq.inTenantCond()
 	lock := sq.s.forUpdateSkip("")
@@ -252,7 +336,7 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	// whose lease expired. Rows leased to live workers (at most one per
 	// worker) are stepped over; finished rows are not in the index. The
 	// literal predicate lets SQLite prove the index usable.
-	args := []any{token, nilIfEmpty(p.Owner), nowMS + p.Lease.Milliseconds(), sessionID, nowMS}
+	args := []any{r.token, nilIfEmpty(r.owner), r.nowMS + r.lease.Milliseconds(), r.session, r.nowMS}
 	args = append(args, targs...)
 	// On PostgreSQL the claim commits asynchronously (set_config with
 	// is_local = this statement's own transaction, same round trip): a
@@ -264,45 +348,23 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	with, async := sq.s.asyncCommitCTE()
 	db := sq.db(ctx)
 	unlock := sq.writeLock(ctx)
-	// The statement returns only the columns it does not set itself: the
-	// claimed item's session, status, lease and (NULL) processed_at are
-	// known here.
-	it := repo.QueueItem{SessionID: sessionID, Status: repo.QueueProcessing, LeaseToken: &token}
-	var (
-		lastErr, idemKey sql.NullString
-		created          dbTime
-	)
+	var c claimedRow
 	found, err := newDirectTx(db).queryRow(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
-		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+
-		" AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"+tc+" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+
-		" RETURNING seq, id, operation, content, priority, attempts, last_error, created_at, idempotency_key", args,
-		&it.Seq, &it.ID, &it.Operation, &it.Content, &it.Priority, &it.Attempts, &lastErr, &created, &idemKey)
+		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+claimable+tc+
+		" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+claimCols, args, c.dest()...)
 	unlock()
 	if err != nil {
-		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
+		return fmt.Errorf("dequeue from %s: %w", r.session, err)
 	}
 	if !found {
-		if ok, err := sq.sessionExists(db, sessionID); err != nil || !ok {
-			return nil, sq.missing("dequeue from", sessionID, err)
+		if ok, err := sq.sessionExists(db, r.session); err != nil || !ok {
+			return sq.missing("dequeue from", r.session, err)
 		}
-		return nil, nil
+		*r.out = nil
+		return nil
 	}
-	if p.Owner != "" {
-		o := p.Owner
-		it.LeaseOwner = &o
-	}
-	until := time.UnixMilli(nowMS + p.Lease.Milliseconds()).UTC()
-	it.LeasedUntil = &until
-	if lastErr.Valid {
-		e := lastErr.String
-		it.LastError = &e
-	}
-	it.CreatedAt = created.T
-	if idemKey.Valid {
-		k := idemKey.String
-		it.IdempotencyKey = &k
-	}
-	return &it, nil
+	*r.out = c.item(r)
+	return nil
 }
 
 // endLease runs a lease-ending update; zero rows is ErrLockLost, or

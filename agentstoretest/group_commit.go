@@ -25,6 +25,7 @@ func init() {
 	register("SessionQueue",
 		test{"SessionsQueueConcurrentCompletesOwnOutcome", testSessionsQueueConcurrentCompletesOwnOutcome},
 		test{"SessionsQueueCompleteCancelledOrClosed", testSessionsQueueCompleteCancelledOrClosed},
+		test{"SessionsQueueConcurrentDequeuesOwnItems", testSessionsQueueConcurrentDequeuesOwnItems},
 	)
 	register("WorkerQueue",
 		test{"ProviderWorkerConcurrentAcksOwnOutcome", testProviderWorkerConcurrentAcksOwnOutcome},
@@ -494,6 +495,143 @@ func testProviderWorkerConcurrentAcksOwnOutcome(t *testing.T, h *harness) {
 	for _, l := range forgedLeases {
 		if err := e.p.AckWorkItem(e.ctx, l.LockToken, nil); err != nil {
 			t.Errorf("the real lease after a forged ack: %v", err)
+		}
+	}
+}
+
+// testSessionsQueueConcurrentDequeuesOwnItems: 24 workers over three
+// Stores on one database (12 on the first, so their Dequeues overlap and
+// may be claimed together) drain two sessions of 150 items each, every
+// worker with its own owner and lease duration, alternating sessions and
+// calling through a second, tenant-scoped view for one of them. Every item
+// is delivered exactly once; each returned item carries its caller's own
+// owner, lease end (the Store's clock + the caller's lease) and a lease
+// token no other call got, is processing with attempts 1, and is stored
+// that way (Item through another Store); Complete with that lease
+// succeeds. A Dequeue of a session of another tenant is ErrNotFound and
+// one of a drained queue nil. Afterwards every item is completed.
+func testSessionsQueueConcurrentDequeuesOwnItems(t *testing.T, h *harness) {
+	clock := newTestClock()
+	stores := []*agentstore.Store{h.New(t, agentstore.WithClock(clock.Now)), h.Open(t, agentstore.WithClock(clock.Now)),
+		h.Open(t, agentstore.WithClock(clock.Now))}
+	reader := h.Open(t, agentstore.WithClock(clock.Now)).SessionQueue()
+	ctx := context.Background()
+	s := repo.NewSession()
+	mustSave(t, stores[0].Sessions(), s)
+	sa := repo.NewSession()
+	mustSave(t, stores[0].ForTenant("acme").Sessions(), sa)
+	const perSession = 150
+	for i := range perSession {
+		if _, err := stores[0].SessionQueue().Enqueue(ctx, s.ID, fmt.Sprint("s/", i), int32(i%3)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stores[0].ForTenant("acme").SessionQueue().Enqueue(ctx, sa.ID, fmt.Sprint("a/", i), int32(i%5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type got struct {
+		it    *repo.QueueItem
+		owner string
+		lease time.Duration
+	}
+	var (
+		mu      sync.Mutex
+		items   []got
+		errs    []string
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		workers = 24
+	)
+	fail := func(format string, a ...any) {
+		mu.Lock()
+		errs = append(errs, fmt.Sprintf(format, a...))
+		mu.Unlock()
+	}
+	for w := range workers {
+		st := stores[0]
+		if w >= 12 {
+			st = stores[1+w%2]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			owner := fmt.Sprint("worker-", w)
+			lease := time.Duration(w+1) * time.Minute
+			qs := []repo.SessionQueue{st.SessionQueue(), st.ForTenant("acme").SessionQueue()}
+			sids := []uuid.UUID{s.ID, sa.ID}
+			drained := [2]bool{}
+			for k := 0; !drained[0] || !drained[1]; k++ {
+				i := (k + w) % 2
+				if drained[i] {
+					continue
+				}
+				it, err := qs[i].Dequeue(ctx, sids[i], repo.DequeueParams{Owner: owner, Lease: lease})
+				if err != nil {
+					fail("dequeue %d: %v", i, err)
+					return
+				}
+				if it == nil {
+					drained[i] = true
+					continue
+				}
+				mu.Lock()
+				items = append(items, got{it: it, owner: owner, lease: lease})
+				mu.Unlock()
+				if it.SessionID != sids[i] {
+					fail("item %s of session %s dequeued from %s", it.ID, it.SessionID, sids[i])
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, e := range errs {
+		t.Error(e)
+	}
+	if t.Failed() {
+		return
+	}
+	if len(items) != 2*perSession {
+		t.Fatalf("%d items dequeued, want %d", len(items), 2*perSession)
+	}
+	seen := map[uuid.UUID]bool{}
+	tokens := map[uuid.UUID]bool{}
+	wantUntil := func(d time.Duration) time.Time { return time.UnixMilli(clock.Now().Add(d).UnixMilli()).UTC() }
+	for _, g := range items {
+		it := g.it
+		if seen[it.ID] {
+			t.Fatalf("item %s (%s) dequeued twice", it.ID, it.Content)
+		}
+		seen[it.ID] = true
+		if it.LeaseToken == nil || tokens[*it.LeaseToken] {
+			t.Fatalf("item %s: lease token %v missing or shared", it.ID, it.LeaseToken)
+		}
+		tokens[*it.LeaseToken] = true
+		if it.Status != repo.QueueProcessing || it.Attempts != 1 || it.LeaseOwner == nil || *it.LeaseOwner != g.owner ||
+			it.LeasedUntil == nil || !it.LeasedUntil.Equal(wantUntil(g.lease)) {
+			t.Fatalf("item %s as returned = status %s attempts %d owner %v until %v; want processing, 1, %s, %v",
+				it.ID, it.Status, it.Attempts, it.LeaseOwner, it.LeasedUntil, g.owner, wantUntil(g.lease))
+		}
+		stored, err := reader.Item(ctx, it.ID)
+		if err != nil || stored.LeaseToken == nil || *stored.LeaseToken != *it.LeaseToken || stored.Status != repo.QueueProcessing ||
+			*stored.LeaseOwner != g.owner || !stored.LeasedUntil.Equal(*it.LeasedUntil) || stored.Content != it.Content ||
+			stored.Priority != it.Priority || stored.Seq != it.Seq {
+			t.Fatalf("item %s stored = %+v, %v; returned %+v", it.ID, stored, err, it)
+		}
+	}
+	if _, err := stores[1].ForTenant("globex").SessionQueue().Dequeue(ctx, sa.ID, repo.DequeueParams{}); !errors.Is(err, agentstore.ErrNotFound) {
+		t.Fatalf("dequeue from another tenant's session = %v, want ErrNotFound", err)
+	}
+	for _, g := range items {
+		if err := stores[2].SessionQueue().Complete(ctx, g.it.Lease()); err != nil {
+			t.Fatalf("complete %s: %v", g.it.ID, err)
+		}
+	}
+	for _, sid := range []uuid.UUID{s.ID, sa.ID} {
+		left, err := reader.Items(ctx, sid, repo.QueuePending, repo.QueueProcessing)
+		if err != nil || len(left) != 0 {
+			t.Fatalf("session %s after the drain: %d items not completed, %v", sid, len(left), err)
 		}
 	}
 }

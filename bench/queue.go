@@ -25,10 +25,8 @@ import (
 // provider's worker queue, of a hand-written raw-SQL peek-lock queue on the
 // same driver, and River draining N no-op jobs (tuned: 2 ms fetch
 // cooldown, 20 ms poll); the two agentstore queues also with group commit
-// switched off (group_commit_gain = on / off, same run; on PostgreSQL,
-// whose dialect does not claim CapGroupCommit, both take the same path and
-// the ratio shows the run's noise). On SQLite at the shipped synchronous
-// setting (NORMAL) and at FULL.
+// switched off (group_commit_gain = on / off, same run). On SQLite at the
+// shipped synchronous setting (NORMAL) and at FULL.
 //
 // The agentstore queues and the raw baseline are filled with N items each
 // and then drained in slices of N/10 items, the subjects taking turns slice

@@ -186,7 +186,13 @@ type SessionQueue interface {
 	Items(ctx context.Context, sessionID uuid.UUID, statuses ...QueueStatus) ([]QueueItem, error)
 	// Dequeue leases the next item of the session: status processing,
 	// a new lease token, leased until now + p.Lease, attempts + 1. It
-	// returns nil and no error when nothing is available.
+	// returns nil and no error when nothing is available. Concurrent
+	// Dequeues of one session may be claimed together in one statement
+	// (group commit): each call still gets an item of its own (never one
+	// another call got), with its own token, owner and lease, the calls
+	// served in dequeue order. A call whose ctx ends before its claim is
+	// taken into a statement returns the context's error and claims
+	// nothing.
 	Dequeue(ctx context.Context, sessionID uuid.UUID, p DequeueParams) (*QueueItem, error)
 	// Complete ends the lease with status completed. It returns only
 	// after its own completion is committed (durable as the store's
