@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // Group commit (CapGroupCommit).
@@ -269,6 +270,9 @@ type groupCommitters struct {
 	// SessionQueue.Dequeue, by call (every call claims an item of its own)
 	dequeue    committer[uint64, dequeueReq]
 	dequeueSeq atomic.Uint64
+	// Provider.FetchWorkItem without a session config, by call
+	fetchWork    committer[uint64, workFetchReq]
+	fetchWorkSeq atomic.Uint64
 }
 
 // groupCommit reports whether the store coalesces concurrent calls.
@@ -449,6 +453,126 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 		return nil, dbErr(err)
 	}
 	var left []*gcReq[uint64, dequeueReq]
+	for _, r := range g {
+		if !claimed[r] {
+			left = append(left, r)
+		}
+	}
+	return left, nil
+}
+
+// ---------------------------------------------------------------------------
+// Provider.FetchWorkItem
+
+// workFetchReq is one attempt of a FetchWorkItem call without a session
+// config: its lock timeout and tag filter, and where its lease goes.
+type workFetchReq struct {
+	lockTimeout time.Duration
+	tags        duroxide.TagFilter
+	out         **duroxide.WorkItemLease
+}
+
+// fetchWorkBatch claims work items for several fetch attempts: for the
+// attempts with one tag filter, one statement that locks the first k
+// visible, unlocked items outside activity sessions in id order (k = the
+// number of attempts; FOR UPDATE SKIP LOCKED where the database has row
+// locks) and gives the i-th of them to the i-th attempt, with its own
+// token and lock end (committed asynchronously, like the single claim).
+// An attempt for which no item was left runs the single claim under its
+// own context (nil when the queue has nothing for it, and then
+// FetchWorkItem's long poll waits as usual); a statement that fails runs
+// each attempt of its filter alone. An item whose stored work item does
+// not decode is that attempt's CorruptRowError, as alone.
+func (p *gormProvider) fetchWorkBatch(ctx context.Context, reqs []*gcReq[uint64, workFetchReq]) error {
+	var order []string
+	groups := map[string][]*gcReq[uint64, workFetchReq]{}
+	for _, r := range reqs {
+		k := fmt.Sprint(r.in.tags.Mode, r.in.tags.Tags)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	for _, k := range order {
+		g := groups[k]
+		left := g
+		if len(g) > 1 {
+			var err error
+			if left, err = p.claimWorkGroup(ctx, g); err != nil {
+				left = g
+			}
+		}
+		for _, r := range left {
+			l, err := p.fetchWorkPlain(r.ctx, r.in.lockTimeout, r.in.tags)
+			*r.in.out, r.err = l, err
+		}
+	}
+	return nil
+}
+
+// claimWorkGroup runs fetchWorkBatch's claim for the attempts of one tag
+// filter, sets the claimed attempts' leases (or errors) and returns the
+// attempts that got no item, or the statement's error (then none has one).
+func (p *gormProvider) claimWorkGroup(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
+	now := p.s.nowMS()
+	tp, targs := tagSQL(g[0].in.tags)
+	wq := p.q(models.TableWorkerQueue)
+	with, async := p.s.asyncCommitCTE()
+	var b strings.Builder
+	b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = w.column2, locked_until = w.column3, attempt_count = attempt_count + 1` +
+		` FROM (SELECT cid, row_number() OVER (ORDER BY cid) AS rn FROM (SELECT q.id AS cid FROM ` + wq + ` q` +
+		` WHERE +q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
+		` ORDER BY q.id LIMIT ` + strconv.Itoa(len(g)) + p.s.forUpdateSkip("q") + `) AS c0) AS c, (VALUES `)
+	writeTuples(&b, len(g), "("+p.s.castParam("bigint")+", "+p.s.castParam("text")+", "+p.s.castParam("bigint")+")")
+	b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count`)
+	args := append([]any{now, now}, targs...)
+	byToken := make(map[string]*gcReq[uint64, workFetchReq], len(g))
+	for i, r := range g {
+		tok := newLockToken()
+		byToken[tok] = r
+		args = append(args, int64(i+1), tok, now+durMS(r.in.lockTimeout))
+	}
+	claimed := make(map[*gcReq[uint64, workFetchReq]]bool, len(g))
+	rows, err := p.s.db.WithContext(ctx).Raw(b.String(), args...).Rows()
+	if err == nil {
+		for rows.Next() {
+			var (
+				tok, workItem string
+				id            int64
+				attempts      int32
+			)
+			if err = rows.Scan(&tok, &id, &workItem, &attempts); err != nil {
+				break
+			}
+			r, ok := byToken[tok]
+			if !ok {
+				err = fmt.Errorf("claim returned an unknown lock token")
+				break
+			}
+			claimed[r] = true
+			w, derr := duroxide.UnmarshalWorkItem([]byte(workItem))
+			if derr != nil {
+				r.err = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: derr}
+				continue
+			}
+			*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, id), AttemptCount: uint32(attempts)}
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		// items claimed before the reply broke off stay locked until
+		// their lock times out (as after a lost reply to a single claim)
+		for r := range claimed {
+			*r.in.out, r.err = nil, nil
+		}
+		return nil, fmt.Errorf("claim work items: %w", err)
+	}
+	var left []*gcReq[uint64, workFetchReq]
 	for _, r := range g {
 		if !claimed[r] {
 			left = append(left, r)

@@ -642,3 +642,129 @@ func TestDequeueBatchStatement(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchWorkBatchStatement runs the coalesced worker fetch
+// (fetchWorkBatch) directly on every dialect with attempts of two tag
+// filters: the attempts of one filter get its visible, unlocked items
+// outside activity sessions in id order (an item locked before, a session
+// item and an item of the other filter are stepped over), each with its
+// own token and lock end; an attempt left without an item gets nil; an
+// item that does not decode is its attempt's CorruptRowError; every lease
+// handed out acks.
+func TestFetchWorkBatchStatement(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range gcStores(t) {
+		t.Run(name, func(t *testing.T) {
+			p := st.provider()
+			gpu, sess := "gpu", "sess-1"
+			enqueue := func(input string, tag, session *string) {
+				t.Helper()
+				if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "wb", ExecutionID: 1, ID: 1, Name: "a", Input: input,
+					Tag: tag, SessionID: session}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enqueue("u1", nil, nil)
+			enqueue("g1", &gpu, nil)
+			enqueue("s1", nil, &sess)
+			enqueue("u2", nil, nil)
+			enqueue("g2", &gpu, nil)
+			enqueue("u3", nil, nil)
+			enqueue("u4", nil, nil)
+			enqueue("bad", nil, nil)
+			wq := st.quoted(models.TableWorkerQueue)
+			// plant: a stored work item that does not decode
+			if err := st.db.WithContext(ctx).Exec("UPDATE "+wq+" SET work_item = ? WHERE work_item LIKE ?", "{", `%"bad"%`).Error; err != nil {
+				t.Fatal(err)
+			}
+			var lockedBefore []*duroxide.WorkItemLease
+			for _, want := range []string{"u1", "u2", "u3"} {
+				l, err := p.fetchWorkPlain(ctx, time.Hour, duroxide.TagFilter{})
+				if err != nil || l == nil || l.Item.(*duroxide.ActivityExecute).Input != want {
+					t.Fatalf("fetch before: %+v, %v; want %s", l, err, want)
+				}
+				lockedBefore = append(lockedBefore, l)
+			}
+			// u1 and u2 are released again; u3 stays locked
+			for _, l := range lockedBefore[:2] {
+				if err := p.AbandonWorkItem(ctx, l.LockToken, 0, true); err != nil {
+					t.Fatalf("abandon: %v", err)
+				}
+			}
+			def, tagged := duroxide.TagFilter{}, duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{gpu}}
+			calls := []struct {
+				tags    duroxide.TagFilter
+				lock    time.Duration
+				want    string // "" no item
+				corrupt bool
+			}{
+				{def, time.Minute, "u1", false},
+				{tagged, 2 * time.Minute, "g1", false},
+				{def, 3 * time.Minute, "u2", false},
+				{tagged, 4 * time.Minute, "g2", false},
+				{def, 5 * time.Minute, "u4", false},
+				{tagged, time.Minute, "", false},
+				{def, time.Minute, "", true},
+				{def, time.Minute, "", false},
+			}
+			reqs := make([]*gcReq[uint64, workFetchReq], len(calls))
+			outs := make([]*duroxide.WorkItemLease, len(calls))
+			for i, c := range calls {
+				reqs[i] = &gcReq[uint64, workFetchReq]{ctx: ctx, key: uint64(i), in: workFetchReq{lockTimeout: c.lock, tags: c.tags, out: &outs[i]}}
+			}
+			before := st.nowMS()
+			if err := p.fetchWorkBatch(ctx, reqs); err != nil {
+				t.Fatalf("fetch batch: %v", err)
+			}
+			after := st.nowMS()
+			for i, c := range calls {
+				r, l := reqs[i], outs[i]
+				var corrupt *CorruptRowError
+				if c.corrupt {
+					if !errors.As(r.err, &corrupt) || l != nil {
+						t.Errorf("call %d: %+v, %v; want a CorruptRowError", i, l, r.err)
+					}
+					continue
+				}
+				if r.err != nil {
+					t.Errorf("call %d: %v", i, r.err)
+					continue
+				}
+				if c.want == "" {
+					if l != nil {
+						t.Errorf("call %d: got %+v, want no item", i, l.Item)
+					}
+					continue
+				}
+				if l == nil || l.Item.(*duroxide.ActivityExecute).Input != c.want || l.AttemptCount < 1 {
+					t.Errorf("call %d: got %+v, want %s", i, l, c.want)
+					continue
+				}
+				stored, id, ok := parseWorkToken(l.LockToken)
+				if !ok {
+					t.Fatalf("call %d: token %q", i, l.LockToken)
+				}
+				var row struct {
+					LockToken   string
+					LockedUntil int64
+				}
+				if err := st.db.WithContext(ctx).Raw("SELECT lock_token, locked_until FROM "+wq+" WHERE id = ?", id).Scan(&row).Error; err != nil {
+					t.Fatal(err)
+				}
+				if row.LockToken != stored || row.LockedUntil < before+c.lock.Milliseconds() || row.LockedUntil > after+c.lock.Milliseconds() {
+					t.Errorf("call %d: stored lock %+v, want token %s until now + %v", i, row, stored, c.lock)
+				}
+			}
+			for i, l := range outs {
+				if l != nil {
+					if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
+						t.Errorf("ack %d: %v", i, err)
+					}
+				}
+			}
+			if err := p.AckWorkItem(ctx, lockedBefore[2].LockToken, nil); err != nil {
+				t.Errorf("ack of the item locked before the batch: %v", err)
+			}
+		})
+	}
+}

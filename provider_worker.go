@@ -138,7 +138,19 @@ func parseWorkToken(tok string) (stored string, id int64, ok bool) {
 
 func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
 	if session == nil {
-		return p.fetchWorkPlain(ctx, lockTimeout, tags)
+		if !p.s.groupCommit() {
+			return p.fetchWorkPlain(ctx, lockTimeout, tags)
+		}
+		var lease *duroxide.WorkItemLease
+		r := workFetchReq{lockTimeout: lockTimeout, tags: tags, out: &lease}
+		err := p.s.gc.fetchWork.do(ctx, p.s.gcFlushes(), p.s.gc.fetchWorkSeq.Add(1), r,
+			func(ctx context.Context, r workFetchReq) error {
+				l, err := p.fetchWorkPlain(ctx, r.lockTimeout, r.tags)
+				*r.out = l
+				return err
+			},
+			p.fetchWorkBatch)
+		return lease, err
 	}
 	var lease *duroxide.WorkItemLease
 	var corrupt error

@@ -29,6 +29,7 @@ func init() {
 	)
 	register("WorkerQueue",
 		test{"ProviderWorkerConcurrentAcksOwnOutcome", testProviderWorkerConcurrentAcksOwnOutcome},
+		test{"ProviderWorkerConcurrentFetchesOwnItems", testProviderWorkerConcurrentFetchesOwnItems},
 	)
 }
 
@@ -633,5 +634,102 @@ func testSessionsQueueConcurrentDequeuesOwnItems(t *testing.T, h *harness) {
 		if err != nil || len(left) != 0 {
 			t.Fatalf("session %s after the drain: %d items not completed, %v", sid, len(left), err)
 		}
+	}
+}
+
+// testProviderWorkerConcurrentFetchesOwnItems: 24 workers over three
+// Stores on one database (12 on the first, so their fetches overlap and
+// may be claimed together) drain 240 work items, a third of them tagged
+// "gpu": half the workers fetch untagged items only, half "gpu" items
+// only, each with its own lock timeout. Every item is handed out exactly
+// once, to a worker whose filter admits it, with a lock token no other
+// fetch got and attempt count 1; every lease acks; the queue ends empty.
+func testProviderWorkerConcurrentFetchesOwnItems(t *testing.T, h *harness) {
+	stores := []*agentstore.Store{h.New(t), h.Open(t), h.Open(t)}
+	ctx := context.Background()
+	const n = 240
+	gpu := "gpu"
+	for i := range n {
+		it := &duroxide.ActivityExecute{Instance: fmt.Sprint("wf-", i), ExecutionID: 1, ID: 1, Name: "a", Input: fmt.Sprint(i)}
+		if i%3 == 0 {
+			it.Tag = &gpu
+		}
+		if err := stores[0].Provider().EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu     sync.Mutex
+		seen   = map[string]int{}
+		tokens = map[string]bool{}
+		errs   []string
+		wg     sync.WaitGroup
+		start  = make(chan struct{})
+	)
+	fail := func(format string, a ...any) {
+		mu.Lock()
+		errs = append(errs, fmt.Sprintf(format, a...))
+		mu.Unlock()
+	}
+	for w := range 24 {
+		st := stores[0]
+		if w >= 12 {
+			st = stores[1+w%2]
+		}
+		tagged := w%2 == 1
+		filter := duroxide.TagFilter{}
+		if tagged {
+			filter = duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{gpu}}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			p := st.Provider()
+			for {
+				l, err := p.FetchWorkItem(ctx, time.Duration(w+1)*time.Minute, 0, nil, filter)
+				if err != nil {
+					fail("fetch: %v", err)
+					return
+				}
+				if l == nil {
+					return
+				}
+				it, ok := l.Item.(*duroxide.ActivityExecute)
+				if !ok || (it.Tag != nil) != tagged || l.AttemptCount != 1 {
+					fail("worker %d (tagged %v) got %+v attempt %d", w, tagged, l.Item, l.AttemptCount)
+					return
+				}
+				mu.Lock()
+				seen[it.Input]++
+				dup := tokens[l.LockToken]
+				tokens[l.LockToken] = true
+				mu.Unlock()
+				if dup {
+					fail("lock token %s handed out twice", l.LockToken)
+				}
+				if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
+					fail("ack %s: %v", it.Input, err)
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, e := range errs {
+		t.Error(e)
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct items fetched, want %d", len(seen), n)
+	}
+	for in, k := range seen {
+		if k != 1 {
+			t.Fatalf("item %s fetched %d times", in, k)
+		}
+	}
+	l, err := stores[1].Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{Mode: duroxide.TagAny})
+	if err != nil || l != nil {
+		t.Fatalf("queue after the drain: %+v, %v; want empty", l, err)
 	}
 }
