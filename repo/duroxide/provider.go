@@ -98,6 +98,10 @@ type Provider interface {
 	// of sessions leased by another owner are skipped and fetching a
 	// session item claims or extends the session lease for
 	// session.OwnerID. tags restricts activity tags (zero value: untagged only).
+	// Concurrent fetches without session config may be claimed together in
+	// one statement (group commit): each still gets an item of its own
+	// (never one another fetch got), with its own lock token and lock end,
+	// the fetches served oldest item first.
 	FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (*WorkItemLease, error)
 	// AckWorkItem deletes the locked item and, when completion is non-nil
 	// (ActivityCompleted or ActivityFailed), enqueues it for the
