@@ -487,7 +487,12 @@ func (p *gormProvider) fetchWorkBatch(ctx context.Context, reqs []*gcReq[uint64,
 	var order []string
 	groups := map[string][]*gcReq[uint64, workFetchReq]{}
 	for _, r := range reqs {
-		k := fmt.Sprint(r.in.tags.Mode, r.in.tags.Tags)
+		// the filter's mode and each tag, length-prefixed (tags may hold
+		// any text)
+		k := strconv.Itoa(int(r.in.tags.Mode))
+		for _, t := range r.in.tags.Tags {
+			k += "/" + strconv.Itoa(len(t)) + ":" + t
+		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}

@@ -672,6 +672,8 @@ func TestFetchWorkBatchStatement(t *testing.T) {
 			enqueue("u3", nil, nil)
 			enqueue("u4", nil, nil)
 			enqueue("bad", nil, nil)
+			tagA := "a"
+			enqueue("ta", &tagA, nil)
 			wq := st.quoted(models.TableWorkerQueue)
 			// plant: a stored work item that does not decode
 			if err := st.db.WithContext(ctx).Exec("UPDATE "+wq+" SET work_item = ? WHERE work_item LIKE ?", "{", `%"bad"%`).Error; err != nil {
@@ -706,6 +708,10 @@ func TestFetchWorkBatchStatement(t *testing.T) {
 				{tagged, time.Minute, "", false},
 				{def, time.Minute, "", true},
 				{def, time.Minute, "", false},
+				// two filters whose tags print alike are not one group
+				{duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{"a b"}}, time.Minute, "", false},
+				{duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{"a", "b"}}, time.Minute, "ta", false},
+				{duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{"a b"}}, time.Minute, "", false},
 			}
 			reqs := make([]*gcReq[uint64, workFetchReq], len(calls))
 			outs := make([]*duroxide.WorkItemLease, len(calls))
