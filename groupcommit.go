@@ -350,6 +350,37 @@ func (s *Store) completeBatch(ctx context.Context, reqs []*gcReq[uuid.UUID, comp
 	return nil
 }
 
+// claimByGroup runs a coalesced claim: the requests are grouped by key (in
+// arrival order), each group of several is claimed in one statement by
+// claim, which returns the requests it found no item for; those, the
+// requests of a group of one, and every request of a group whose
+// statement failed run alone through single.
+func claimByGroup[G comparable, T any](reqs []*gcReq[uint64, T], key func(T) G,
+	claim func([]*gcReq[uint64, T]) ([]*gcReq[uint64, T], error), single func(*gcReq[uint64, T])) {
+	var order []G
+	groups := map[G][]*gcReq[uint64, T]{}
+	for _, r := range reqs {
+		k := key(r.in)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	for _, k := range order {
+		g := groups[k]
+		left := g
+		if len(g) > 1 {
+			var err error
+			if left, err = claim(g); err != nil {
+				left = g
+			}
+		}
+		for _, r := range left {
+			single(r)
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------
 // SessionQueue.Dequeue
 
@@ -370,31 +401,16 @@ func (s *Store) dequeueBatch(ctx context.Context, reqs []*gcReq[uint64, dequeueR
 		tenant  string
 		scoped  bool
 	}
-	var order []viewKey
-	groups := map[viewKey][]*gcReq[uint64, dequeueReq]{}
-	for _, r := range reqs {
-		k := viewKey{session: r.in.session}
-		if t := r.in.sq.tenant; t != nil {
+	claimByGroup(reqs, func(r dequeueReq) viewKey {
+		k := viewKey{session: r.session}
+		if t := r.sq.tenant; t != nil {
 			k.tenant, k.scoped = *t, true
 		}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	for _, k := range order {
-		g := groups[k]
-		left := g
-		if len(g) > 1 {
-			var err error
-			if left, err = s.claimGroup(ctx, g); err != nil {
-				left = g
-			}
-		}
-		for _, r := range left {
-			r.err = r.in.sq.dequeueOne(r.ctx, r.in)
-		}
-	}
+		return k
+	}, func(g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
+		return s.claimGroup(ctx, g)
+	},
+		func(r *gcReq[uint64, dequeueReq]) { r.err = r.in.sq.dequeueOne(r.ctx, r.in) })
 	return nil
 }
 
@@ -484,34 +500,21 @@ type workFetchReq struct {
 // each attempt of its filter alone. An item whose stored work item does
 // not decode is that attempt's CorruptRowError, as alone.
 func (p *gormProvider) fetchWorkBatch(ctx context.Context, reqs []*gcReq[uint64, workFetchReq]) error {
-	var order []string
-	groups := map[string][]*gcReq[uint64, workFetchReq]{}
-	for _, r := range reqs {
+	claimByGroup(reqs, func(r workFetchReq) string {
 		// the filter's mode and each tag, length-prefixed (tags may hold
 		// any text)
-		k := strconv.Itoa(int(r.in.tags.Mode))
-		for _, t := range r.in.tags.Tags {
+		k := strconv.Itoa(int(r.tags.Mode))
+		for _, t := range r.tags.Tags {
 			k += "/" + strconv.Itoa(len(t)) + ":" + t
 		}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	for _, k := range order {
-		g := groups[k]
-		left := g
-		if len(g) > 1 {
-			var err error
-			if left, err = p.claimWorkGroup(ctx, g); err != nil {
-				left = g
-			}
-		}
-		for _, r := range left {
+		return k
+	}, func(g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
+		return p.claimWorkGroup(ctx, g)
+	},
+		func(r *gcReq[uint64, workFetchReq]) {
 			l, err := p.fetchWorkPlain(r.ctx, r.in.lockTimeout, r.in.tags)
 			*r.in.out, r.err = l, err
-		}
-	}
+		})
 	return nil
 }
 
