@@ -92,8 +92,9 @@ const (
 	// concurrent Sessions.AppendMessages(With) calls on the transaction
 	// path (one write transaction, the appends applied one after the
 	// other, each with the outcome it would get alone). Batches form only
-	// while an earlier flush of the same kind runs; a call alone runs at
-	// once. Off: every call runs its own statement and commit. Both
+	// while an earlier flush of the same kind runs, or from calls that
+	// arrive while a new leader yields the processor once (no timer); a
+	// call alone runs at once after that yield. Off: every call runs its own statement and commit. Both
 	// dialects have it: on SQLite concurrent commits queue for the one
 	// writer anyway; on PostgreSQL one claim and one completion statement
 	// for several items cost the server a fraction of one per item
