@@ -105,7 +105,7 @@ func run() error {
 	queueItems := flag.Int("queue-items", 0, "override the queue scenario's item count")
 	scale := flag.Bool("scale", false, "scale mode: measure the issue-15 operations at N = 1e3, 1e4, ... up to -scale-max rows and print the growth per decade (the other scenarios do not run)")
 	scaleMax := flag.Float64("scale-max", 1e5, "largest N of -scale (1e6 takes several more minutes)")
-	rounds := flag.Int("rounds", 0, "repetitions of each queue/orchestration comparison, median reported (default 3, 1 with -quick)")
+	rounds := flag.Int("rounds", 0, "repetitions of each queue/orchestration comparison (queue: rate over all rounds; orchestration: median) (default 3, 1 with -quick)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
