@@ -89,15 +89,15 @@ const (
 	// Completes and acks into one statement or transaction (one commit,
 	// one WAL flush), each item checked on its own and each caller told
 	// its own outcome after the commit (see groupcommit.go); so are
-	// concurrent Sessions.AppendMessages(With) calls on the transaction
-	// path (one write transaction, the appends applied one after the
-	// other, each with the outcome it would get alone). Batches form only
-	// while an earlier flush of the same kind runs, or from calls that
-	// arrive while a new leader yields the processor once (no timer); a
-	// call alone runs at once after that yield. Off: every call runs its own statement and commit. Both
-	// dialects have it: on SQLite concurrent commits queue for the one
-	// writer anyway; on PostgreSQL one claim and one completion statement
-	// for several items cost the server a fraction of one per item
+	// concurrent Sessions.AppendMessages(With) calls on the transaction path
+	// (one write transaction, the appends applied one after the other, each
+	// with the outcome it would get alone). Batches form only while an earlier
+	// flush of the same kind runs, or from calls that arrive while a new
+	// leader yields the processor once (no timer); a call alone runs at once
+	// after that yield. Off: every call runs its own statement and commit.
+	// Both dialects have it: on SQLite concurrent commits queue for the one
+	// writer anyway; on PostgreSQL one claim and one completion statement for
+	// several items cost the server a fraction of one per item
 	// (BENCHMARKS.md).
 	CapGroupCommit
 )

@@ -25,27 +25,26 @@ import (
 
 // Group commit (CapGroupCommit).
 //
-// Concurrent calls of one Store — SessionQueue.Dequeue, SessionQueue.Complete
-// and Provider.AckWorkItem (and appends on the transaction path) — are
-// coalesced where the dialect claims CapGroupCommit (both dialects). Each
-// kind has a committer that runs one flush at a time (Store.gcFlushes). A
-// call that finds no flush running becomes a leader: it yields the
-// processor once (runtime.Gosched, so that calls woken by the same event —
-// the other callers of the flush that just ended — can queue behind it)
-// and then takes what is waiting; when that is only itself it runs alone
-// through the single-item path (exactly the code that runs without group
-// commit). A call that finds a flush running waits in the queue. When a
-// flush ends, its leader hands the lead to the first waiting call, which
-// takes its own call and every call waiting at that moment (at most
-// maxGroupCommit, never two of the same row) and runs them as one
-// statement or one transaction that checks each item on its own and
-// reports which matched, hands each caller its own outcome, and passes
-// the lead on. So there is never a timer waiting for company: calls are
-// batched only while an earlier flush runs (or during a new leader's one
-// yield). Each lease-ending call
-// returns after the commit that applied its item was acknowledged by the
-// database (synchronous commit), as without group commit; a coalesced
-// Dequeue returns after its claim statement, as alone.
+// Concurrent calls of one Store — SessionQueue.Dequeue,
+// SessionQueue.Complete and Provider.AckWorkItem (and appends on the
+// transaction path) — are coalesced where the dialect claims CapGroupCommit
+// (both dialects). Each kind has a committer that runs one flush at a time
+// (Store.gcFlushes). A call that finds no flush running becomes a leader: it
+// yields the processor once (runtime.Gosched, so that calls woken by the
+// same event — the other callers of the flush that just ended — can queue
+// behind it) and then takes what is waiting; when that is only itself it
+// runs alone through the single-item path (exactly the code that runs
+// without group commit). A call that finds a flush running waits in the
+// queue. When a flush ends, its leader hands the lead to the first waiting
+// call, which takes its own call and every call waiting at that moment (at
+// most maxGroupCommit, never two of the same row) and runs them as one
+// statement or one transaction that checks each item on its own and reports
+// which matched, hands each caller its own outcome, and passes the lead on.
+// So there is never a timer waiting for company: calls are batched only
+// while an earlier flush runs (or during a new leader's one yield). Each
+// lease-ending call returns after the commit that applied its item was
+// acknowledged by the database (synchronous commit), as without group
+// commit; a coalesced Dequeue returns after its claim statement, as alone.
 //
 // Per-item truth:
 //   - A call whose context ends before a leader takes its item returns the
@@ -287,10 +286,10 @@ type groupCommitters struct {
 // groupCommit reports whether the store coalesces concurrent calls.
 func (s *Store) groupCommit() bool { return s.has(CapGroupCommit) }
 
-// gcFlushes is how many flushes of one committer may run at once: one.
-// A call that finds no flush running runs at once (after one yield of the
-// processor, which lets calls woken at the same moment join it); calls
-// that arrive while it runs queue and are taken together by the next leader.
+// gcFlushes is how many flushes of one committer may run at once: one. A
+// call that finds no flush running runs at once (after one yield of the
+// processor, which lets calls woken at the same moment join it); calls that
+// arrive while it runs queue and are taken together by the next leader.
 // Measured on PostgreSQL at 8 workers with Dequeue and Complete both
 // coalesced (BENCHMARKS.md): one flush each 3,100 items/s, two each
 // 2,560–2,760, one commit per call 2,050. (Coalescing Complete alone, a

@@ -245,14 +245,13 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 // delete and the completion's enqueue, in one transaction) is committed
 // synchronously. With CapGroupCommit, concurrent acks of the Store are
 // coalesced into one statement or transaction (see groupcommit.go): an ack
-// that finds no flush running commits at once on its own (after yielding
-// the processor once, which lets acks arriving at the same moment join
-// it); acks that arrive
-// while one runs are committed together in the next, each checked against
-// its own token and told its own outcome (ErrInvalidLockToken fails only
-// its own call). An ack whose ctx ends before it is taken into a flush
-// returns the context's error and is not applied; once taken, it waits for
-// that flush's outcome.
+// that finds no flush running commits at once on its own (after yielding the
+// processor once, which lets acks arriving at the same moment join it); acks
+// that arrive while one runs are committed together in the next, each
+// checked against its own token and told its own outcome
+// (ErrInvalidLockToken fails only its own call). An ack whose ctx ends
+// before it is taken into a flush returns the context's error and is not
+// applied; once taken, it waits for that flush's outcome.
 func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, completion duroxide.WorkItem) error {
 	const op = "ack_work_item"
 	var row *models.OrchestratorQueueItem

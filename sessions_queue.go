@@ -407,17 +407,17 @@ func (sq *sessionQueue) leaseMiss(ctx context.Context, op string, l repo.Lease) 
 	return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrLockLost)
 }
 
-// Complete implements repo.SessionQueue. It returns after the completion
-// is committed synchronously (durable on PostgreSQL; on SQLite as durable
-// as the synchronous setting makes any commit). With CapGroupCommit,
-// concurrent Completes of the Store are coalesced into one statement (see
+// Complete implements repo.SessionQueue. It returns after the completion is
+// committed synchronously (durable on PostgreSQL; on SQLite as durable as
+// the synchronous setting makes any commit). With CapGroupCommit, concurrent
+// Completes of the Store are coalesced into one statement (see
 // groupcommit.go): a call that finds no flush running completes at once on
-// its own (after yielding the processor once, which lets calls arriving
-// at the same moment join it); calls that arrive while one runs are completed together in the
-// next, each checked against its own lease and told its own outcome. A
-// call whose ctx ends before its item is taken into a flush returns the
-// context's error without completing it; once taken, it waits for that
-// flush's outcome.
+// its own (after yielding the processor once, which lets calls arriving at
+// the same moment join it); calls that arrive while one runs are completed
+// together in the next, each checked against its own lease and told its own
+// outcome. A call whose ctx ends before its item is taken into a flush
+// returns the context's error without completing it; once taken, it waits
+// for that flush's outcome.
 func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
 	if sq.scopeErr != nil {
 		return sq.scopeErr
