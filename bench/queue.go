@@ -59,6 +59,19 @@ type queueSubject struct {
 	cleanup func()
 }
 
+// drainSlice processes k items of q with w workers and returns the time
+// they took.
+func (q *queueSubject) drainSlice(ctx context.Context, k, w int) (time.Duration, error) {
+	if q.slice != nil {
+		return q.slice(ctx, k)
+	}
+	t0 := time.Now()
+	if _, err := drain(ctx, k, w, q.step); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
 // queueSlices is the number of slices each filled queue is drained in.
 const queueSlices = 10
 
@@ -90,7 +103,7 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 		{"agentstore provider worker queue, group commit off", func() (queueSubject, error) { return b.workerQueue(ctx, d, sync, false) }},
 		{"River v0.51.2 no-op jobs (cooldown 2 ms, poll 20 ms)", func() (queueSubject, error) { return b.riverQueue(ctx, d, sync) }},
 	}
-	const riverSubject = 5
+	const riverSubject = 5 // the last subject above
 	spent := make([]time.Duration, len(subjects))
 	// CPU spent while each subject drained: the local PostgreSQL server's
 	// processes and this process (PostgreSQL only; see cpuNow)
@@ -127,21 +140,12 @@ func (b *bench) queueRound(ctx context.Context, d, sync string) {
 				if cpuOK {
 					srv0, cli0, cpuOK = cpuNow()
 				}
-				t0 := time.Now()
-				if open[i].slice != nil {
-					el, err := open[i].slice(ctx, k)
-					if err != nil {
-						errs[i] = err
-						continue
-					}
-					spent[i] += el
-				} else {
-					if _, err := drain(ctx, k, w, open[i].step); err != nil {
-						errs[i] = err
-						continue
-					}
-					spent[i] += time.Since(t0)
+				el, err := open[i].drainSlice(ctx, k, w)
+				if err != nil {
+					errs[i] = err
+					continue
 				}
+				spent[i] += el
 				if cpuOK {
 					srv1, cli1, ok := cpuNow()
 					cpuOK = ok
