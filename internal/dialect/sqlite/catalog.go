@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+
+	"gorm.io/gorm"
+)
+
+// SQLite catalog reading for Verify (sqlite_master and the pragma
+// table-valued functions). Pure SQL: no driver import, so it builds
+// without cgo too.
+
+// liteCatalog implements dialect.Catalog for SQLite.
+type liteCatalog struct{}
+
+var reWhere = regexp.MustCompile(`(?is)\bWHERE\b(.*)$`)
+
+// loadSQLiteCatalog reads tables, columns, indexes and foreign keys of the
+// main database through the pragma table-valued functions.
+func loadSQLiteCatalog(db *gorm.DB) (map[string]*dialect.LiveTable, error) {
+	var names []string
+	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name`).
+		Scan(&names).Error; err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	tables := map[string]*dialect.LiveTable{}
+	for _, name := range names {
+		t := dialect.NewLiveTable()
+		tables[name] = t
+		var cols []struct {
+			Name, Type string
+			NotNull    int
+			PK         int
+			Dflt       *string
+		}
+		if err := db.Raw(`SELECT name, type, "notnull" AS not_null, pk, dflt_value AS dflt FROM pragma_table_info(?) ORDER BY cid`, name).Scan(&cols).Error; err != nil {
+			return nil, fmt.Errorf("read columns of %s: %w", name, err)
+		}
+		pk := map[int]string{}
+		for _, c := range cols {
+			t.Cols[c.Name] = dialect.LiveColumn{Type: c.Type, NotNull: c.NotNull != 0, AutoInc: true, Default: c.Dflt}
+			if c.PK > 0 {
+				pk[c.PK] = c.Name
+			}
+		}
+		for i := 1; i <= len(pk); i++ {
+			t.PK = append(t.PK, pk[i])
+		}
+		var idx []struct {
+			Name   string
+			Unique int
+			Origin string
+			SQL    *string
+		}
+		if err := db.Raw(`SELECT l.name AS name, l."unique" AS "unique", l.origin AS origin, m.sql AS sql FROM pragma_index_list(?) AS l
+			LEFT JOIN sqlite_master AS m ON m.type = 'index' AND m.name = l.name`, name).Scan(&idx).Error; err != nil {
+			return nil, fmt.Errorf("read indexes of %s: %w", name, err)
+		}
+		for _, ix := range idx {
+			var ic []struct {
+				Name *string
+				Desc int
+			}
+			if err := db.Raw(`SELECT name, "desc" AS "desc" FROM pragma_index_xinfo(?) WHERE "key" = 1 ORDER BY seqno`, ix.Name).
+				Scan(&ic).Error; err != nil {
+				return nil, fmt.Errorf("read index %s: %w", ix.Name, err)
+			}
+			// origin "c": CREATE INDEX; "u"/"pk": a UNIQUE or PRIMARY KEY constraint
+			li := dialect.LiveIndex{Unique: ix.Unique != 0, Constraint: ix.Origin != "c"}
+			for _, c := range ic {
+				col := "-"
+				if c.Name != nil {
+					col = *c.Name
+				}
+				if c.Desc != 0 {
+					col += " DESC"
+				}
+				li.Cols = append(li.Cols, col)
+			}
+			if ix.SQL != nil {
+				if m := reWhere.FindStringSubmatch(*ix.SQL); m != nil {
+					li.Where = strings.TrimSpace(m[1])
+				}
+			}
+			t.Indexes[ix.Name] = li
+		}
+		var fks []struct {
+			ID, Seq         int
+			Table, From, To string
+			OnDelete        string
+		}
+		if err := db.Raw(`SELECT id, seq, "table", "from", "to", on_delete FROM pragma_foreign_key_list(?) ORDER BY id, seq`, name).
+			Scan(&fks).Error; err != nil {
+			return nil, fmt.Errorf("read foreign keys of %s: %w", name, err)
+		}
+		byID := map[int]int{}
+		for _, f := range fks {
+			i, ok := byID[f.ID]
+			if !ok {
+				i = len(t.FKs)
+				byID[f.ID] = i
+				t.FKs = append(t.FKs, dialect.LiveFK{RefTable: f.Table, OnDelete: f.OnDelete})
+			}
+			t.FKs[i].Cols = append(t.FKs[i].Cols, f.From)
+			t.FKs[i].RefCols = append(t.FKs[i].RefCols, f.To)
+		}
+	}
+	return tables, nil
+}
+
+// schemaName: SQLite has no schemas.
+func (liteCatalog) SchemaName(*gorm.DB, string) (string, error) { return "", nil }
+
+func (liteCatalog) Load(db *gorm.DB, _ string) (map[string]*dialect.LiveTable, error) {
+	return loadSQLiteCatalog(db)
+}
+
+// connectionIssues reports foreign_keys=OFF on the connection: foreign
+// keys and ON DELETE CASCADE would silently do nothing.
+func (liteCatalog) ConnectionIssues(db *gorm.DB) ([]dialect.SchemaIssue, error) {
+	var on int
+	if err := db.Raw("PRAGMA foreign_keys").Scan(&on).Error; err != nil {
+		return nil, fmt.Errorf("read foreign_keys pragma: %w", err)
+	}
+	if on != 0 {
+		return nil, nil
+	}
+	return []dialect.SchemaIssue{{Kind: dialect.IssueForeignKeysDisabled, Object: "foreign_keys", Expected: "ON", Actual: "OFF",
+		Fix: "PRAGMA foreign_keys = ON on every connection (agentstore.Open's sqlite DSN does this; add _foreign_keys=on to your driver DSN)"}}, nil
+}
+
+// pkNotNull: SQLite reports only the declared constraint.
+func (liteCatalog) PKNotNull() bool { return false }
+
+// namedForeignKeys: SQLite does not keep constraint names; keys match by shape.
+func (liteCatalog) NamedForeignKeys() bool { return false }
+
+// normType compares the declared type without the "PRIMARY KEY
+// AUTOINCREMENT" GORM puts in it. t is lower case, single-spaced.
+func (liteCatalog) NormType(t string) string {
+	return strings.TrimSpace(strings.TrimSuffix(reParenSpace.ReplaceAllString(t, "$1"), "primary key autoincrement"))
+}
+
+// reParenSpace matches the spaces around parentheses and commas of a type.
+var reParenSpace = regexp.MustCompile(`\s*([(),])\s*`)
