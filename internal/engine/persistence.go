@@ -18,6 +18,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+	"gorm.io/gorm/schema"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
@@ -438,6 +439,11 @@ type Store struct {
 	// gc coalesces concurrent Completes and worker acks (CapGroupCommit;
 	// see groupcommit.go).
 	gc groupCommitters
+	// updFields are Save's UPDATE columns, parsed from the model once per
+	// Store (see parseSessionUpdateFields).
+	updFieldsOnce sync.Once
+	updFields     []*schema.Field
+	updFieldsErr  error
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.

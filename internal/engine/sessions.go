@@ -83,11 +83,18 @@ type sessionStore struct {
 const defaultCleanupBatch = 500
 
 // activePlanStatuses and terminalPlanStatuses partition the known plan statuses.
-var (
-	activePlanStatuses   = []string{string(repo.PlanDraft), string(repo.PlanApproved), string(repo.PlanExecuting)}
-	terminalPlanStatuses = []string{string(repo.PlanCompleted), string(repo.PlanFailed), string(repo.PlanCancelled)}
-	knownTodoStatuses    = []string{string(repo.TodoPending), string(repo.TodoInProgress), string(repo.TodoCompleted)}
-)
+func activePlanStatuses() []string {
+	return []string{string(repo.PlanDraft), string(repo.PlanApproved), string(repo.PlanExecuting)}
+}
+
+func terminalPlanStatuses() []string {
+	return []string{string(repo.PlanCompleted), string(repo.PlanFailed), string(repo.PlanCancelled)}
+}
+
+// knownTodoStatuses are the todo statuses the store knows.
+func knownTodoStatuses() []string {
+	return []string{string(repo.TodoPending), string(repo.TodoInProgress), string(repo.TodoCompleted)}
+}
 
 func (ss *sessionStore) db(ctx context.Context) *gorm.DB {
 	if ss.tx != nil {
@@ -381,7 +388,7 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 			lastSeq, msgCount, version = k, k, 1
 		} else {
 			tc, targs := ss.tenantCond("tenant_id")
-			set, args, err := sessionUpdateSet(&row)
+			set, args, err := ss.s.sessionUpdateSet(&row)
 			if err != nil {
 				return err
 			}
@@ -852,7 +859,7 @@ func planFromRow(r *models.Plan) (repo.Plan, error) {
 // read too, so they surface as corrupt instead of being ignored.
 func (ss *sessionStore) loadCurrentPlan(tx *gorm.DB, id uuid.UUID) (*repo.Plan, error) {
 	var rows []models.Plan
-	if err := tx.Where("session_id = ? AND status NOT IN ?", id, terminalPlanStatuses).
+	if err := tx.Where("session_id = ? AND status NOT IN ?", id, terminalPlanStatuses()).
 		Order("created_at DESC, id DESC").Find(&rows).Error; err != nil {
 		return nil, dbErr(err)
 	}
@@ -1013,7 +1020,7 @@ func (ss *sessionStore) ListChildren(ctx context.Context, parentID uuid.UUID) ([
 // every column of models.Session except the key, created_at and the
 // counters Save advances itself (last_seq, message_count, version),
 // derived from the model so that a column added to it is written too.
-var sessionUpdateFields = sync.OnceValues(func() ([]*schema.Field, error) {
+func parseSessionUpdateFields() ([]*schema.Field, error) {
 	sch, err := schema.Parse(&models.Session{}, &sync.Map{}, models.NewNamer("", ""))
 	if err != nil {
 		return nil, fmt.Errorf("parse session model: %w", err)
@@ -1026,11 +1033,12 @@ var sessionUpdateFields = sync.OnceValues(func() ([]*schema.Field, error) {
 		}
 	}
 	return out, nil
-})
+}
 
 // sessionUpdateSet returns Save's SET list ("col = ?, ...") and its values from row.
-func sessionUpdateSet(row *models.Session) (string, []any, error) {
-	fields, err := sessionUpdateFields()
+func (s *Store) sessionUpdateSet(row *models.Session) (string, []any, error) {
+	s.updFieldsOnce.Do(func() { s.updFields, s.updFieldsErr = parseSessionUpdateFields() })
+	fields, err := s.updFields, s.updFieldsErr
 	if err != nil {
 		return "", nil, err
 	}

@@ -814,7 +814,7 @@ func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []r
 	}
 	tt := ss.s.quoted(models.TableTodos)
 	del := "DELETE FROM " + tt + " WHERE session_id = ? AND status IN ?"
-	args := []any{sessionID, knownTodoStatuses}
+	args := []any{sessionID, knownTodoStatuses()}
 	if len(ids) > 0 {
 		del += " AND id NOT IN ?"
 		args = append(args, ids)
@@ -845,7 +845,7 @@ func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []r
 func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.Plan, now time.Time) error {
 	pt := ss.s.quoted(models.TablePlans)
 	q := "UPDATE " + pt + " SET status = ?, completed_at = ? WHERE session_id = ? AND status IN ?"
-	args := []any{string(repo.PlanCancelled), now, sessionID, activePlanStatuses}
+	args := []any{string(repo.PlanCancelled), now, sessionID, activePlanStatuses()}
 	if plan != nil {
 		if plan.ID == uuid.Nil {
 			plan.ID = uuid.New()

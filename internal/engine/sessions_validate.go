@@ -287,7 +287,9 @@ type dbTime struct {
 	Valid bool
 }
 
-var sqliteTimeFormats = []string{
+// sqliteTimeFormats are the time spellings SQLite columns may hold.
+func sqliteTimeFormats() []string {
+	return []string{
 	"2006-01-02 15:04:05.999999999-07:00",
 	"2006-01-02T15:04:05.999999999-07:00",
 	"2006-01-02 15:04:05.999999999",
@@ -295,6 +297,7 @@ var sqliteTimeFormats = []string{
 	"2006-01-02 15:04:05",
 	"2006-01-02T15:04:05",
 	"2006-01-02",
+	}
 }
 
 // Scan implements sql.Scanner.
@@ -316,7 +319,7 @@ func (d *dbTime) Scan(src any) error {
 
 func (d *dbTime) parse(s string) error {
 	s = strings.TrimSuffix(s, "Z")
-	for _, f := range sqliteTimeFormats {
+	for _, f := range sqliteTimeFormats() {
 		if t, err := time.ParseInLocation(f, s, time.UTC); err == nil {
 			d.T, d.Valid = t.UTC(), true
 			return nil

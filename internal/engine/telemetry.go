@@ -220,8 +220,8 @@ func newTelemetry(s *Store) (*telemetry, error) {
 			return nil, configf("telemetry: %v", err)
 		}
 	}
-	t.ops = make([]opInfo, len(opDefs))
-	for i, d := range opDefs {
+	t.ops = make([]opInfo, len(opDefs()))
+	for i, d := range opDefs() {
 		o := &t.ops[i]
 		o.span, o.op, o.queue = "agentstore."+d.iface+"."+d.method, d.op, d.queue
 		o.retries = retrying(d.op)
@@ -232,7 +232,7 @@ func newTelemetry(s *Store) (*telemetry, error) {
 		o.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}
 		base := []attribute.KeyValue{t.system, AttrDBOperation.String(d.op)}
 		o.errAttrs = base
-		o.errOpts = make([]atomic.Pointer[metric.MeasurementOption], len(errorClasses))
+		o.errOpts = make([]atomic.Pointer[metric.MeasurementOption], len(errorClasses()))
 		o.outcome = map[string]metric.MeasurementOption{}
 		for _, oc := range []string{OutcomeOK, OutcomeEmpty, OutcomeNotFound} {
 			o.outcome[oc] = metric.WithAttributeSet(attribute.NewSet(append(base[:len(base):len(base)], AttrOutcome.String(oc))...))
@@ -407,7 +407,7 @@ func (c call) finish(err error, empty bool) {
 	}
 	if c.span.IsRecording() {
 		if outcome == OutcomeError {
-			name := errorClasses[class].name
+			name := errorClasses()[class].name
 			c.span.SetAttributes(AttrOutcome.String(outcome), AttrErrorType.String(name))
 			c.span.SetStatus(codes.Error, name)
 		} else {
@@ -424,49 +424,55 @@ func (o *opInfo) errorOpt(class int) metric.MeasurementOption {
 		return *p
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(append(o.errAttrs[:len(o.errAttrs):len(o.errAttrs)],
-		AttrOutcome.String(OutcomeError), AttrErrorType.String(errorClasses[class].name))...))
+		AttrOutcome.String(OutcomeError), AttrErrorType.String(errorClasses()[class].name))...))
 	o.errOpts[class].Store(&opt)
 	return opt
 }
 
 // errorClasses are the values of AttrErrorType, in the order errorType
 // tests them (the first the error matches wins).
-var errorClasses = []struct {
-	name     string
-	sentinel error
-}{
-	{"deadline_exceeded", context.DeadlineExceeded},
-	{"canceled", context.Canceled},
-	{"stale_version", ErrStaleVersion},
-	{"duplicate_event", ErrDuplicateEvent},
-	{"duplicate", ErrDuplicate},
-	{"conflict", ErrConflict},
-	{"lock_lost", ErrLockLost},
-	{"instance_running", ErrInstanceRunning},
-	{"sub_orchestration", ErrSubOrchestration},
-	{"orphan", ErrOrphan},
-	{"invalid_input", ErrInvalidInput},
-	{"corrupt_row", ErrCorruptRow},
-	{"schema_behind", ErrSchemaBehind},
-	{"lock_timeout", ErrLockTimeout},
-	{"statement_timeout", ErrStatementTimeout},
-	{"timeout", ErrTimeout},
-	{"retryable", ErrRetryable},
-	{"not_found", ErrNotFound},
-	{"invalid_config", ErrInvalidConfig},
-	{"_OTHER", nil},
+func errorClasses() []errorClass {
+	return []errorClass{
+		{"deadline_exceeded", context.DeadlineExceeded},
+		{"canceled", context.Canceled},
+		{"stale_version", ErrStaleVersion},
+		{"duplicate_event", ErrDuplicateEvent},
+		{"duplicate", ErrDuplicate},
+		{"conflict", ErrConflict},
+		{"lock_lost", ErrLockLost},
+		{"instance_running", ErrInstanceRunning},
+		{"sub_orchestration", ErrSubOrchestration},
+		{"orphan", ErrOrphan},
+		{"invalid_input", ErrInvalidInput},
+		{"corrupt_row", ErrCorruptRow},
+		{"schema_behind", ErrSchemaBehind},
+		{"lock_timeout", ErrLockTimeout},
+		{"statement_timeout", ErrStatementTimeout},
+		{"timeout", ErrTimeout},
+		{"retryable", ErrRetryable},
+		{"not_found", ErrNotFound},
+		{"invalid_config", ErrInvalidConfig},
+		{"_OTHER", nil},
+	}
 }
 
-// Indexes into errorClasses used in code.
-var (
-	classLockLost  = classIndex("lock_lost")
-	classRetryable = classIndex("retryable")
-	classNotFound  = classIndex("not_found")
-	classOther     = len(errorClasses) - 1
+// errorClass is one value of AttrErrorType and the sentinel it stands for.
+type errorClass struct {
+	name     string
+	sentinel error
+}
+
+// Indexes into errorClasses used in code (TestErrorClassIndexes checks them).
+const (
+	classLockLost  = 6
+	classRetryable = 16
+	classNotFound  = 17
+	classOther     = 19
 )
 
+// classIndex returns the index of the class called name, -1 when none.
 func classIndex(name string) int {
-	for i, c := range errorClasses {
+	for i, c := range errorClasses() {
 		if c.name == name {
 			return i
 		}
@@ -492,7 +498,7 @@ func errorType(err error) int {
 		break
 	}
 	if err != nil {
-		for i, c := range errorClasses[:classOther] {
+		for i, c := range errorClasses()[:classOther] {
 			if errors.Is(err, c.sentinel) {
 				return i
 			}

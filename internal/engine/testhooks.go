@@ -25,8 +25,8 @@ func TelemetryGaugeSQL(st *Store, now int64) map[string]string {
 
 // TelemetrySpanNames lists the span names of every instrumented method.
 func TelemetrySpanNames() []string {
-	out := make([]string, 0, len(opDefs))
-	for _, d := range opDefs {
+	out := make([]string, 0, len(opDefs()))
+	for _, d := range opDefs() {
 		out = append(out, "agentstore."+d.iface+"."+d.method)
 	}
 	return out

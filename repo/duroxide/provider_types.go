@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -569,17 +568,13 @@ type jsonField struct {
 	pointer  bool
 }
 
-// jsonFields caches the jsonField lists by struct type.
-var jsonFields sync.Map // reflect.Type -> []jsonField
-
 // fieldsOf returns the JSON fields of the struct type t: exported fields
 // with a json name tag (every struct decodeFields is given has one per
 // field; a field without one is not decoded, and fields tagged "-" are
 // skipped).
 func fieldsOf(t reflect.Type) []jsonField {
-	if f, ok := jsonFields.Load(t); ok {
-		return f.([]jsonField)
-	}
+	// Computed per call (no package-level cache): a few tag lookups next
+	// to the JSON scan of the value.
 	var out []jsonField
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -594,7 +589,6 @@ func fieldsOf(t reflect.Type) []jsonField {
 		}
 		out = append(out, jf)
 	}
-	jsonFields.Store(t, out)
 	return out
 }
 
@@ -797,14 +791,16 @@ func (k AppErrorKind) MarshalJSON() ([]byte, error) {
 	if k.CancelledReason != nil {
 		return json.Marshal(map[string]map[string]string{"Cancelled": {"reason": *k.CancelledReason}})
 	}
-	if !slices.Contains(appErrorKindNames, k.Name) {
+	if !slices.Contains(appErrorKindNames(), k.Name) {
 		return nil, fmt.Errorf("application error kind: unknown variant %q", k.Name)
 	}
 	return json.Marshal(k.Name)
 }
 
 // appErrorKindNames are the unit variants of AppErrorKind.
-var appErrorKindNames = []string{"ActivityFailed", "OrchestrationFailed", "Panicked"}
+func appErrorKindNames() []string {
+	return []string{"ActivityFailed", "OrchestrationFailed", "Panicked"}
+}
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (k *AppErrorKind) UnmarshalJSON(data []byte) error {
@@ -814,7 +810,7 @@ func (k *AppErrorKind) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &name); err != nil {
 			return err
 		}
-		if !slices.Contains(appErrorKindNames, name) {
+		if !slices.Contains(appErrorKindNames(), name) {
 			return fmt.Errorf("application error kind: unknown variant %q", name)
 		}
 		*k = AppErrorKind{Name: name}
