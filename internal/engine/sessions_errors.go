@@ -51,7 +51,16 @@ func ours(err error) bool {
 // ErrInvalidInput. Errors the store made itself, and context errors, are
 // returned unchanged; an error of no known class too (a bug: report it).
 func dbErr(err error) error {
-	if err == nil || ours(err) {
+	if err == nil {
+		return nil
+	}
+	// A driver error the dialect classified where it arose: a conflict
+	// there is a unique violation, the session API's ErrDuplicate.
+	var f *dbFault
+	if errors.As(err, &f) && f.Kind == ErrConflict {
+		return &dbFault{Kind: ErrDuplicate, Cause: f.Cause}
+	}
+	if ours(err) {
 		return err
 	}
 	if errors.Is(err, gorm.ErrForeignKeyViolated) {

@@ -179,10 +179,10 @@ func (pgDialect) TranslateDriverError(err error) (error, bool) {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "23505":
-			return fmt.Errorf("%w: %w", repo.ErrConflict, err), true
+			return &dialect.Fault{Kind: repo.ErrConflict, Cause: err}, true
 		case "55P03":
 			// lock_not_available: lock_timeout (WithLockTimeout) expired
-			return fmt.Errorf("%w: %w", repo.ErrLockTimeout, err), true
+			return &dialect.Fault{Kind: repo.ErrLockTimeout, Cause: err}, true
 		case "57014":
 			// query_canceled: by statement_timeout (WithStatementTimeout), or
 			// by the server or an administrator (pg_cancel_backend). Only
@@ -190,26 +190,26 @@ func (pgDialect) TranslateDriverError(err error) (error, bool) {
 			// caller's own cancellation never gets here (translateError
 			// returns its context error first).
 			if strings.Contains(pgErr.Message, "statement timeout") {
-				return fmt.Errorf("%w: %w", repo.ErrStatementTimeout, err), true
+				return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}, true
 			}
-			return fmt.Errorf("%w: %w", repo.ErrRetryable, err), true
+			return &dialect.Fault{Kind: repo.ErrRetryable, Cause: err}, true
 		case "40P01", "40001", "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300":
-			return fmt.Errorf("%w: %w", repo.ErrRetryable, err), true
+			return &dialect.Fault{Kind: repo.ErrRetryable, Cause: err}, true
 		case "22P05", "22021", "22003", "21000":
 			// untranslatable/invalid text, numeric overflow, one row affected twice
-			return fmt.Errorf("%w: %w", repo.ErrInvalidInput, err), true
+			return &dialect.Fault{Kind: repo.ErrInvalidInput, Cause: err}, true
 		case "23503":
 			// a referenced row is gone (deleted concurrently)
-			return fmt.Errorf("%w: %w", repo.ErrNotFound, err), true
+			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
 		case "42P01", "42703":
 			// undefined table or column
-			return fmt.Errorf("%w: %w", dialect.ErrSchemaBehind, err), true
+			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
 		}
 		return err, true
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) {
-		return fmt.Errorf("%w: %w", repo.ErrRetryable, err), true
+		return &dialect.Fault{Kind: repo.ErrRetryable, Cause: err}, true
 	}
 	return nil, false
 }

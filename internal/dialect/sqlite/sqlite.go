@@ -6,7 +6,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -146,20 +145,20 @@ func (liteDialect) TranslateDriverError(err error) (error, bool) {
 	case sqlite3.ErrBusy:
 		// the wait for another connection's write lock outlasted the busy
 		// timeout (WithLockTimeout, default 10 s)
-		return fmt.Errorf("%w: %w", repo.ErrLockTimeout, err), true
+		return &dialect.Fault{Kind: repo.ErrLockTimeout, Cause: err}, true
 	case sqlite3.ErrLocked:
-		return fmt.Errorf("%w: %w", repo.ErrRetryable, err), true
+		return &dialect.Fault{Kind: repo.ErrRetryable, Cause: err}, true
 	case sqlite3.ErrConstraint:
 		switch sqErr.ExtendedCode {
 		case sqlite3.ErrConstraintUnique, sqlite3.ErrConstraintPrimaryKey:
-			return fmt.Errorf("%w: %w", repo.ErrConflict, err), true
+			return &dialect.Fault{Kind: repo.ErrConflict, Cause: err}, true
 		case sqlite3.ErrConstraintForeignKey:
 			// a referenced row is gone (deleted concurrently)
-			return fmt.Errorf("%w: %w", repo.ErrNotFound, err), true
+			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
 		}
 	case sqlite3.ErrError:
 		if m := sqErr.Error(); strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") {
-			return fmt.Errorf("%w: %w", dialect.ErrSchemaBehind, err), true
+			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
 		}
 	}
 	return err, true
