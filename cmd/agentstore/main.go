@@ -309,6 +309,16 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case ms.Behind():
 		state, code = "behind", exitBehind
 	}
+	// Like verify's issues, a non-zero status is also said on stderr.
+	say := func() int {
+		switch state {
+		case "ahead":
+			fmt.Fprintf(stderr, "agentstore status: the database is ahead of this build (version %d > head %d)\n", ms.Current, ms.Head)
+		case "behind":
+			fmt.Fprintf(stderr, "agentstore status: %d migration(s) pending\n", len(ms.Pending))
+		}
+		return code
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -319,7 +329,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "agentstore status: %v\n", err)
 			return exitError
 		}
-		return code
+		return say()
 	}
 	for _, a := range ms.Applied {
 		desc := a.Description
@@ -339,7 +349,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	default:
 		fmt.Fprintf(stdout, "current: schema version %d, this build's head\n", ms.Current)
 	}
-	return code
+	return say()
 }
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
