@@ -122,12 +122,17 @@ func TestCLI(t *testing.T) {
 	t.Run("help_lists_every_command_and_flag", func(t *testing.T) {
 		t.Parallel()
 		help := run(t, 0, "help").stdout
+		doc, err := os.ReadFile("docs/cli.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cliDoc := string(doc)
 		if r := run(t, 0, "--help"); r.stdout != help {
 			t.Fatal("--help differs from help")
 		}
 		for _, cmd := range []string{"ddl", "status", "migrate", "verify"} {
-			if !strings.Contains(help, "agentstore "+cmd+" ") {
-				t.Errorf("help does not list the %s command", cmd)
+			if !strings.Contains(help, "agentstore "+cmd+" ") || !strings.Contains(cliDoc, "agentstore "+cmd+" ") {
+				t.Errorf("help or docs/cli.md does not list the %s command", cmd)
 			}
 			// "CMD -h" prints the command's flags (the flag package's list, to stderr).
 			r := run(t, 0, cmd, "-h")
@@ -141,6 +146,9 @@ func TestCLI(t *testing.T) {
 				if !strings.Contains(help, "--"+name+" ") {
 					t.Errorf("help does not document %s's flag --%s", cmd, name)
 				}
+				if !strings.Contains(cliDoc, "--"+name) {
+					t.Errorf("docs/cli.md does not document %s's flag --%s", cmd, name)
+				}
 			}
 			if n == 0 {
 				t.Errorf("%s -h listed no flags:\n%s", cmd, r.stderr)
@@ -152,8 +160,8 @@ func TestCLI(t *testing.T) {
 			}
 		}
 		for code := 0; code <= 4; code++ {
-			if !strings.Contains(help, fmt.Sprintf("\n  %d  ", code)) {
-				t.Errorf("help does not document exit status %d", code)
+			if !strings.Contains(help, fmt.Sprintf("\n  %d  ", code)) || !strings.Contains(cliDoc, fmt.Sprintf("\n| %d | ", code)) {
+				t.Errorf("help or docs/cli.md does not document exit status %d", code)
 			}
 		}
 	})

@@ -228,14 +228,14 @@ func TestDocsSchemaFigures(t *testing.T) {
 	}
 	wantList := strings.Join(noTx[:len(noTx)-1], ", ") + " and " + noTx[len(noTx)-1]
 
-	baselineRE := regexp.MustCompile(`-baselineVersion=(\d+)`)
+	baselineRE := regexp.MustCompile(`-baselineVersion=(\d+)|\b(\d+) is this release's head`)
 	versionListRE := regexp.MustCompile(`V\d+(?:, V\d+)*,? and V\d+`)
 	baselines, lists := 0, 0
 	for _, doc := range append(docFiles(t)[:1], docFiles(t)[5:]...) { // README.md and docs/*.md
 		md := readDoc(t, doc)
 		for _, m := range baselineRE.FindAllStringSubmatch(md, -1) {
 			baselines++
-			if v, _ := strconv.ParseInt(m[1], 10, 64); v != head {
+			if v, _ := strconv.ParseInt(m[1]+m[2], 10, 64); v != head {
 				t.Errorf("%s: %s, but a database Migrate built records the head, V%d", doc, m[0], head)
 			}
 		}
@@ -326,6 +326,15 @@ func TestVersionMatchesChangelog(t *testing.T) {
 	}
 	if m[1] != agentstore.Version {
 		t.Errorf("agentstore.Version is %q, the newest CHANGELOG section %q", agentstore.Version, m[1])
+	}
+	// docs/cli.md shows what `agentstore version` prints.
+	pg, err1 := migrations.Head(string(agentstore.Postgres))
+	lite, err2 := migrations.Head(string(agentstore.SQLite))
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if want := fmt.Sprintf("agentstore %s (schema head: postgres V%d, sqlite V%d; ", agentstore.Version, pg, lite); !strings.Contains(readDoc(t, "docs/cli.md"), want) {
+		t.Errorf("docs/cli.md does not show `agentstore version` as it prints: %q...", want)
 	}
 	if _, err := time.Parse(time.DateOnly, m[2]); err != nil {
 		t.Errorf("CHANGELOG section %s: date %q: %v", m[1], m[2], err)
