@@ -55,13 +55,13 @@ const (
 // keeps the DefaultPool value.
 type PoolConfig = engine.PoolConfig
 
-// DefaultPool is the seed's default preset: 10/1 connections, 30 s connect,
+// DefaultPool is the default preset: 10/1 connections, 30 s connect,
 // 600 s idle, 1800 s lifetime.
 func DefaultPool() PoolConfig {
 	return engine.DefaultPool()
 }
 
-// HighThroughputPool is the seed's high-throughput preset: 50/5
+// HighThroughputPool is the high-throughput preset: 50/5
 // connections, 10 s connect, 300 s idle, 900 s lifetime.
 func HighThroughputPool() PoolConfig {
 	return engine.HighThroughputPool()

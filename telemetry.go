@@ -14,22 +14,22 @@ const InstrumentationName = engine.InstrumentationName
 // database semantic conventions (db.system.name, db.operation.name,
 // db.collection.name, error.type) and agentstore's own.
 const (
-	AttrDBSystem     = engine.AttrDBSystem
-	AttrDBOperation  = engine.AttrDBOperation
-	AttrDBCollection = engine.AttrDBCollection
-	AttrErrorType    = engine.AttrErrorType
-	AttrSessionID    = engine.AttrSessionID
-	AttrInstanceID   = engine.AttrInstanceID
-	AttrOutcome      = engine.AttrOutcome
-	AttrQueue        = engine.AttrQueue
+	AttrDBSystem     = engine.AttrDBSystem     // "postgresql" or "sqlite"
+	AttrDBOperation  = engine.AttrDBOperation  // the call's operation, e.g. "append_messages", "fetch_work_item"
+	AttrDBCollection = engine.AttrDBCollection // the table the call mainly works on, prefixed (and schema-qualified)
+	AttrErrorType    = engine.AttrErrorType    // the error's sentinel class, e.g. "lock_lost"; see docs/telemetry.md
+	AttrSessionID    = engine.AttrSessionID    // the session a session-API call concerns
+	AttrInstanceID   = engine.AttrInstanceID   // the orchestration instance a provider call concerns
+	AttrOutcome      = engine.AttrOutcome      // "ok", "empty", "not_found" or "error"
+	AttrQueue        = engine.AttrQueue        // "session", "orchestrator" or "worker"
 )
 
 // Outcomes of a call (AttrOutcome).
 const (
-	OutcomeOK       = engine.OutcomeOK
-	OutcomeEmpty    = engine.OutcomeEmpty
-	OutcomeNotFound = engine.OutcomeNotFound
-	OutcomeError    = engine.OutcomeError
+	OutcomeOK       = engine.OutcomeOK       // the call succeeded
+	OutcomeEmpty    = engine.OutcomeEmpty    // a fetch or dequeue found nothing (not an error)
+	OutcomeNotFound = engine.OutcomeNotFound // ErrNotFound (not an error status: an answer)
+	OutcomeError    = engine.OutcomeError    // any other error; the span's status is Error
 )
 
 // Queue names (AttrQueue).
@@ -41,14 +41,14 @@ const (
 
 // Metric names of a Store's Meter.
 const (
-	MetricCallDuration = engine.MetricCallDuration
-	MetricRetries      = engine.MetricRetries
-	MetricLockLost     = engine.MetricLockLost
-	MetricRedelivered  = engine.MetricRedelivered
-	MetricWakeups      = engine.MetricWakeups
-	MetricWaiting      = engine.MetricWaiting
-	MetricQueueDepth   = engine.MetricQueueDepth
-	MetricQueueAge     = engine.MetricQueueAge
+	MetricCallDuration = engine.MetricCallDuration // histogram, s: every repository call; AttrDBSystem, AttrDBOperation, AttrOutcome, AttrErrorType (errors)
+	MetricRetries      = engine.MetricRetries      // counter, {retry}: internal retries of a retryable failure (fetch, orchestration ack); AttrDBSystem, AttrDBOperation
+	MetricLockLost     = engine.MetricLockLost     // counter, {call}: calls refused because their lock or lease is no longer held (ErrLockLost); AttrDBSystem, AttrDBOperation, AttrQueue
+	MetricRedelivered  = engine.MetricRedelivered  // counter, {item}: fetched or dequeued items delivered before (attempt count > 1); AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricWakeups      = engine.MetricWakeups      // counter, {wakeup}: waiting fetches woken by a wake-up signal; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricWaiting      = engine.MetricWaiting      // up-down counter, {fetch}: fetches waiting for work now; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricQueueDepth   = engine.MetricQueueDepth   // observable gauge, {item}: visible, claimable items (capped at TelemetryDepthCap); AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
+	MetricQueueAge     = engine.MetricQueueAge     // observable gauge, s: age of the oldest visible, claimable item; AttrDBSystem, AttrQueue, AttrDBCollection (the queue table)
 )
 
 // TelemetryDepthCap bounds the rows the queue gauges' callback reads per

@@ -35,7 +35,7 @@ const (
 	AttrDBSystem     = attribute.Key("db.system.name")         // "postgresql" or "sqlite"
 	AttrDBOperation  = attribute.Key("db.operation.name")      // the call's operation, e.g. "append_messages", "fetch_work_item"
 	AttrDBCollection = attribute.Key("db.collection.name")     // the table the call mainly works on, prefixed (and schema-qualified)
-	AttrErrorType    = attribute.Key("error.type")             // the error's sentinel class, e.g. "lock_lost"; see the Telemetry section of the README
+	AttrErrorType    = attribute.Key("error.type")             // the error's sentinel class, e.g. "lock_lost"; see docs/telemetry.md
 	AttrSessionID    = attribute.Key("agentstore.session_id")  // the session a session-API call concerns
 	AttrInstanceID   = attribute.Key("agentstore.instance_id") // the orchestration instance a provider call concerns
 	AttrOutcome      = attribute.Key("agentstore.outcome")     // "ok", "empty", "not_found" or "error"
