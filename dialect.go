@@ -239,8 +239,15 @@ type catalogReader interface {
 	// schemaName returns the schema Verify inspects ("" when the database
 	// has no schemas).
 	schemaName(db *gorm.DB, configured string) (string, error)
-	// load reads every table, column, index and foreign key of schema nsp.
-	load(db *gorm.DB, nsp string) (map[string]*liveTable, error)
+	// load reads the columns, indexes and foreign keys of the tables of
+	// schema nsp named in names (at least those; absent when missing).
+	load(db *gorm.DB, nsp string, names []string) (map[string]*liveTable, error)
+	// loadIndexes reads only the indexes of the named tables that exist
+	// (Migrate's check at head).
+	loadIndexes(db *gorm.DB, nsp string, names []string) (map[string]*liveTable, error)
+	// hasTable reports whether table name exists in schema nsp ("" = the
+	// connection's current schema), as the statement's snapshot sees it.
+	hasTable(db *gorm.DB, nsp, name string) (bool, error)
 	// connectionIssues reports per-connection settings that break the
 	// schema's guarantees (SQLite: foreign_keys OFF).
 	connectionIssues(db *gorm.DB) ([]SchemaIssue, error)
