@@ -19,8 +19,14 @@ const longTestsEnv = "AGENTSTORE_LONG_TESTS"
 
 // defaultParallel is the -parallel used when the command line gives none:
 // the tests mostly wait on the database, so more of them than there are
-// cores run at once (GOMAXPROCS when that is larger).
+// cores run at once (GOMAXPROCS when that is larger), fewer when the
+// PostgreSQL server has not connsPerTest free connections for each.
 const defaultParallel = 6
+
+// connsPerTest is about the most PostgreSQL connections one running test
+// holds (several Stores, each with its pool and listener): 6 tests at once
+// peaked at 81 connections here.
+const connsPerTest = 14
 
 // hotCatalogs are the system catalogs every test's CREATE SCHEMA / DROP
 // SCHEMA leaves dead rows in.
@@ -28,8 +34,8 @@ const hotCatalogs = "pg_catalog.pg_attribute, pg_catalog.pg_attrdef, pg_catalog.
 	"pg_catalog.pg_depend, pg_catalog.pg_index, pg_catalog.pg_namespace, pg_catalog.pg_sequence, " +
 	"pg_catalog.pg_statistic, pg_catalog.pg_trigger, pg_catalog.pg_type"
 
-// TestMain runs the package's tests with -parallel defaulting to
-// defaultParallel, and, when PostgreSQL is reachable, vacuums the test
+// TestMain runs the package's tests with a default -parallel (see
+// setDefaultParallel), and, when PostgreSQL is reachable, vacuums the test
 // database's hot system catalogs before and after them: every test
 // creates and drops a schema, and a server running without autovacuum
 // would otherwise keep every dead catalog row, so that catalog reads slow
@@ -40,25 +46,52 @@ func TestMain(m *testing.M) {
 	if os.Getenv(relHelperEnv) != "" {
 		os.Exit(m.Run())
 	}
-	setDefaultParallel()
 	db := catalogDB()
+	setDefaultParallel(db)
 	vacuumCatalogs(db, "before")
 	code := m.Run()
 	vacuumCatalogs(db, "after")
 	os.Exit(code)
 }
 
-// setDefaultParallel sets -test.parallel unless the command line set it.
-func setDefaultParallel() {
+// setDefaultParallel sets -test.parallel unless the command line set it:
+// defaultParallel (or GOMAXPROCS if larger), lowered to the number of
+// tests the PostgreSQL server's free connections (max_connections less
+// the reserved ones and those open now) can carry at connsPerTest each,
+// but never below 2.
+func setDefaultParallel(db *sql.DB) {
 	set := false
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name == "test.parallel" {
 			set = true
 		}
 	})
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(max(defaultParallel, runtime.GOMAXPROCS(0))))
+	if set {
+		return
 	}
+	n := max(defaultParallel, runtime.GOMAXPROCS(0))
+	if free, ok := freeConnections(db); ok && free/connsPerTest < n {
+		n = max(2, free/connsPerTest)
+		if testing.Verbose() {
+			fmt.Printf("agentstore tests: -parallel %d (%d free PostgreSQL connections)\n", n, free)
+		}
+	}
+	_ = flag.Set("test.parallel", strconv.Itoa(n))
+}
+
+// freeConnections returns how many more connections the PostgreSQL server
+// accepts from an ordinary user now.
+func freeConnections(db *sql.DB) (int, bool) {
+	if db == nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var free int
+	err := db.QueryRowContext(ctx, `SELECT current_setting('max_connections')::int
+		- current_setting('superuser_reserved_connections')::int
+		- (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int`).Scan(&free)
+	return free, err == nil
 }
 
 // catalogDB returns the admin pool when PostgreSQL is reachable, else nil.
