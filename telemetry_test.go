@@ -739,6 +739,7 @@ func (a *spanAudit) OnEnd(s sdktrace.ReadOnlySpan) {
 // telemetry on (SDK providers), so the traced repositories behave exactly
 // as the plain ones, and audits every span the suite produces.
 func TestConformanceTelemetry(t *testing.T) {
+	t.Parallel()
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
@@ -783,6 +784,7 @@ func TestConformanceTelemetry(t *testing.T) {
 // queues of 100,000 rows, half of the session queue finished, without
 // statistics and after ANALYZE.
 func TestPerfTelemetryGaugePlans(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.New(t)
 		ctx := context.Background()
