@@ -201,3 +201,11 @@ type AppendStatement interface {
 	// three statements (lock, UPDATE, INSERT).
 	AppendOneSQL(vals, st, set, tc, ins string) string
 }
+
+// HealthReporter is implemented by a Waker that knows whether it currently
+// delivers wake-ups (a connected LISTEN, a running watcher): a fetch then
+// waits for a wake-up or its next due time instead of polling.
+type HealthReporter interface {
+	// Healthy reports whether wake-ups are delivered now.
+	Healthy() bool
+}
