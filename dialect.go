@@ -232,6 +232,9 @@ type dialectConn struct {
 	// writeDB, when set and not sqlDB, is a dedicated write pool (SQLite
 	// files opened by Open); Close closes it too.
 	writeDB *sql.DB
+	// guard is the pool the gorm Dialector runs on (see closeGuard);
+	// Store.Close closes it first.
+	guard *closeGuard
 }
 
 // catalogReader is the dialect's part of Verify.

@@ -116,7 +116,8 @@ func (pgDialect) open(_ context.Context, target string, cfg *config) (*dialectCo
 		db = stdlib.OpenDB(*pc)
 	}
 	applyPool(db, cfg.pool)
-	return &dialectConn{gorm: postgres.New(postgres.Config{Conn: db}), sqlDB: db}, nil
+	g := newCloseGuard(db)
+	return &dialectConn{gorm: postgres.New(postgres.Config{Conn: g}), sqlDB: db, guard: g}, nil
 }
 
 func (pgDialect) wrap(db *gorm.DB, cfg *config) (*dialectConn, error) {
@@ -127,7 +128,8 @@ func (pgDialect) wrap(db *gorm.DB, cfg *config) (*dialectConn, error) {
 	if err != nil {
 		return nil, configf("gorm handle has no *sql.DB: %v", err)
 	}
-	return &dialectConn{gorm: postgres.New(postgres.Config{Conn: sqlDB}), sqlDB: sqlDB}, nil
+	g := newCloseGuard(sqlDB)
+	return &dialectConn{gorm: postgres.New(postgres.Config{Conn: g}), sqlDB: sqlDB, guard: g}, nil
 }
 
 func (pgDialect) offline() (gorm.Dialector, func() error, error) {

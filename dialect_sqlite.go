@@ -87,7 +87,8 @@ func (liteDialect) open(_ context.Context, target string, cfg *config) (*dialect
 			d.SetConnMaxIdleTime(0)
 		}
 	}
-	return &dialectConn{gorm: sqlite.New(sqlite.Config{Conn: &liteConnPool{read: readDB, write: writeDB}}), sqlDB: readDB, writeDB: writeDB}, nil
+	g := newCloseGuard(&liteConnPool{read: readDB, write: writeDB})
+	return &dialectConn{gorm: sqlite.New(sqlite.Config{Conn: g}), sqlDB: readDB, writeDB: writeDB, guard: g}, nil
 }
 
 func (liteDialect) wrap(db *gorm.DB, cfg *config) (*dialectConn, error) {
@@ -98,7 +99,8 @@ func (liteDialect) wrap(db *gorm.DB, cfg *config) (*dialectConn, error) {
 	if err != nil {
 		return nil, configf("gorm handle has no *sql.DB: %v", err)
 	}
-	return &dialectConn{gorm: sqlite.New(sqlite.Config{Conn: &liteConnPool{read: sqlDB, write: sqlDB}}), sqlDB: sqlDB}, nil
+	g := newCloseGuard(&liteConnPool{read: sqlDB, write: sqlDB})
+	return &dialectConn{gorm: sqlite.New(sqlite.Config{Conn: g}), sqlDB: sqlDB, guard: g}, nil
 }
 
 func (liteDialect) offline() (gorm.Dialector, func() error, error) {

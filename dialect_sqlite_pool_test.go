@@ -89,8 +89,10 @@ func TestLiteSQLSemantics(t *testing.T) {
 func TestLiteStoreTransactionsRewritten(t *testing.T) {
 	ctx := context.Background()
 	st := openLite(t)
-	if _, ok := st.db.Statement.ConnPool.(*liteConnPool); !ok {
-		t.Fatalf("SQLite store pool is %T, want *liteConnPool", st.db.Statement.ConnPool)
+	if g, ok := st.db.Statement.ConnPool.(*closeGuard); !ok {
+		t.Fatalf("SQLite store pool is %T, want *closeGuard", st.db.Statement.ConnPool)
+	} else if _, ok := g.inner.(*liteConnPool); !ok {
+		t.Fatalf("SQLite store pool is a guard over %T, want *liteConnPool", g.inner)
 	}
 	if d, err := st.DB(ctx).DB(); err != nil || d != st.SQLDB() {
 		t.Fatalf("DB() = %v, %v", d, err)

@@ -50,6 +50,13 @@ var (
 	// the exported migrations) or was changed by hand (run Verify).
 	// Permanent until the schema is fixed.
 	ErrSchemaBehind = errors.New("agentstore: database schema is behind this build (run migrate)")
+	// ErrClosed: the Store was closed (Store.Close). Every call made
+	// through it afterwards — sessions, session queue, provider, admin,
+	// key-value, Migrate, Verify, and Store.DB's GORM handle — fails with
+	// an error matching it, before any SQL; so does a call that was
+	// running when Close closed the connection pool under it. Not
+	// retryable: open a new Store.
+	ErrClosed = errors.New("agentstore: store is closed")
 )
 
 // StaleVersionError is the *repo.StaleVersionError of a failed version check (stored version included).
@@ -78,7 +85,8 @@ func translateError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrTimeout) {
+	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrTimeout) ||
+		errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidConfig) {
 		return err
 	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {

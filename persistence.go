@@ -463,6 +463,9 @@ type Store struct {
 	cfg   *config
 	namer *models.Namer
 	owns  bool
+	// guard refuses every statement after Close with ErrClosed (see
+	// closeGuard).
+	guard *closeGuard
 	// bg lives until Close; background goroutines (PostgreSQL wake-up
 	// listener and publisher) stop when it is cancelled.
 	bg       context.Context
@@ -706,7 +709,7 @@ func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	st := &Store{db: gdb, sqlDB: conn.sqlDB, d: d, caps: d.capabilities() &^ cfg.capsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel,
-		sessWrite: make(chan struct{}, 1)}
+		sessWrite: make(chan struct{}, 1), guard: conn.guard}
 	if conn.writeDB != nil && conn.writeDB != conn.sqlDB {
 		st.writeDB = conn.writeDB
 	}
@@ -719,8 +722,13 @@ func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 
 // Close stops the store's background goroutines and closes the
 // connection pool if the store opened it (Open); a store made by New
-// leaves the caller's pool open.
+// leaves the caller's pool open. From then on every call through the
+// Store fails with ErrClosed (see there). A second Close does nothing
+// and returns nil.
 func (s *Store) Close() error {
+	if !s.guard.close() {
+		return nil
+	}
 	s.bgCancel()
 	s.tel.close()
 	if s.prov != nil && s.prov.waker != nil {
