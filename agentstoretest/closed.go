@@ -77,18 +77,20 @@ func testCallsAfterCloseAreErrClosed(t *testing.T, h *harness) {
 			_, err := r.AppendMessages(ctx, s.ID, textMsg("m2", repo.RoleUser, "x"))
 			return err
 		},
-		"Fork":            func() error { _, err := r.Fork(ctx, s.ID, "m1"); return err },
-		"SetTodos":        func() error { _, err := r.SetTodos(ctx, s.ID, nil); return err },
-		"GetSummaries":    func() error { _, err := r.GetSummaries(ctx, s.ID); return err },
-		"ListChildren":    func() error { _, err := r.ListChildren(ctx, s.ID); return err },
-		"CleanupExpired":  func() error { _, err := r.CleanupExpired(ctx, 0); return err },
-		"WithSessionLock": func() error { return r.WithSessionLock(ctx, s.ID, func(context.Context, repo.Sessions) error { return nil }) },
-		"tenant Load":     func() error { _, err := st.ForTenant("acme").Sessions().Load(ctx, s.ID); return err },
-		"Enqueue":         func() error { _, err := q.Enqueue(ctx, s.ID, "job2", 0); return err },
-		"Dequeue":         func() error { _, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{}); return err },
-		"Item":            func() error { _, err := q.Item(ctx, it.ID); return err },
-		"PendingQueue":    func() error { _, err := q.PendingQueue(ctx, s.ID); return err },
-		"PurgeFinished":   func() error { _, err := q.PurgeFinished(ctx, 0, 0); return err },
+		"Fork":           func() error { _, err := r.Fork(ctx, s.ID, "m1"); return err },
+		"SetTodos":       func() error { _, err := r.SetTodos(ctx, s.ID, nil); return err },
+		"GetSummaries":   func() error { _, err := r.GetSummaries(ctx, s.ID); return err },
+		"ListChildren":   func() error { _, err := r.ListChildren(ctx, s.ID); return err },
+		"CleanupExpired": func() error { _, err := r.CleanupExpired(ctx, 0); return err },
+		"WithSessionLock": func() error {
+			return r.WithSessionLock(ctx, s.ID, func(context.Context, repo.Sessions) error { return nil })
+		},
+		"tenant Load":   func() error { _, err := st.ForTenant("acme").Sessions().Load(ctx, s.ID); return err },
+		"Enqueue":       func() error { _, err := q.Enqueue(ctx, s.ID, "job2", 0); return err },
+		"Dequeue":       func() error { _, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{}); return err },
+		"Item":          func() error { _, err := q.Item(ctx, it.ID); return err },
+		"PendingQueue":  func() error { _, err := q.PendingQueue(ctx, s.ID); return err },
+		"PurgeFinished": func() error { _, err := q.PurgeFinished(ctx, 0, 0); return err },
 	}
 	for what, call := range sessionCalls {
 		err := call()
