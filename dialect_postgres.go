@@ -2,11 +2,19 @@ package agentstore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentstore/agentstore/models"
@@ -82,7 +90,7 @@ func parseDirectDSN(dsn string) (*pgx.ConnConfig, error) {
 	}
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, configf("parse direct DSN %s: %v", RedactDSN(dsn), scrub(err, dsn))
+		return nil, pgParseError("direct DSN", dsn, err)
 	}
 	return pc, nil
 }
@@ -90,7 +98,7 @@ func parseDirectDSN(dsn string) (*pgx.ConnConfig, error) {
 func (pgDialect) open(_ context.Context, target string, cfg *config) (*dialectConn, error) {
 	pc, err := pgx.ParseConfig(target)
 	if err != nil {
-		return nil, configf("parse postgres DSN %s: %v", RedactDSN(target), scrub(err, target))
+		return nil, pgParseError("PostgreSQL DSN", target, err)
 	}
 	if cfg.pool.ConnectTimeout > 0 {
 		pc.ConnectTimeout = cfg.pool.ConnectTimeout
@@ -322,4 +330,109 @@ func concurrentIndexName(stmt string) string {
 		return m[1]
 	}
 	return ""
+}
+
+// pgParseError is ErrInvalidConfig for a DSN pgx cannot parse, in the
+// Store's words: pgx's and net/url's messages may quote part of a
+// malformed password, so only the kind of mistake is named (a file it
+// cannot read is named by its path).
+func pgParseError(what, dsn string, err error) error {
+	reason := "check its syntax (postgres://user:password@host:port/dbname?param=value, or host=... dbname=...) and parameter values (sslmode, port, connect_timeout, target_session_attrs...)"
+	var (
+		pathErr *fs.PathError
+		numErr  *strconv.NumError
+		urlErr  *url.Error
+	)
+	switch {
+	case errors.As(err, &pathErr):
+		reason = fmt.Sprintf("cannot read file %s (sslrootcert, sslcert, sslkey, passfile or servicefile)", pathErr.Path)
+	case errors.As(err, &numErr):
+		reason = "a numeric parameter (port, connect_timeout...) is not a number"
+	case errors.As(err, &urlErr):
+		reason = "it is not a valid URL (percent-encode '@', ':', '/', '?', '#' and spaces in the user name and password)"
+	}
+	return &configError{msg: fmt.Sprintf("cannot parse the %s %s: %s", what, RedactDSN(dsn), reason), cause: scrub(err, dsn)}
+}
+
+// describeOpenFailure explains why Open could not connect (see OpenError):
+// the server's refusal by SQLSTATE, the network failure by its system
+// error, a TLS certificate the client refused; the user and database it
+// names come from the DSN (never the password).
+func (pgDialect) describeOpenFailure(dsn, target string, cfg *config, err error) (string, string, error) {
+	subject := "connect to " + RedactDSN(dsn)
+	user, db := "", ""
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) && connErr.Config != nil {
+		user, db = connErr.Config.User, connErr.Config.Database
+	} else if pc, perr := pgx.ParseConfig(target); perr == nil {
+		user, db = pc.User, pc.Database
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch code := pgErr.Code; {
+		case code == "28P01":
+			return subject, fmt.Sprintf("authentication failed for user %q (wrong password?)", user), ErrInvalidConfig
+		case code == "28000":
+			return subject, fmt.Sprintf("the server refused user %q (no such role, the role may not log in, or no pg_hba.conf entry allows this connection)", user), ErrInvalidConfig
+		case code == "3D000":
+			return subject, fmt.Sprintf("database %q does not exist", db), ErrInvalidConfig
+		case code == "42501":
+			return subject, fmt.Sprintf("user %q may not connect to database %q (permission denied)", user, db), ErrInvalidConfig
+		case code == "53300":
+			return subject, "the server has no free connection slots (too many connections)", ErrRetryable
+		case code == "57P03":
+			return subject, "the server is starting up, shutting down or in recovery", ErrRetryable
+		case code == "08P01":
+			return subject, "the server or pooler refused the connection (a PgBouncer that does not know the database or user?)", ErrInvalidConfig
+		case strings.HasPrefix(code, "28"), strings.HasPrefix(code, "3D"), strings.HasPrefix(code, "42"), strings.HasPrefix(code, "0A"):
+			return subject, fmt.Sprintf("the server refused the connection of user %q to database %q", user, db), ErrInvalidConfig
+		}
+		return subject, "the server refused the connection", ErrRetryable
+	}
+	var (
+		dnsErr   *net.DNSError
+		certErr  *tls.CertificateVerificationError
+		authErr  x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		invalErr x509.CertificateInvalidError
+		recErr   tls.RecordHeaderError
+		netErr   net.Error
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &authErr), errors.As(err, &hostErr), errors.As(err, &invalErr):
+		return subject, "the server's TLS certificate was not accepted (check sslmode and sslrootcert)", ErrInvalidConfig
+	case errors.As(err, &recErr):
+		return subject, "the TLS handshake failed: the server did not answer in TLS (check sslmode)", ErrInvalidConfig
+	case errors.As(err, &dnsErr):
+		return subject, fmt.Sprintf("host %q not found", dnsErr.Name), ErrRetryable
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return subject, "connection refused (is the server running and accepting connections on that host and port?)", ErrRetryable
+	case errors.Is(err, syscall.ENOENT):
+		return subject, "no server socket at that path (is the server running?)", ErrRetryable
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return subject, "host unreachable", ErrRetryable
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
+		return subject, fmt.Sprintf("timed out (connect timeout %v)", cfg.pool.ConnectTimeout), ErrRetryable
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return subject, "the server closed the connection during start-up", ErrRetryable
+	case errors.As(err, &netErr):
+		return subject, "network error", ErrRetryable
+	}
+	if pc, perr := pgx.ParseConfig(target); perr == nil && pc.TLSConfig != nil && !hasPlainFallback(pc) {
+		// sslmode=require or verify-*: pgx reports a server that refuses
+		// TLS by text only.
+		return subject, "the TLS connection failed (sslmode requires TLS: does the server accept it?)", ErrInvalidConfig
+	}
+	return subject, "the connection failed", ErrRetryable
+}
+
+// hasPlainFallback reports whether pgx falls back to an unencrypted
+// connection when TLS fails (sslmode=prefer or allow).
+func hasPlainFallback(pc *pgx.ConnConfig) bool {
+	for _, f := range pc.Fallbacks {
+		if f.TLSConfig == nil {
+			return true
+		}
+	}
+	return false
 }

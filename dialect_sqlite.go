@@ -159,6 +159,42 @@ func (liteDialect) translateDriverError(err error) (error, bool) {
 	return err, true
 }
 
+// describeOpenFailure explains why Open could not use the SQLite file (see
+// OpenError), naming its path: a file-system problem (see
+// sqlitePathProblem) or SQLite's result code. File problems are
+// ErrInvalidConfig; a lock held elsewhere, an I/O error or a full disk are
+// ErrRetryable.
+func (liteDialect) describeOpenFailure(_, target string, cfg *config, err error) (string, string, error) {
+	subject := "open SQLite database " + target
+	if target == ":memory:" {
+		subject = "open an in-memory SQLite database"
+	}
+	var sqErr sqlite3.Error
+	if errors.As(err, &sqErr) {
+		switch sqErr.Code {
+		case sqlite3.ErrNotADB:
+			return subject, "the file is not a SQLite database", ErrInvalidConfig
+		case sqlite3.ErrCorrupt:
+			return subject, "the database file is corrupt", ErrInvalidConfig
+		case sqlite3.ErrReadonly:
+			if r := sqlitePathProblem(target, cfg.readOnly); r != "" {
+				return subject, r, ErrInvalidConfig
+			}
+			return subject, "the file or its directory is read-only: make both writable, or open it with WithReadOnly", ErrInvalidConfig
+		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			return subject, "the database is locked by another connection or process", ErrRetryable
+		case sqlite3.ErrIoErr:
+			return subject, "I/O error", ErrRetryable
+		case sqlite3.ErrFull:
+			return subject, "the disk is full", ErrRetryable
+		}
+	}
+	if r := sqlitePathProblem(target, cfg.readOnly); r != "" {
+		return subject, r, ErrInvalidConfig
+	}
+	return subject, "SQLite cannot open the file", ErrInvalidConfig
+}
+
 // normalizeDDL rewrites GORM's SQLite DDL into standard quoting:
 // identifiers in double quotes (GORM writes backticks) and string defaults
 // in single quotes (GORM writes DEFAULT "main", which SQLite reads as a

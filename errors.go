@@ -75,6 +75,22 @@ func configf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 }
 
+// configError is an ErrInvalidConfig whose message is the Store's and
+// whose cause (a driver's error, secrets scrubbed) stays in the chain.
+type configError struct {
+	msg   string
+	cause error
+}
+
+func (e *configError) Error() string { return ErrInvalidConfig.Error() + ": " + e.msg }
+
+func (e *configError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.cause}
+}
+
 // IsRetryable reports whether err is a transient database failure.
 func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
 

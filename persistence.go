@@ -18,9 +18,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -53,13 +51,8 @@ const (
 )
 
 var (
-	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// kvPasswordRE finds a password in key=value DSNs (libpq syntax; an
-	// unquoted value is redacted to the end of the DSN, to be safe;
-	// spaces around '=', single-quoted values) and in URL query strings.
-	kvPasswordRE    = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|.*)`)
-	queryPasswordRE = regexp.MustCompile(`(?i)(password=)([^&#]*)`)
-	schemeRE        = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
+	identRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
 )
 
 // PoolConfig sets the connection pool. The zero value of a field keeps the
@@ -518,87 +511,6 @@ func resolveDSN(dsn string) (dialect, string, error) {
 	return nil, "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:")
 }
 
-// RedactDSN returns dsn with any password replaced by "xxxxx", for logs.
-func RedactDSN(dsn string) string {
-	// Redact "scheme://user:password@" by hand first: url.Parse fails on
-	// passwords with spaces or stray characters, and must not leak them.
-	// The last "@" is used so that a password holding "@", "/", "?" or
-	// "#" is covered whole (over-redacting a query is harmless).
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		rest := dsn[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				dsn = dsn[:i+3] + rest[:c] + ":xxxxx" + rest[at:]
-			}
-		}
-	}
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		re := kvPasswordRE
-		if strings.Contains(dsn, "://") {
-			re = queryPasswordRE
-		}
-		if re.MatchString(dsn) {
-			return re.ReplaceAllString(dsn, "${1}xxxxx")
-		}
-		if err != nil {
-			return "<unparsable DSN>"
-		}
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
-// scrub removes the DSN's password from an error message.
-func scrub(err error, dsn string) error {
-	if err == nil {
-		return nil
-	}
-	pw := dsnPassword(dsn)
-	if pw == "" || !strings.Contains(err.Error(), pw) {
-		return err
-	}
-	return &scrubbedError{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
-}
-
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-
-// Unwrap keeps errors.Is working on scrubbed errors.
-func (e *scrubbedError) Unwrap() error { return e.err }
-
-func dsnPassword(dsn string) string {
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		rest := dsn[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 && c+1 < at {
-				return rest[c+1 : at]
-			}
-		}
-	}
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			return pw
-		}
-		if pw := u.Query().Get("password"); pw != "" {
-			return pw
-		}
-	}
-	return ""
-}
-
 // Open opens a store for dsn: postgres://... or postgresql://... for
 // PostgreSQL, sqlite:PATH or sqlite::memory: for SQLite. It does not create
 // or check the schema: call Migrate (development) or Verify (production).
@@ -634,6 +546,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	st, err := newStore(d, conn, cfg)
 	if err != nil {
 		closeAll()
+		var ie *gormInitError
+		if errors.As(err, &ie) {
+			// GORM's SQLite driver reads the version: the file's first use.
+			return nil, openFailure(ctx, d, dsn, target, cfg, ie.err)
+		}
 		return nil, scrub(err, dsn)
 	}
 	st.owns = true
@@ -642,8 +559,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			continue
 		}
 		if err := db.PingContext(ctx); err != nil {
+			st.bgCancel()
+			st.tel.close()
 			closeAll()
-			return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
+			return nil, openFailure(ctx, d, dsn, target, cfg, err)
 		}
 	}
 	return st, nil
@@ -693,6 +612,13 @@ func New(db *gorm.DB, opts ...Option) (*Store, error) {
 	return newStore(d, conn, cfg)
 }
 
+// gormInitError is the failure of gorm.Open, which may query the database
+// (the SQLite driver reads sqlite_version()).
+type gormInitError struct{ err error }
+
+func (e *gormInitError) Error() string { return "initialise gorm: " + e.err.Error() }
+func (e *gormInitError) Unwrap() error { return e.err }
+
 func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 	namer := models.NewNamer(cfg.prefix, cfg.schema)
 	clock := cfg.clock
@@ -705,7 +631,7 @@ func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 		DisableAutomaticPing:   true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("initialise gorm: %w", err)
+		return nil, &gormInitError{err}
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	st := &Store{db: gdb, sqlDB: conn.sqlDB, d: d, caps: d.capabilities() &^ cfg.capsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel,
