@@ -212,6 +212,14 @@ func (pgDialect) translateDriverError(err error) (error, bool) {
 		case "42P01", "42703":
 			// undefined table or column
 			return fmt.Errorf("%w: %w", ErrSchemaBehind, err), true
+		case "42P05", "26000":
+			// duplicate_prepared_statement, invalid_sql_statement_name: a
+			// named statement pgx prepared met another client's session
+			// (or lost its own) — a transaction pooler in front of the
+			// server, without WithPgBouncer.
+			return &configError{msg: "prepared statements do not survive the connection's pooler: the server is reached through " +
+				"PgBouncer (or another transaction pooler) but the Store was opened without WithPgBouncer; open it with " +
+				"WithPgBouncer() (and WithDirectDSN for LISTEN and Migrate)", cause: err}, true
 		}
 		return err, true
 	}
@@ -255,6 +263,10 @@ func (pgDialect) applyNoTx(ctx context.Context, s *Store, version int64, stmts [
 	ctx = withoutTimeouts(ctx)
 	conn, err := pool.Conn(ctx)
 	if err != nil {
+		if s.cfg.pgbouncer && ctx.Err() == nil {
+			// The direct server of WithDirectDSN, in the Store's words.
+			return openFailure(ctx, pgDialect{}, s.cfg.directDSN, s.cfg.directDSN, s.cfg, err)
+		}
 		return err
 	}
 	defer conn.Close()
