@@ -55,25 +55,38 @@ var (
 	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
 )
 
-// PoolConfig sets the connection pool. The zero value of a field keeps the
-// DefaultPool value.
+// PoolConfig sets the connection pool of a Store made by Open (New keeps
+// the caller's pool as it is). The zero value of a field keeps the
+// DefaultPool value, except MinIdleConns, where 0 means none.
+//
+// MinIdleConns connections are kept open and idle, ready for a burst: a
+// background keeper (one goroutine per Store, stopped by Close) opens them
+// within about a second of Open and replaces them when they are closed
+// (MaxLifetime, the server, a broken connection), and uses each one at
+// least every IdleTimeout/2 (a ping) so IdleTimeout does not close them;
+// it never opens more than MaxOpenConns in all. Idle connections beyond
+// MinIdleConns (up to MaxOpenConns) are kept until IdleTimeout. On SQLite
+// the read pool is kept (the one write connection is always open); an
+// in-memory database is one connection and needs none.
 type PoolConfig struct {
 	MaxOpenConns   int           // maximum open connections
-	MinIdleConns   int           // validated (<= MaxOpenConns); database/sql keeps up to MaxOpenConns idle connections until IdleTimeout
+	MinIdleConns   int           // idle connections kept open and warm (at most MaxOpenConns; 0 = none)
 	ConnectTimeout time.Duration // time allowed to establish a connection (PostgreSQL)
-	IdleTimeout    time.Duration // close connections idle this long
+	IdleTimeout    time.Duration // close connections (beyond MinIdleConns) idle this long
 	MaxLifetime    time.Duration // recycle connections after this long
 }
 
-// DefaultPool is the seed's default preset: 10/1 connections, 30 s connect,
-// 600 s idle, 1800 s lifetime.
+// DefaultPool is the pool of a Store opened without WithPool: at most 10
+// connections, 1 kept idle, 30 s connect timeout, 600 s idle timeout,
+// 1800 s lifetime.
 func DefaultPool() PoolConfig {
 	return PoolConfig{MaxOpenConns: 10, MinIdleConns: 1, ConnectTimeout: 30 * time.Second,
 		IdleTimeout: 600 * time.Second, MaxLifetime: 1800 * time.Second}
 }
 
-// HighThroughputPool is the seed's high-throughput preset: 50/5
-// connections, 10 s connect, 300 s idle, 900 s lifetime.
+// HighThroughputPool is a preset for busy services: at most 50
+// connections, 5 kept idle, 10 s connect timeout, 300 s idle timeout, 900 s
+// lifetime.
 func HighThroughputPool() PoolConfig {
 	return PoolConfig{MaxOpenConns: 50, MinIdleConns: 5, ConnectTimeout: 10 * time.Second,
 		IdleTimeout: 300 * time.Second, MaxLifetime: 900 * time.Second}
@@ -137,18 +150,20 @@ func WithSchema(schema string) Option {
 	})
 }
 
-// WithPool sets the connection pool; see DefaultPool and HighThroughputPool.
+// WithPool sets the connection pool (see PoolConfig, DefaultPool and
+// HighThroughputPool). A negative value, or MinIdleConns above
+// MaxOpenConns (after defaults), is ErrInvalidConfig.
 func WithPool(p PoolConfig) Option {
 	return optionFunc(func(c *config) error {
 		if p.MaxOpenConns < 0 || p.MinIdleConns < 0 || p.ConnectTimeout < 0 || p.IdleTimeout < 0 || p.MaxLifetime < 0 {
 			return configf("pool settings must not be negative")
 		}
-		if p.MaxOpenConns > 0 && p.MinIdleConns > p.MaxOpenConns {
-			return configf("pool: MinIdleConns %d exceeds MaxOpenConns %d", p.MinIdleConns, p.MaxOpenConns)
-		}
 		d := DefaultPool()
 		if p.MaxOpenConns == 0 {
 			p.MaxOpenConns = d.MaxOpenConns
+		}
+		if p.MinIdleConns > p.MaxOpenConns {
+			return configf("pool: MinIdleConns %d exceeds MaxOpenConns %d", p.MinIdleConns, p.MaxOpenConns)
 		}
 		if p.ConnectTimeout == 0 {
 			p.ConnectTimeout = d.ConnectTimeout
@@ -463,6 +478,9 @@ type Store struct {
 	// listener and publisher) stop when it is cancelled.
 	bg       context.Context
 	bgCancel context.CancelFunc
+	// keeper runs the pool keeper (MinIdleConns; see pool_keeper.go)
+	// until bg ends; Close waits for it before closing the pools.
+	keeper sync.WaitGroup
 	// provider state (see provider.go), created on first use
 	provOnce sync.Once
 	prov     *gormProvider
@@ -565,6 +583,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			return nil, openFailure(ctx, d, dsn, target, cfg, err)
 		}
 	}
+	if conn.writeDB != conn.sqlDB { // not an in-memory SQLite database (one connection for everything)
+		st.startPoolKeeper(conn.sqlDB, cfg.pool)
+	}
 	return st, nil
 }
 
@@ -660,6 +681,7 @@ func (s *Store) Close() error {
 	if s.prov != nil && s.prov.waker != nil {
 		s.prov.waker.wait()
 	}
+	s.keeper.Wait()
 	if !s.owns {
 		return nil
 	}
