@@ -111,6 +111,8 @@ type config struct {
 	// 0 = off) are applied by the dialect (see its open and wrap).
 	stmtTimeout time.Duration
 	lockTimeout time.Duration
+	// maxContent is WithMaxContentBytes (default DefaultMaxContentBytes).
+	maxContent int
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -437,6 +439,34 @@ func WithLockTimeout(d time.Duration) Option {
 	})
 }
 
+// Limits of WithMaxContentBytes.
+const (
+	// DefaultMaxContentBytes is the largest message or queue-item content
+	// a Store accepts when WithMaxContentBytes is not given: 8 MiB.
+	DefaultMaxContentBytes = 8 << 20
+	// MaxContentBytesLimit is the largest value WithMaxContentBytes
+	// accepts: 1 GiB, PostgreSQL's largest field.
+	MaxContentBytesLimit = 1 << 30
+)
+
+// WithMaxContentBytes sets the largest content the Store accepts, in
+// bytes (default DefaultMaxContentBytes): the Content of each message
+// (AppendMessages, AppendMessagesWith, Save) and of each session-queue
+// item (Enqueue, EnqueueWith). Larger content is refused with
+// ErrInvalidInput before any SQL runs, the message naming the message (or
+// item), its size and the limit; nothing of the call is written. Content
+// already stored is read whatever its size. n must be between 1 and
+// MaxContentBytesLimit (else ErrInvalidConfig).
+func WithMaxContentBytes(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > MaxContentBytesLimit {
+			return configf("max content bytes %d must be between 1 and %d", n, MaxContentBytesLimit)
+		}
+		c.maxContent = n
+		return nil
+	})
+}
+
 func clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "..."
@@ -446,7 +476,7 @@ func clip(s string) string {
 
 func buildConfig(opts []Option) (*config, error) {
 	c := &config{prefix: DefaultTablePrefix, pool: DefaultPool(), logger: logger.Discard, clock: time.Now, sqliteSync: "NORMAL",
-		pollInterval: defaultPollInterval, slog: slog.New(slog.DiscardHandler)}
+		pollInterval: defaultPollInterval, slog: slog.New(slog.DiscardHandler), maxContent: DefaultMaxContentBytes}
 	for _, o := range opts {
 		if o == nil {
 			return nil, configf("nil option")

@@ -301,7 +301,7 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	var fresh []int // indexes of messages to append
 	for i := range sess.Messages {
 		if sess.Messages[i].Seq == 0 {
-			if err := checkMessage(i, &sess.Messages[i]); err != nil {
+			if err := checkMessage(i, &sess.Messages[i], ss.s.cfg.maxContent); err != nil {
 				return fmt.Errorf("save session %s: %w", sess.ID, err)
 			}
 			fresh = append(fresh, i)

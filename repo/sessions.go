@@ -15,7 +15,9 @@ import (
 // input the store refuses — an id longer than MaxIDLen, text or JSON that is
 // not valid UTF-8 or holds a NUL byte or a \u0000 escape (PostgreSQL cannot
 // store them; the rule is the same on every dialect), message content that
-// is not valid JSON, an unknown enum value; ErrNotFound when the session
+// is not valid JSON or not a JSON array or string, message or queue-item
+// content larger than the Store's limit (agentstore.WithMaxContentBytes),
+// an unknown enum value; ErrNotFound when the session
 // does not exist or belongs to another tenant of a tenant-scoped view;
 // ErrRetryable for transient database failures; ErrLockTimeout (also
 // ErrTimeout and ErrRetryable) or ErrStatementTimeout (also ErrTimeout, not

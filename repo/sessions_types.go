@@ -275,10 +275,13 @@ func (u TokenUsage) Add(v TokenUsage) TokenUsage {
 		u.CacheReadInputTokens + v.CacheReadInputTokens, u.CacheCreationInputTokens + v.CacheCreationInputTokens}
 }
 
-// Message is one message of a session (seed: SessionMessage). Content is the
-// raw JSON array of content blocks, kept byte for byte on every dialect
-// (block types this version does not know survive; PostgreSQL stores it as
-// json, not jsonb). Metadata, Environment and Usage are raw JSON documents
+// Message is one message of a session. Content is the message's content
+// as raw JSON: an array of content blocks, or a string (the plain-text
+// shorthand); any other JSON value (a number, an object, true, false,
+// null) is refused with ErrInvalidInput, and so is content larger than
+// the Store's limit (agentstore.WithMaxContentBytes, default 8 MiB). It is
+// kept byte for byte on every dialect (block types this version does not
+// know survive; PostgreSQL stores it as json, not jsonb). Metadata, Environment and Usage are raw JSON documents
 // kept semantically, not byte for byte: PostgreSQL's jsonb normalises them
 // (keys sorted by length then bytes, duplicate keys collapsed to the last,
 // whitespace dropped), SQLite keeps the bytes. CreatedAt is stored with
