@@ -705,7 +705,7 @@ const (
 )
 
 // Cursor is a keyset position in List's order: the (UpdatedAt, ID) or
-// (CreatedAt, ID) of the last session of a page, whichever the order uses.
+// (CreatedAt, ID) of the last row of a page, whichever the order uses.
 type Cursor struct {
 	UpdatedAt time.Time
 	CreatedAt time.Time
@@ -766,7 +766,16 @@ type AppendOptions struct {
 
 // ListPage is one page of List, in the order asked for, ascending.
 type ListPage struct {
+	// Sessions are the page's rows that decoded.
 	Sessions []SessionRef
-	// Next is the cursor of the following page, nil on the last page.
+	// Corrupt are the page's rows that cannot be decoded (an unknown
+	// state or kind, an unreadable id, parent id or timestamp), in the
+	// page's order, each naming the table ("sessions"), the row's id and
+	// the column; they are not in Sessions. List returns a page with
+	// Corrupt rows together with an error matching ErrCorruptRow.
+	Corrupt []*CorruptRowError
+	// Next is the cursor of the following page, nil on the last page. It
+	// is positioned after the page's last row, corrupt or not, so a walk
+	// continues past corrupt rows.
 	Next *Cursor
 }
