@@ -714,7 +714,7 @@ func testHostilePayload5MB(t *testing.T, h *harness) {
 	defer cancel()
 	st := h.New(t)
 	text := bigText(size)
-	content := []byte(`{"type":"text","text":"` + text + `"}`)
+	content := []byte(`[{"type":"text","text":"` + text + `"}]`) // under DefaultMaxContentBytes (8 MiB)
 
 	s := repo.NewSession()
 	s.AddMessage(repo.Message{ID: "big-saved", Role: repo.RoleUser, Content: content})
