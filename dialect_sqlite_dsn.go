@@ -61,6 +61,9 @@ func sqlitePathProblem(path string, readOnly bool) string {
 		return ""
 	}
 	dir := filepath.Dir(path)
+	if i := strings.LastIndexAny(path, `/`+string(filepath.Separator)); i > 0 {
+		dir = path[:i] // as the caller wrote it ("./data", not "data")
+	}
 	switch fi, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("directory %s does not exist", dir)

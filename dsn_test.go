@@ -226,6 +226,7 @@ func TestOpen_SQLiteFailuresNamePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	missingDir := filepath.Join(dir, "missing")
+	rel := "missing_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	cases := []struct {
 		name, path, reason string
 		opts               []agentstore.Option
@@ -235,6 +236,8 @@ func TestOpen_SQLiteFailuresNamePath(t *testing.T) {
 		{"missing file, read-only", filepath.Join(dir, "nope.db"), "the file does not exist", []agentstore.Option{agentstore.WithReadOnly()}},
 		{"a directory", dir, "it is a directory", nil},
 		{"not a database", garbage, "not a SQLite database", nil},
+		// as `agentstore verify --dsn sqlite:./missing/nope.db` opens it
+		{"relative path, read-only", "./" + rel + "/nope.db", "directory ./" + rel + " does not exist", []agentstore.Option{agentstore.WithReadOnly()}},
 	}
 	if os.Geteuid() != 0 {
 		locked := filepath.Join(dir, "locked.db")
