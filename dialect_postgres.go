@@ -371,7 +371,17 @@ func pgParseError(what, dsn string, err error) error {
 // error, a TLS certificate the client refused; the user and database it
 // names come from the DSN (never the password).
 func (pgDialect) describeOpenFailure(dsn, target string, cfg *config, err error) (string, string, error) {
-	subject := "connect to " + RedactDSN(dsn)
+	redacted := RedactDSN(dsn)
+	subject := "connect to " + redacted
+	// A name pgx read from the DSN is shown only when the redacted DSN
+	// shows it too: from a malformed DSN pgx may read part of a password
+	// as a user, database or host name.
+	shown := func(v string) string {
+		if v != "" && strings.Contains(redacted, v) {
+			return strconv.Quote(v)
+		}
+		return "(name not shown)"
+	}
 	user, db := "", ""
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) && connErr.Config != nil {
@@ -379,17 +389,18 @@ func (pgDialect) describeOpenFailure(dsn, target string, cfg *config, err error)
 	} else if pc, perr := pgx.ParseConfig(target); perr == nil {
 		user, db = pc.User, pc.Database
 	}
+	user, db = shown(user), shown(db)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch code := pgErr.Code; {
 		case code == "28P01":
-			return subject, fmt.Sprintf("authentication failed for user %q (wrong password?)", user), ErrInvalidConfig
+			return subject, fmt.Sprintf("authentication failed for user %s (wrong password?)", user), ErrInvalidConfig
 		case code == "28000":
-			return subject, fmt.Sprintf("the server refused user %q (no such role, the role may not log in, or no pg_hba.conf entry allows this connection)", user), ErrInvalidConfig
+			return subject, fmt.Sprintf("the server refused user %s (no such role, the role may not log in, or no pg_hba.conf entry allows this connection)", user), ErrInvalidConfig
 		case code == "3D000":
-			return subject, fmt.Sprintf("database %q does not exist", db), ErrInvalidConfig
+			return subject, fmt.Sprintf("database %s does not exist", db), ErrInvalidConfig
 		case code == "42501":
-			return subject, fmt.Sprintf("user %q may not connect to database %q (permission denied)", user, db), ErrInvalidConfig
+			return subject, fmt.Sprintf("user %s may not connect to database %s (permission denied)", user, db), ErrInvalidConfig
 		case code == "53300":
 			return subject, "the server has no free connection slots (too many connections)", ErrRetryable
 		case code == "57P03":
@@ -397,7 +408,7 @@ func (pgDialect) describeOpenFailure(dsn, target string, cfg *config, err error)
 		case code == "08P01":
 			return subject, "the server or pooler refused the connection (a PgBouncer that does not know the database or user?)", ErrInvalidConfig
 		case strings.HasPrefix(code, "28"), strings.HasPrefix(code, "3D"), strings.HasPrefix(code, "42"), strings.HasPrefix(code, "0A"):
-			return subject, fmt.Sprintf("the server refused the connection of user %q to database %q", user, db), ErrInvalidConfig
+			return subject, fmt.Sprintf("the server refused the connection of user %s to database %s", user, db), ErrInvalidConfig
 		}
 		return subject, "the server refused the connection", ErrRetryable
 	}
@@ -416,7 +427,7 @@ func (pgDialect) describeOpenFailure(dsn, target string, cfg *config, err error)
 	case errors.As(err, &recErr):
 		return subject, "the TLS handshake failed: the server did not answer in TLS (check sslmode)", ErrInvalidConfig
 	case errors.As(err, &dnsErr):
-		return subject, fmt.Sprintf("host %q not found", dnsErr.Name), ErrRetryable
+		return subject, fmt.Sprintf("host %s not found", shown(dnsErr.Name)), ErrRetryable
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return subject, "connection refused (is the server running and accepting connections on that host and port?)", ErrRetryable
 	case errors.Is(err, syscall.ENOENT):

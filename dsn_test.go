@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -172,6 +173,7 @@ func TestOpen_PostgresFailuresSayWhy(t *testing.T) {
 	}{
 		{"refused", "postgres://nobody:" + pw + "@127.0.0.1:1/db?sslmode=disable&sslpassword=" + keypw, "connection refused", agentstore.ErrRetryable},
 		{"refused key=value", "host=127.0.0.1 port=1 user=nobody password=" + pw + " dbname=db sslmode=disable sslpassword=" + keypw, "connection refused", agentstore.ErrRetryable},
+		{"unknown host", "postgres://nobody:" + pw + "@no-such-host.invalid:5432/db?sslmode=disable&sslpassword=" + keypw, `host "no-such-host.invalid" not found`, agentstore.ErrRetryable},
 		{"unknown database", with("postgres", "no_such_db_x", "sslmode=disable"), `database "no_such_db_x" does not exist`, agentstore.ErrInvalidConfig},
 		{"unknown role", with("no_such_role_x", "test", "sslmode=disable"), `refused user "no_such_role_x"`, agentstore.ErrInvalidConfig},
 		{"role may not log in", with(role, "test", "sslmode=disable"), `refused user "` + role + `"`, agentstore.ErrInvalidConfig},
@@ -284,4 +286,80 @@ func selfSignedCAPEM(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestRedactDSNRandomSecrets: random passwords and sslpasswords over an
+// alphabet of URL and libpq syntax characters ('@', '/', '?', '#', ':',
+// '=', spaces, quotes, backslashes, '%'), written every way a DSN can
+// carry them — URL userinfo raw or percent-encoded, password and
+// sslpassword query parameters percent-encoded, key=value quoted or
+// unquoted with escapes — never show in RedactDSN's output, and neither
+// do they in Open's error for such a DSN.
+func TestRedactDSNRandomSecrets(t *testing.T) {
+	t.Parallel()
+	rng := mrand.New(mrand.NewPCG(23, 5))
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789@/?#:= '\\%&"
+	secret := func() string {
+		b := []byte("Zq9")
+		for range 4 + rng.IntN(12) {
+			b = append(b, alphabet[rng.IntN(len(alphabet))])
+		}
+		return string(append(b, "K7w"...))
+	}
+	// runs returns the alphanumeric runs of s of 4 bytes or more: none may
+	// show in a redacted DSN.
+	runs := func(s string) []string {
+		var out []string
+		for _, f := range strings.FieldsFunc(s, func(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || 'A' <= r && r <= 'Z') }) {
+			if len(f) >= 4 {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	kvQuote := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+	kvEscape := func(s string) string { return strings.NewReplacer(`\`, `\\`, ` `, `\ `, `'`, `\'`).Replace(s) }
+	checked := 0
+	for range 400 {
+		pw, kp := secret(), secret()
+		forms := []string{
+			"postgres://app:" + pw + "@db.internal:5432/agents?sslmode=require&sslpassword=" + url.QueryEscape(kp),
+			"postgres://app:" + url.QueryEscape(pw) + "@db.internal:5432/agents?sslmode=require",
+			"postgresql://app:" + url.PathEscape(pw) + "@[::1]:5432/agents?application_name=x@y&sslpassword=" + url.QueryEscape(kp),
+			"postgres://app@db.internal/agents?password=" + url.QueryEscape(pw) + "&sslmode=disable&sslpassword=" + url.QueryEscape(kp),
+			"host=db.internal user=app password=" + kvQuote(pw) + " dbname=agents sslpassword=" + kvQuote(kp),
+			"host=db.internal user=app password=" + kvEscape(pw) + " dbname=agents sslpassword = " + kvEscape(kp) + " sslmode=require",
+		}
+		for _, dsn := range forms {
+			red := agentstore.RedactDSN(dsn)
+			for _, r := range append(runs(pw), runs(kp)...) {
+				if strings.Contains(red, r) {
+					t.Fatalf("RedactDSN(%q) = %q shows %q", dsn, red, r)
+				}
+			}
+			if strings.HasPrefix(dsn, "host=") && !strings.Contains(red, "dbname=agents") {
+				t.Fatalf("RedactDSN(%q) = %q lost dbname", dsn, red)
+			}
+			checked++
+		}
+	}
+	// Open's errors for such DSNs (an unreachable host, so nothing waits).
+	for range 20 {
+		pw := secret()
+		for _, dsn := range []string{
+			"postgres://app:" + pw + "@127.0.0.1:1/agents?sslmode=disable&sslpassword=" + url.QueryEscape(pw),
+			"host=127.0.0.1 port=1 user=app password=" + kvQuote(pw) + " dbname=agents sslmode=disable",
+		} {
+			_, err := agentstore.Open(context.Background(), dsn)
+			if err == nil {
+				t.Fatal("Open of an unreachable server succeeded")
+			}
+			for _, r := range runs(pw) {
+				if strings.Contains(err.Error(), r) {
+					t.Fatalf("Open(%q) error %q shows %q", dsn, err, r)
+				}
+			}
+		}
+	}
+	t.Logf("%d DSNs with random secrets redacted", checked)
 }
