@@ -52,10 +52,11 @@ var (
 	ErrSchemaBehind = errors.New("agentstore: database schema is behind this build (run migrate)")
 	// ErrClosed: the Store was closed (Store.Close). Every call made
 	// through it afterwards — sessions, session queue, provider, admin,
-	// key-value, Migrate, Verify, and Store.DB's GORM handle — fails with
-	// an error matching it, before any SQL; so does a call that was
-	// running when Close closed the connection pool under it. Not
-	// retryable: open a new Store.
+	// key-value, Migrate, Verify, RecordedSchemaVersion, and statements
+	// through Store.DB's GORM handle (except Row(), whose *sql.Row carries
+	// database/sql's own error) — fails with an error matching it, before
+	// any SQL; so does a call that was running when Close closed the
+	// connection pool under it. Not retryable: open a new Store.
 	ErrClosed = errors.New("agentstore: store is closed")
 )
 
