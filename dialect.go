@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
+	"github.com/agentstore/agentstore/models"
 	"gorm.io/gorm"
 )
 
@@ -184,6 +184,9 @@ type dialect interface {
 	name() Dialect
 	// title spells the database's name for messages ("PostgreSQL").
 	title() string
+	// columnTypes spells the models' logical column types (see
+	// models.ColumnTypes); installed on every GORM handle the Store opens.
+	columnTypes() models.ColumnTypes
 	// semconvSystem is the OpenTelemetry db.system.name of the database
 	// ("postgresql", "sqlite").
 	semconvSystem() string
@@ -299,18 +302,13 @@ type connectFailureClassifier interface {
 	isConnectFailure(err error) bool
 }
 
-// registered lists the dialects compiled into this binary, in DSN-matching
-// order (each dialect file adds itself in init).
-var registered []dialect
-
-func registerDialect(d dialect) {
-	registered = append(registered, d)
-	sort.SliceStable(registered, func(i, j int) bool { return registered[i].name() < registered[j].name() })
-}
+// dialects is the closed list of dialects, in DSN-matching order. SQLite
+// is the stand-in of dialect_sqlite_nocgo.go in a CGO_ENABLED=0 build.
+func dialects() []dialect { return []dialect{pgDialect{}, sqliteDialect()} }
 
 // dialectNamed returns the registered dialect called name.
 func dialectNamed(name Dialect) (dialect, error) {
-	for _, d := range registered {
+	for _, d := range dialects() {
 		if d.name() == name {
 			return d, nil
 		}
@@ -320,7 +318,7 @@ func dialectNamed(name Dialect) (dialect, error) {
 
 func dialectList() string {
 	var names []string
-	for _, d := range registered {
+	for _, d := range dialects() {
 		names = append(names, string(d.name()))
 	}
 	return strings.Join(names, " or ")

@@ -31,18 +31,17 @@ import (
 // dialect_postgres_notify.go, its catalog reader in
 // dialect_postgres_catalog.go.
 
-func init() {
-	registerDialect(pgDialect{})
-	// jsonb for documents that may be normalised, json for message content
-	// (validated, kept byte for byte), numeric without a scale for money (exact).
-	models.RegisterColumnTypes("postgres", map[models.LogicalType]string{
-		models.TypeJSON: "jsonb", models.TypeVerbatimJSON: "json", models.TypeDecimal: "numeric"})
-}
-
 // pgDialect implements dialect for PostgreSQL.
 type pgDialect struct{}
 
 func (pgDialect) title() string { return "PostgreSQL" }
+
+// columnTypes: jsonb for documents that may be normalised, json for message
+// content (validated, kept byte for byte), numeric without a scale for
+// money (exact).
+func (pgDialect) columnTypes() models.ColumnTypes {
+	return models.ColumnTypes{models.TypeJSON: "jsonb", models.TypeVerbatimJSON: "json", models.TypeDecimal: "numeric"}
+}
 
 func (pgDialect) semconvSystem() string { return "postgresql" }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentstore/agentstore/models"
 	"github.com/mattn/go-sqlite3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -21,12 +22,16 @@ import (
 // dialect_sqlite_pool.go, its wake-up mechanism (PRAGMA data_version) in
 // dialect_sqlite_watch.go, its catalog reader in dialect_sqlite_catalog.go.
 
-func init() { registerDialect(liteDialect{}) }
+// sqliteDialect is the SQLite dialect of a cgo build.
+func sqliteDialect() dialect { return liteDialect{} }
 
 // liteDialect implements dialect for SQLite.
 type liteDialect struct{}
 
 func (liteDialect) title() string { return "SQLite" }
+
+// columnTypes: SQLite stores every logical type as text.
+func (liteDialect) columnTypes() models.ColumnTypes { return nil }
 
 func (liteDialect) semconvSystem() string { return "sqlite" }
 

@@ -4,6 +4,7 @@ package agentstore
 
 import (
 	"context"
+	"github.com/agentstore/agentstore/models"
 
 	"gorm.io/gorm"
 )
@@ -13,7 +14,8 @@ import (
 // how to get SQLite, with ErrDialectUnavailable, instead of failing to
 // build or calling the DSN unknown.
 
-func init() { registerDialect(liteUnavailable{}) }
+// sqliteDialect is the SQLite stand-in of a CGO_ENABLED=0 build.
+func sqliteDialect() dialect { return liteUnavailable{} }
 
 const liteHow = "SQLite needs cgo: build with CGO_ENABLED=1 and a C compiler (gcc), or use a postgres:// DSN"
 
@@ -23,6 +25,8 @@ var errLiteUnavailable = unavailableError(SQLite, liteHow)
 type liteUnavailable struct{}
 
 func (liteUnavailable) title() string { return "SQLite" }
+
+func (liteUnavailable) columnTypes() models.ColumnTypes { return nil }
 
 func (liteUnavailable) semconvSystem() string { return "sqlite" }
 

@@ -117,14 +117,14 @@ func translateError(err error) error {
 		// context cannot succeed, so it is not ErrRetryable. A connection
 		// attempt that timed out (the pool's ConnectTimeout) is the server's
 		// failure and stays retryable.
-		for _, d := range registered {
+		for _, d := range dialects() {
 			if c, ok := d.(connectFailureClassifier); ok && c.isConnectFailure(err) {
 				return fmt.Errorf("%w: %w", ErrRetryable, err)
 			}
 		}
 		return err
 	}
-	for _, d := range registered {
+	for _, d := range dialects() {
 		if t, ok := d.(driverErrorTranslator); ok {
 			if mapped, ok := t.translateDriverError(err); ok {
 				return mapped

@@ -542,7 +542,7 @@ func resolveDSN(dsn string) (dialect, string, error) {
 	if dsn == "" {
 		return nil, "", configf("empty DSN: use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:")
 	}
-	for _, d := range registered {
+	for _, d := range dialects() {
 		target, ok, err := d.matchDSN(dsn)
 		if err != nil {
 			return nil, "", err
@@ -644,7 +644,7 @@ func New(db *gorm.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	var d dialect
-	for _, r := range registered {
+	for _, r := range dialects() {
 		if r.ownsGorm(db.Dialector.Name()) {
 			d = r
 			break
@@ -683,6 +683,9 @@ func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
 	})
 	if err != nil {
 		return nil, &gormInitError{err}
+	}
+	if err := gdb.Use(d.columnTypes()); err != nil {
+		return nil, fmt.Errorf("initialise gorm: %w", err)
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	st := &Store{db: gdb, sqlDB: conn.sqlDB, d: d, caps: d.capabilities() &^ cfg.capsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel,

@@ -29,7 +29,7 @@ const (
 	ProviderVersion = "0.1.0"
 )
 
-// Provider-domain sentinels, re-exported from package repo.
+// Provider-domain sentinels, re-exported from package repo/duroxide.
 var (
 	// ErrInvalidLockToken: unknown, expired, used or removed lock token; also matches ErrLockLost.
 	ErrInvalidLockToken = duroxide.ErrInvalidLockToken

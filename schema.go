@@ -32,6 +32,9 @@ func (s *Store) migrationDB() (*gorm.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := mdb.Use(s.d.columnTypes()); err != nil {
+		return nil, err
+	}
 	if err := normalizeModelDefaults(mdb); err != nil {
 		return nil, err
 	}
@@ -118,6 +121,9 @@ func modelsDDL(d Dialect, opts ...Option) (string, error) {
 		DisableAutomaticPing: true,
 	})
 	if err != nil {
+		return "", fmt.Errorf("ddl: %w", err)
+	}
+	if err := gdb.Use(dl.columnTypes()); err != nil {
 		return "", fmt.Errorf("ddl: %w", err)
 	}
 	if err := normalizeModelDefaults(gdb); err != nil {

@@ -363,19 +363,6 @@ func (d dbTime) ptr() *time.Time {
 	return &t
 }
 
-var _ driver.Valuer = nullString("")
-
-// nullString stores "" as SQL NULL.
-type nullString string
-
-// Value implements driver.Valuer.
-func (n nullString) Value() (driver.Value, error) {
-	if n == "" {
-		return nil, nil
-	}
-	return string(n), nil
-}
-
 // Value implements driver.Valuer (so GORM scans dbTime as one column).
 func (d dbTime) Value() (driver.Value, error) {
 	if !d.Valid {

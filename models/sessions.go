@@ -208,7 +208,7 @@ func (Plan) TableName(n schema.Namer) string { return tableName(n, TablePlans) }
 type VerbatimJSON []byte
 
 // GormDBDataType returns the type the dialect registered for TypeVerbatimJSON
-// (see RegisterColumnTypes), text by default.
+// (see ColumnTypes), text by default.
 func (VerbatimJSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	return columnType(db, TypeVerbatimJSON)
 }

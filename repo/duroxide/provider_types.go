@@ -973,13 +973,6 @@ func (d ErrorDetails) Message() string {
 	return ""
 }
 
-func clipJSON(b []byte) string {
-	if len(b) > 80 {
-		return string(b[:80]) + "..."
-	}
-	return string(b)
-}
-
 // ---------------------------------------------------------------------------
 // WorkItem
 
