@@ -30,7 +30,7 @@ func importRules() map[string][]string {
 		"migrations":                leaf,
 		"repo":                      leaf,
 		"repo/duroxide":             {"repo"},
-		"internal/dialect":          {"models"},
+		"internal/dialect":          {"models", "repo"},
 		"internal/dialect/postgres": {"internal/dialect", "models", "repo"},
 		"internal/dialect/sqlite":   {"internal/dialect", "models", "repo"},
 		"internal/engine":           {"internal/dialect", "models", "repo", "repo/duroxide", "migrations"},

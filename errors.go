@@ -1,6 +1,9 @@
 package agentstore
 
-import "github.com/agentstore/agentstore/internal/engine"
+import (
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/internal/engine"
+)
 
 // The error sentinels of the repository contracts, re-exported from package
 // repo so callers can write errors.Is(err, agentstore.ErrNotFound).
@@ -38,6 +41,14 @@ var (
 	// the exported migrations) or was changed by hand (run Verify).
 	// Permanent until the schema is fixed.
 	ErrSchemaBehind = engine.ErrSchemaBehind
+	// ErrClosed: the Store was closed (Store.Close). Every call made
+	// through it afterwards — sessions, session queue, provider, admin,
+	// key-value, Migrate, Verify, RecordedSchemaVersion, and statements
+	// through Store.DB's GORM handle (except Row(), whose *sql.Row carries
+	// database/sql's own error) — fails with an error matching it, before
+	// any SQL; so does a call that was running when Close closed the
+	// connection pool under it. Not retryable: open a new Store.
+	ErrClosed = engine.ErrClosed
 	// ErrDialectUnavailable: a dialect this binary was built without.
 	ErrDialectUnavailable = engine.ErrDialectUnavailable
 )
@@ -52,3 +63,17 @@ type CorruptRowError = engine.CorruptRowError
 func IsRetryable(err error) bool {
 	return engine.IsRetryable(err)
 }
+
+// OpenError is the error of an Open that could not use its database: What
+// it tried ("connect to postgres://app:xxxxx@db:5432/agents", "open SQLite
+// database ./data/agents.db"), the Reason in the Store's words ("connection
+// refused", "database \"agents\" does not exist", "directory ./data does
+// not exist"). It matches ErrInvalidConfig when the configuration is wrong
+// (unknown database, role or path, authentication, TLS certificate:
+// retrying cannot help) or ErrRetryable when the failure is transient
+// (server down or unreachable, starting up, out of connection slots,
+// connect timeout); after the caller's own context ended it matches that
+// context error instead (not retryable). The driver's error is reachable
+// with errors.As (no secret of the DSN in its message); its text is not in
+// Error.
+type OpenError = dialect.OpenError

@@ -50,19 +50,32 @@ const (
 	MaxSchemaLen      = engine.MaxSchemaLen
 )
 
-// PoolConfig sets the connection pool: MaxOpenConns, MinIdleConns,
-// ConnectTimeout, IdleTimeout and MaxLifetime. The zero value of a field
-// keeps the DefaultPool value.
+// PoolConfig sets the connection pool of a Store made by Open (New keeps
+// the caller's pool as it is): MaxOpenConns, MinIdleConns, ConnectTimeout,
+// IdleTimeout and MaxLifetime. The zero value of a field keeps the
+// DefaultPool value, except MinIdleConns, where 0 means none.
+//
+// MinIdleConns connections are kept open and idle, ready for a burst: a
+// background keeper (one goroutine per Store, stopped by Close) opens them
+// within about a second of Open and replaces them when they are closed
+// (MaxLifetime, the server, a broken connection), and uses each one at
+// least every IdleTimeout/2 (a ping) so IdleTimeout does not close them;
+// it never opens more than MaxOpenConns in all. Idle connections beyond
+// MinIdleConns (up to MaxOpenConns) are kept until IdleTimeout. On SQLite
+// the read pool is kept (the one write connection is always open); an
+// in-memory database is one connection and needs none.
 type PoolConfig = engine.PoolConfig
 
-// DefaultPool is the default preset: 10/1 connections, 30 s connect,
-// 600 s idle, 1800 s lifetime.
+// DefaultPool is the pool of a Store opened without WithPool: at most 10
+// connections, 1 kept idle, 30 s connect timeout, 600 s idle timeout,
+// 1800 s lifetime.
 func DefaultPool() PoolConfig {
 	return engine.DefaultPool()
 }
 
-// HighThroughputPool is the high-throughput preset: 50/5
-// connections, 10 s connect, 300 s idle, 900 s lifetime.
+// HighThroughputPool is a preset for busy services: at most 50
+// connections, 5 kept idle, 10 s connect timeout, 300 s idle timeout, 900 s
+// lifetime.
 func HighThroughputPool() PoolConfig {
 	return engine.HighThroughputPool()
 }
@@ -86,7 +99,9 @@ func WithSchema(schema string) Option {
 	return engine.WithSchema(schema)
 }
 
-// WithPool sets the connection pool; see DefaultPool and HighThroughputPool.
+// WithPool sets the connection pool (see PoolConfig, DefaultPool and
+// HighThroughputPool). A negative value, or MinIdleConns above
+// MaxOpenConns (after defaults), is ErrInvalidConfig.
 func WithPool(p PoolConfig) Option {
 	return engine.WithPool(p)
 }
@@ -275,14 +290,26 @@ func WithLockTimeout(d time.Duration) Option {
 	return engine.WithLockTimeout(d)
 }
 
-// RedactDSN returns dsn with any password replaced by "xxxxx", for logs.
+// RedactDSN returns dsn with every secret replaced by "xxxxx", for logs and
+// error messages. It handles URLs (postgres://user:password@host/db?...,
+// any scheme) — the userinfo password and every secret query parameter
+// (password, sslpassword, and any key naming a password, passphrase,
+// secret, token or credential) — and libpq key=value DSNs ("host=h
+// password='s e c' dbname=d", quoted values included). Everything else
+// (host, port, user, dbname, sslmode, paths...) is kept as written. A DSN
+// that does not parse is redacted conservatively: text that may be part
+// of a password (a password holding '@', '/', '?', '#' or spaces
+// unencoded) is replaced too, so a malformed DSN may lose more than its
+// secrets, never show one.
 func RedactDSN(dsn string) string {
 	return engine.RedactDSN(dsn)
 }
 
 // Close stops the store's background goroutines and closes the
 // connection pool if the store opened it (Open); a store made by New
-// leaves the caller's pool open.
+// leaves the caller's pool open. From then on every call through the
+// Store fails with ErrClosed (see there). A second Close does nothing
+// and returns nil.
 func (s *Store) Close() error {
 	return s.e.Close()
 }
@@ -371,6 +398,26 @@ func (s *Store) Sessions() repo.Sessions {
 func (s *Store) SessionQueue() repo.SessionQueue {
 	return s.e.SessionQueue()
 }
+
+// Limits of WithMaxContentBytes.
+const (
+	// DefaultMaxContentBytes is the largest message or queue-item content
+	// a Store accepts when WithMaxContentBytes is not given: 8 MiB.
+	DefaultMaxContentBytes = engine.DefaultMaxContentBytes
+	// MaxContentBytesLimit is the largest value WithMaxContentBytes
+	// accepts: 1 GiB, PostgreSQL's largest field.
+	MaxContentBytesLimit = engine.MaxContentBytesLimit
+)
+
+// WithMaxContentBytes sets the largest content the Store accepts, in
+// bytes (default DefaultMaxContentBytes): the Content of each message
+// (AppendMessages, AppendMessagesWith, Save) and of each session-queue
+// item (Enqueue, EnqueueWith). Larger content is refused with
+// ErrInvalidInput before any SQL runs, the message naming the message (or
+// item), its size and the limit; nothing of the call is written. Content
+// already stored is read whatever its size. n must be between 1 and
+// MaxContentBytesLimit (else ErrInvalidConfig).
+func WithMaxContentBytes(n int) Option { return engine.WithMaxContentBytes(n) }
 
 // dialects is the closed list of dialects agentstore is built with, in
 // DSN-matching order. In a CGO_ENABLED=0 build sqlite.New is a stand-in

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 
 	"github.com/agentstore/agentstore/agentstoretest"
@@ -223,4 +224,76 @@ func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 	if !rec.has("WARN wakeup_fallback") {
 		t.Fatalf("no wakeup_fallback warning: %s", rec)
 	}
+}
+
+// preparedNames returns the names of the statements pgx prepared on st's
+// (single) connection.
+func preparedNames(t *testing.T, st *agentstore.Store) []string {
+	t.Helper()
+	var names []string
+	if err := st.DB(context.Background()).Raw("SELECT name FROM pg_prepared_statements WHERE name LIKE 'stmtcache_%'").Scan(&names).Error; err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestPgBouncerWithoutOptionIsNamed: the two failures a transaction pooler
+// causes when the Store keeps named prepared statements (no
+// WithPgBouncer) — "prepared statement already exists" (42P05: another
+// client prepared it on the server connection this client got) and
+// "prepared statement does not exist" (26000: this client's statement
+// stayed on another server connection) — are reproduced on one direct
+// connection and reach the caller as ErrInvalidConfig, not retryable,
+// with a message that names WithPgBouncer and no driver text, through the
+// session API and the provider alike.
+func TestPgBouncerWithoutOptionIsNamed(t *testing.T) {
+	t.Parallel()
+	requirePostgres(t)
+	ctx := context.Background()
+	one := agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 1, MinIdleConns: 1})
+	h := newHarness(t, agentstore.Postgres)
+	a := h.New(t, one)
+	s := repo.NewSession()
+	if err := a.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, agentstore.ErrInvalidConfig) || agentstore.IsRetryable(err) || !strings.Contains(err.Error(), "WithPgBouncer") {
+			t.Fatalf("%s = %v, want ErrInvalidConfig naming WithPgBouncer", what, err)
+		}
+		for _, raw := range []string{"SQLSTATE", "stmtcache_", "prepared statement \""} {
+			if strings.Contains(err.Error(), raw) {
+				t.Fatalf("%s: driver text %q in %q", what, raw, err.Error())
+			}
+		}
+	}
+	// 42P05: the statements a's Load and ListInstances prepared, prepared
+	// beforehand under the same names on b's connection.
+	if _, err := a.Sessions().Load(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ProviderAdmin().ListInstances(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names := preparedNames(t, a)
+	if len(names) == 0 {
+		t.Fatal("no prepared statements on the connection: the check would be vacuous")
+	}
+	b := h.Open(t, one)
+	for _, n := range names {
+		if err := b.DB(ctx).Exec(`PREPARE "` + n + `" AS SELECT 1`).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := b.Sessions().Load(ctx, s.ID)
+	check("Load over a statement another client prepared", err)
+	_, err = b.ProviderAdmin().ListInstances(ctx)
+	check("ListInstances over a statement another client prepared", err)
+	// 26000: a's statements deallocated behind its back.
+	if err := a.DB(ctx).Exec("DEALLOCATE ALL").Error; err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Sessions().Load(ctx, s.ID)
+	check("Load of a statement the server no longer has", err)
 }

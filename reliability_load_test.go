@@ -464,7 +464,7 @@ func TestReliabilityConcurrentAppendsOneSession(t *testing.T) {
 					var msgs []repo.Message
 					for j := range k {
 						msgs = append(msgs, repo.Message{ID: fmt.Sprintf("w%02d-m%04d", w, i+j), Role: repo.RoleUser,
-							Content: []byte(fmt.Sprintf(`{"writer":%d,"n":%d}`, w, i+j))})
+							Content: []byte(fmt.Sprintf(`[{"writer":%d,"n":%d}]`, w, i+j))})
 					}
 					if err := r.do(gctx, func() error { _, e := store.AppendMessages(gctx, s.ID, msgs...); return e }); err != nil {
 						return fmt.Errorf("writer %d append: %w", w, err)

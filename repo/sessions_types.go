@@ -275,10 +275,13 @@ func (u TokenUsage) Add(v TokenUsage) TokenUsage {
 		u.CacheReadInputTokens + v.CacheReadInputTokens, u.CacheCreationInputTokens + v.CacheCreationInputTokens}
 }
 
-// Message is one message of a session. Content is the
-// raw JSON array of content blocks, kept byte for byte on every dialect
-// (block types this version does not know survive; PostgreSQL stores it as
-// json, not jsonb). Metadata, Environment and Usage are raw JSON documents
+// Message is one message of a session. Content is the message's content
+// as raw JSON: an array of content blocks, or a string (the plain-text
+// shorthand); any other JSON value (a number, an object, true, false,
+// null) is refused with ErrInvalidInput, and so is content larger than
+// the Store's limit (agentstore.WithMaxContentBytes, default 8 MiB). It is
+// kept byte for byte on every dialect (block types this version does not
+// know survive; PostgreSQL stores it as json, not jsonb). Metadata, Environment and Usage are raw JSON documents
 // kept semantically, not byte for byte: PostgreSQL's jsonb normalises them
 // (keys sorted by length then bytes, duplicate keys collapsed to the last,
 // whitespace dropped), SQLite keeps the bytes. CreatedAt is stored with
@@ -702,7 +705,7 @@ const (
 )
 
 // Cursor is a keyset position in List's order: the (UpdatedAt, ID) or
-// (CreatedAt, ID) of the last session of a page, whichever the order uses.
+// (CreatedAt, ID) of the last row of a page, whichever the order uses.
 type Cursor struct {
 	UpdatedAt time.Time
 	CreatedAt time.Time
@@ -762,7 +765,16 @@ type AppendOptions struct {
 
 // ListPage is one page of List, in the order asked for, ascending.
 type ListPage struct {
+	// Sessions are the page's rows that decoded.
 	Sessions []SessionRef
-	// Next is the cursor of the following page, nil on the last page.
+	// Corrupt are the page's rows that cannot be decoded (an unknown
+	// state or kind, an unreadable id, parent id or timestamp), in the
+	// page's order, each naming the table ("sessions"), the row's id and
+	// the column; they are not in Sessions. List returns a page with
+	// Corrupt rows together with an error matching ErrCorruptRow.
+	Corrupt []*CorruptRowError
+	// Next is the cursor of the following page, nil on the last page. It
+	// is positioned after the page's last row, corrupt or not, so a walk
+	// continues past corrupt rows.
 	Next *Cursor
 }

@@ -5,28 +5,42 @@ import (
 	"log/slog"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
 
-// PoolConfig sets the connection pool. The zero value of a field keeps the
-// DefaultPool value.
+// PoolConfig sets the connection pool of a Store made by Open (New keeps
+// the caller's pool as it is). The zero value of a field keeps the
+// DefaultPool value, except MinIdleConns, where 0 means none.
+//
+// MinIdleConns connections are kept open and idle, ready for a burst: a
+// background keeper (one goroutine per Store, stopped by Close) opens them
+// within about a second of Open and replaces them when they are closed
+// (MaxLifetime, the server, a broken connection), and uses each one at
+// least every IdleTimeout/2 (a ping) so IdleTimeout does not close them;
+// it never opens more than MaxOpenConns in all. Idle connections beyond
+// MinIdleConns (up to MaxOpenConns) are kept until IdleTimeout. On SQLite
+// the read pool is kept (the one write connection is always open); an
+// in-memory database is one connection and needs none.
 type PoolConfig struct {
 	MaxOpenConns   int           // maximum open connections
-	MinIdleConns   int           // validated (<= MaxOpenConns); database/sql keeps up to MaxOpenConns idle connections until IdleTimeout
+	MinIdleConns   int           // idle connections kept open and warm (at most MaxOpenConns; 0 = none)
 	ConnectTimeout time.Duration // time allowed to establish a connection (PostgreSQL)
-	IdleTimeout    time.Duration // close connections idle this long
+	IdleTimeout    time.Duration // close connections (beyond MinIdleConns) idle this long
 	MaxLifetime    time.Duration // recycle connections after this long
 }
 
-// DefaultPool is the default preset: 10/1 connections, 30 s connect,
-// 600 s idle, 1800 s lifetime.
+// DefaultPool is the pool of a Store opened without WithPool: at most 10
+// connections, 1 kept idle, 30 s connect timeout, 600 s idle timeout,
+// 1800 s lifetime.
 func DefaultPool() PoolConfig {
 	return PoolConfig{MaxOpenConns: 10, MinIdleConns: 1, ConnectTimeout: 30 * time.Second,
 		IdleTimeout: 600 * time.Second, MaxLifetime: 1800 * time.Second}
 }
 
-// HighThroughputPool is the high-throughput preset: 50/5
-// connections, 10 s connect, 300 s idle, 900 s lifetime.
+// HighThroughputPool is a preset for busy services: at most 50
+// connections, 5 kept idle, 10 s connect timeout, 300 s idle timeout, 900 s
+// lifetime.
 func HighThroughputPool() PoolConfig {
 	return PoolConfig{MaxOpenConns: 50, MinIdleConns: 5, ConnectTimeout: 10 * time.Second,
 		IdleTimeout: 300 * time.Second, MaxLifetime: 900 * time.Second}
@@ -52,6 +66,10 @@ type Config struct {
 	// 0 = off) are applied by the dialect (see its Open and Wrap).
 	StmtTimeout time.Duration
 	LockTimeout time.Duration
+	// WrapPool, set by the engine, wraps the pool a dialect's Open and
+	// Wrap build the GORM dialector on (the Store's close guard); a
+	// dialect must call it when it is set.
+	WrapPool func(gorm.ConnPool) gorm.ConnPool
 }
 
 // TimeoutMS returns d in whole milliseconds, rounded up.
@@ -69,4 +87,13 @@ func ApplyPool(db *sql.DB, p PoolConfig) {
 	db.SetMaxIdleConns(p.MaxOpenConns)
 	db.SetConnMaxIdleTime(p.IdleTimeout)
 	db.SetConnMaxLifetime(p.MaxLifetime)
+}
+
+// Pooled returns p wrapped by WrapPool when set, else p: what a dialect's
+// Open and Wrap build the GORM dialector on.
+func (c *Config) Pooled(p gorm.ConnPool) gorm.ConnPool {
+	if c.WrapPool != nil {
+		return c.WrapPool(p)
+	}
+	return p
 }

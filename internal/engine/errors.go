@@ -50,6 +50,14 @@ var (
 	// the exported migrations) or was changed by hand (run Verify).
 	// Permanent until the schema is fixed.
 	ErrSchemaBehind = dialect.ErrSchemaBehind
+	// ErrClosed: the Store was closed (Store.Close). Every call made
+	// through it afterwards — sessions, session queue, provider, admin,
+	// key-value, Migrate, Verify, RecordedSchemaVersion, and statements
+	// through Store.DB's GORM handle (except Row(), whose *sql.Row carries
+	// database/sql's own error) — fails with an error matching it, before
+	// any SQL; so does a call that was running when Close closed the
+	// connection pool under it. Not retryable: open a new Store.
+	ErrClosed = errors.New("agentstore: store is closed")
 	// ErrDialectUnavailable: a dialect this binary was built without.
 	ErrDialectUnavailable = dialect.ErrDialectUnavailable
 )
@@ -68,6 +76,22 @@ func invalidf(format string, args ...any) error {
 // configf returns an ErrInvalidConfig error with a formatted reason.
 func configf(format string, args ...any) error { return dialect.Configf(format, args...) }
 
+// configError is an ErrInvalidConfig whose message is the Store's and
+// whose cause (a driver's error, secrets scrubbed) stays in the chain.
+type configError struct {
+	msg   string
+	cause error
+}
+
+func (e *configError) Error() string { return ErrInvalidConfig.Error() + ": " + e.msg }
+
+func (e *configError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.cause}
+}
+
 // IsRetryable reports whether err is a transient database failure.
 func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
 
@@ -78,7 +102,8 @@ func translateError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrTimeout) {
+	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrTimeout) ||
+		errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidConfig) {
 		return err
 	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {

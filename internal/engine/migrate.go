@@ -413,6 +413,9 @@ func (s *Store) repairIndexes(ctx context.Context) error {
 // RecordedSchemaVersion returns the highest schema version the database
 // records (0 for a database without agentstore's schema_version table).
 func (s *Store) RecordedSchemaVersion(ctx context.Context) (int64, error) {
+	if s.guard.isClosed() { // HasTable below hides every error
+		return 0, fmt.Errorf("read schema version: %w", ErrClosed)
+	}
 	v, err := s.recordedVersion(s.db.WithContext(ctx))
 	if err != nil {
 		return 0, fmt.Errorf("read schema version: %w", translateError(err))

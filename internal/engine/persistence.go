@@ -52,25 +52,23 @@ var (
 // PoolConfig sets the connection pool (the contract's dialect.PoolConfig).
 type PoolConfig = dialect.PoolConfig
 
-// DefaultPool is the default preset: 10/1 connections, 30 s connect,
-// 600 s idle, 1800 s lifetime.
-func DefaultPool() PoolConfig {
-	return PoolConfig{MaxOpenConns: 10, MinIdleConns: 1, ConnectTimeout: 30 * time.Second,
-		IdleTimeout: 600 * time.Second, MaxLifetime: 1800 * time.Second}
-}
+// DefaultPool is the pool of a Store opened without WithPool: at most 10
+// connections, 1 kept idle, 30 s connect timeout, 600 s idle timeout,
+// 1800 s lifetime.
+func DefaultPool() PoolConfig { return dialect.DefaultPool() }
 
-// HighThroughputPool is the high-throughput preset: 50/5
-// connections, 10 s connect, 300 s idle, 900 s lifetime.
-func HighThroughputPool() PoolConfig {
-	return PoolConfig{MaxOpenConns: 50, MinIdleConns: 5, ConnectTimeout: 10 * time.Second,
-		IdleTimeout: 300 * time.Second, MaxLifetime: 900 * time.Second}
-}
+// HighThroughputPool is a preset for busy services: at most 50
+// connections, 5 kept idle, 10 s connect timeout, 300 s idle timeout, 900 s
+// lifetime.
+func HighThroughputPool() PoolConfig { return dialect.HighThroughputPool() }
 
 // Config is a Store's configuration: the dialect contract's part and the
 // engine's own (telemetry).
 type Config struct {
 	dialect.Config
 	telemetry telemetryConfig // WithTracerProvider, WithMeterProvider
+	// maxContent is WithMaxContentBytes (default DefaultMaxContentBytes).
+	maxContent int
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -110,18 +108,20 @@ func WithSchema(schema string) Option {
 	})
 }
 
-// WithPool sets the connection pool; see DefaultPool and HighThroughputPool.
+// WithPool sets the connection pool (see PoolConfig, DefaultPool and
+// HighThroughputPool). A negative value, or MinIdleConns above
+// MaxOpenConns (after defaults), is ErrInvalidConfig.
 func WithPool(p PoolConfig) Option {
 	return optionFunc(func(c *Config) error {
 		if p.MaxOpenConns < 0 || p.MinIdleConns < 0 || p.ConnectTimeout < 0 || p.IdleTimeout < 0 || p.MaxLifetime < 0 {
 			return configf("pool settings must not be negative")
 		}
-		if p.MaxOpenConns > 0 && p.MinIdleConns > p.MaxOpenConns {
-			return configf("pool: MinIdleConns %d exceeds MaxOpenConns %d", p.MinIdleConns, p.MaxOpenConns)
-		}
 		d := DefaultPool()
 		if p.MaxOpenConns == 0 {
 			p.MaxOpenConns = d.MaxOpenConns
+		}
+		if p.MinIdleConns > p.MaxOpenConns {
+			return configf("pool: MinIdleConns %d exceeds MaxOpenConns %d", p.MinIdleConns, p.MaxOpenConns)
 		}
 		if p.ConnectTimeout == 0 {
 			p.ConnectTimeout = d.ConnectTimeout
@@ -393,12 +393,40 @@ func WithLockTimeout(d time.Duration) Option {
 	})
 }
 
+// Limits of WithMaxContentBytes.
+const (
+	// DefaultMaxContentBytes is the largest message or queue-item content
+	// a Store accepts when WithMaxContentBytes is not given: 8 MiB.
+	DefaultMaxContentBytes = 8 << 20
+	// MaxContentBytesLimit is the largest value WithMaxContentBytes
+	// accepts: 1 GiB, PostgreSQL's largest field.
+	MaxContentBytesLimit = 1 << 30
+)
+
+// WithMaxContentBytes sets the largest content the Store accepts, in
+// bytes (default DefaultMaxContentBytes): the Content of each message
+// (AppendMessages, AppendMessagesWith, Save) and of each session-queue
+// item (Enqueue, EnqueueWith). Larger content is refused with
+// ErrInvalidInput before any SQL runs, the message naming the message (or
+// item), its size and the limit; nothing of the call is written. Content
+// already stored is read whatever its size. n must be between 1 and
+// MaxContentBytesLimit (else ErrInvalidConfig).
+func WithMaxContentBytes(n int) Option {
+	return optionFunc(func(c *Config) error {
+		if n < 1 || n > MaxContentBytesLimit {
+			return configf("max content bytes %d must be between 1 and %d", n, MaxContentBytesLimit)
+		}
+		c.maxContent = n
+		return nil
+	})
+}
+
 func clip(s string) string { return dialect.Clip(s) }
 
 // BuildConfig applies opts to the defaults.
 func BuildConfig(opts []Option) (*Config, error) {
 	c := &Config{Config: dialect.Config{Prefix: DefaultTablePrefix, Pool: DefaultPool(), Logger: logger.Discard, Clock: time.Now, SQLiteSync: "NORMAL",
-		PollInterval: defaultPollInterval, Slog: slog.New(slog.DiscardHandler)}}
+		PollInterval: defaultPollInterval, Slog: slog.New(slog.DiscardHandler)}, maxContent: DefaultMaxContentBytes}
 	for _, o := range opts {
 		if o == nil {
 			return nil, configf("nil option")
@@ -429,6 +457,7 @@ type Store struct {
 	bgCancel context.CancelFunc
 	// provider state (see provider.go), created on first use
 	provOnce sync.Once
+
 	prov     *gormProvider
 	// sessWrite (a one-slot semaphore) serialises this handle's
 	// session-store writes on SQLite when it has no dedicated write
@@ -444,6 +473,12 @@ type Store struct {
 	updFieldsOnce sync.Once
 	updFields     []*schema.Field
 	updFieldsErr  error
+	// guard refuses every statement after Close with ErrClosed (see
+	// closeGuard).
+	guard *closeGuard
+	// keeper runs the pool keeper (MinIdleConns; see pool_keeper.go)
+	// until bg ends; Close waits for it before closing the pools.
+	keeper sync.WaitGroup
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.
@@ -480,7 +515,17 @@ func resolveDSN(ds []dialect.Dialect, dsn string) (dialect.Dialect, string, erro
 	return nil, "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:")
 }
 
-// RedactDSN returns dsn with any password replaced by "xxxxx", for logs.
+// RedactDSN returns dsn with every secret replaced by "xxxxx", for logs and
+// error messages. It handles URLs (postgres://user:password@host/db?...,
+// any scheme) — the userinfo password and every secret query parameter
+// (password, sslpassword, and any key naming a password, passphrase,
+// secret, token or credential) — and libpq key=value DSNs ("host=h
+// password='s e c' dbname=d", quoted values included). Everything else
+// (host, port, user, dbname, sslmode, paths...) is kept as written. A DSN
+// that does not parse is redacted conservatively: text that may be part
+// of a password (a password holding '@', '/', '?', '#' or spaces
+// unencoded) is replaced too, so a malformed DSN may lose more than its
+// secrets, never show one.
 func RedactDSN(dsn string) string { return dialect.RedactDSN(dsn) }
 
 // scrub removes the DSN's password from an error message.
@@ -508,6 +553,7 @@ func Open(ctx context.Context, ds []dialect.Dialect, dsn string, opts ...Option)
 	if err := d.CheckConfig(&cfg.Config); err != nil {
 		return nil, err
 	}
+	guard := cfg.guardPool()
 	conn, err := d.Open(ctx, target, &cfg.Config)
 	if err != nil {
 		return nil, scrub(err, dsn)
@@ -518,9 +564,14 @@ func Open(ctx context.Context, ds []dialect.Dialect, dsn string, opts ...Option)
 			_ = conn.WriteDB.Close()
 		}
 	}
-	st, err := newStore(d, conn, cfg)
+	st, err := newStore(d, conn, cfg, *guard)
 	if err != nil {
 		closeAll()
+		var ie *gormInitError
+		if errors.As(err, &ie) {
+			// GORM's SQLite driver reads the version: the file's first use.
+			return nil, dialect.OpenFailure(ctx, d, dsn, target, &cfg.Config, ie.err)
+		}
 		return nil, scrub(err, dsn)
 	}
 	st.owns = true
@@ -529,9 +580,14 @@ func Open(ctx context.Context, ds []dialect.Dialect, dsn string, opts ...Option)
 			continue
 		}
 		if err := db.PingContext(ctx); err != nil {
+			st.bgCancel()
+			st.tel.close()
 			closeAll()
-			return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
+			return nil, dialect.OpenFailure(ctx, d, dsn, target, &cfg.Config, err)
 		}
+	}
+	if conn.WriteDB != conn.SQLDB { // not an in-memory SQLite database (one connection for everything)
+		st.startPoolKeeper(conn.SQLDB, cfg.Pool)
 	}
 	return st, nil
 }
@@ -562,14 +618,38 @@ func New(ds []dialect.Dialect, db *gorm.DB, opts ...Option) (*Store, error) {
 	if err := d.CheckConfig(&cfg.Config); err != nil {
 		return nil, err
 	}
+	guard := cfg.guardPool()
 	conn, err := d.Wrap(db, &cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	return newStore(d, conn, cfg)
+	return newStore(d, conn, cfg, *guard)
 }
 
-func newStore(d dialect.Dialect, conn *dialect.Conn, cfg *Config) (*Store, error) {
+// guardPool makes the dialect build its GORM dialector on a closeGuard
+// around its pool (dialect.Config.WrapPool) and returns where the guard
+// will be.
+func (c *Config) guardPool() **closeGuard {
+	slot := new(*closeGuard)
+	c.WrapPool = func(p gorm.ConnPool) gorm.ConnPool {
+		g := newCloseGuard(p)
+		*slot = g
+		return g
+	}
+	return slot
+}
+
+// gormInitError is the failure of gorm.Open, which may query the database
+// (the SQLite driver reads sqlite_version()).
+type gormInitError struct{ err error }
+
+func (e *gormInitError) Error() string { return "initialise gorm: " + e.err.Error() }
+func (e *gormInitError) Unwrap() error { return e.err }
+
+func newStore(d dialect.Dialect, conn *dialect.Conn, cfg *Config, guard *closeGuard) (*Store, error) {
+	if guard == nil { // a dialect that did not use WrapPool: Close still refuses later calls' own checks
+		guard = newCloseGuard(nil)
+	}
 	namer := models.NewNamer(cfg.Prefix, cfg.Schema)
 	clock := cfg.Clock
 	st := &Store{}
@@ -582,7 +662,7 @@ func newStore(d dialect.Dialect, conn *dialect.Conn, cfg *Config) (*Store, error
 		DisableAutomaticPing:   true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("initialise gorm: %w", err)
+		return nil, &gormInitError{err}
 	}
 	if err := gdb.Use(d.ColumnTypes()); err != nil {
 		return nil, fmt.Errorf("initialise gorm: %w", err)
@@ -592,7 +672,7 @@ func newStore(d dialect.Dialect, conn *dialect.Conn, cfg *Config) (*Store, error
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	*st = Store{db: gdb, sqlDB: conn.SQLDB, d: d, caps: d.Capabilities() &^ cfg.CapsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel,
-		sessWrite: make(chan struct{}, 1)}
+		sessWrite: make(chan struct{}, 1), guard: guard}
 	if conn.WriteDB != nil && conn.WriteDB != conn.SQLDB {
 		st.writeDB = conn.WriteDB
 	}
@@ -605,13 +685,19 @@ func newStore(d dialect.Dialect, conn *dialect.Conn, cfg *Config) (*Store, error
 
 // Close stops the store's background goroutines and closes the
 // connection pool if the store opened it (Open); a store made by New
-// leaves the caller's pool open.
+// leaves the caller's pool open. From then on every call through the
+// Store fails with ErrClosed (see there). A second Close does nothing
+// and returns nil.
 func (s *Store) Close() error {
+	if !s.guard.close() {
+		return nil
+	}
 	s.bgCancel()
 	s.tel.close()
 	if s.prov != nil && s.prov.waker != nil {
 		s.prov.waker.Wait()
 	}
+	s.keeper.Wait()
 	if !s.owns {
 		return nil
 	}

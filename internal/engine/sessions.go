@@ -308,7 +308,7 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 	var fresh []int // indexes of messages to append
 	for i := range sess.Messages {
 		if sess.Messages[i].Seq == 0 {
-			if err := checkMessage(i, &sess.Messages[i]); err != nil {
+			if err := checkMessage(i, &sess.Messages[i], ss.s.cfg.maxContent); err != nil {
 				return fmt.Errorf("save session %s: %w", sess.ID, err)
 			}
 			fresh = append(fresh, i)
@@ -971,33 +971,172 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 		// A row-value comparison: one range of the (col, id) index.
 		q = q.Where("("+col+", id) > (?, ?)", at.UTC().Truncate(time.Microsecond), p.After.ID)
 	}
-	var rows []models.Session
-	if err := q.Order(col + ", id").Limit(limit + 1).Find(&rows).Error; err != nil {
-		return repo.ListPage{}, fmt.Errorf("list sessions: %w", dbErr(err))
+	q = q.Session(&gorm.Session{}) // reused by fetch
+	fetch := func(n int) ([]listRow, error) {
+		rows, err := q.Order(col + ", id").Limit(n).Rows()
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := make([]listRow, 0, n)
+		for rows.Next() {
+			var r listRaw
+			if err := rows.Scan(&r.id, &r.tenant, &r.parent, &r.kind, &r.state, &r.created, &r.updated); err != nil {
+				return nil, err
+			}
+			out = append(out, r.decode(order))
+		}
+		return out, rows.Err()
 	}
-	page := repo.ListPage{Sessions: make([]repo.SessionRef, 0, min(len(rows), limit))}
-	for i, r := range rows {
-		if i == limit {
-			last := page.Sessions[limit-1]
-			page.Next = &repo.Cursor{UpdatedAt: last.UpdatedAt, CreatedAt: last.CreatedAt, ID: last.ID}
+	// A page is at most limit rows (sessions and corrupt rows together),
+	// and ends on a row whose order key reads, so the next page can start
+	// after it; a run of limit rows or more whose keys do not read is
+	// returned whole (see repo.Sessions.List).
+	n := limit + 1
+	var rows []listRow
+	cut := 0
+	for {
+		var err error
+		if rows, err = fetch(n); err != nil {
+			return repo.ListPage{}, fmt.Errorf("list sessions: %w", dbErr(err))
+		}
+		cut = min(len(rows), limit)
+		if len(rows) <= cut {
+			break // the last page
+		}
+		j := cut
+		for j > 0 && !rows[j-1].keyOK {
+			j--
+		}
+		if j > 0 {
+			cut = j
 			break
 		}
-		kind, err := repo.ParseSessionKind(r.SessionType)
-		if err != nil {
-			return repo.ListPage{}, fmt.Errorf("list sessions: %w", corrupt(models.TableSessions, r.ID.String(), "session_type", err))
+		k := cut
+		for k < len(rows) && !rows[k].keyOK {
+			k++
 		}
-		state, err := repo.ParseSessionState(r.State)
-		if err != nil {
-			return repo.ListPage{}, fmt.Errorf("list sessions: %w", corrupt(models.TableSessions, r.ID.String(), "state", err))
+		if k < len(rows) {
+			cut = k + 1
+			break
 		}
-		ref := repo.SessionRef{ID: r.ID, ParentID: r.ParentID, Kind: kind, State: state,
-			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
-		if r.TenantID != nil {
-			ref.TenantID = *r.TenantID
+		if len(rows) < n {
+			cut = len(rows) // the rest of the table: the last page
+			break
 		}
-		page.Sessions = append(page.Sessions, ref)
+		n *= 2
+	}
+	page := repo.ListPage{Sessions: make([]repo.SessionRef, 0, cut)}
+	var bad corruptRows
+	for _, r := range rows[:cut] {
+		if r.bad != nil {
+			bad = append(bad, r.bad)
+			continue
+		}
+		page.Sessions = append(page.Sessions, r.ref)
+	}
+	if cut < len(rows) || cut == n {
+		last := rows[cut-1].ref
+		page.Next = &repo.Cursor{UpdatedAt: last.UpdatedAt, CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	if len(bad) > 0 {
+		page.Corrupt = bad
+		return page, fmt.Errorf("list sessions: %w", bad)
 	}
 	return page, nil
+}
+
+// listRaw is one row of List as stored, each column scanned on its own so
+// one value that does not decode spoils only its row.
+type listRaw struct {
+	id, tenant, parent, kind, state sql.NullString
+	created, updated                sql.NullTime
+}
+
+// listRow is a decoded row of List: the session, or the reason it cannot
+// be decoded, and whether its order key (timestamp of the order, id) read,
+// so that a cursor can follow it.
+type listRow struct {
+	ref   repo.SessionRef
+	bad   *CorruptRowError
+	keyOK bool
+}
+
+// decode decodes r for List in order.
+func (r *listRaw) decode(order repo.ListOrder) listRow {
+	var out listRow
+	fail := func(column string, err error) {
+		if out.bad == nil {
+			out.bad = corrupt(models.TableSessions, r.id.String, column, err).(*CorruptRowError)
+		}
+	}
+	id, err := uuid.Parse(r.id.String)
+	if err != nil {
+		fail("id", fmt.Errorf("id %q is not a UUID", clip(r.id.String)))
+	}
+	out.ref.ID = id
+	at := func(column string, v sql.NullTime) time.Time {
+		if !v.Valid || v.Time.IsZero() {
+			fail(column, errors.New("timestamp cannot be read"))
+			return time.Time{}
+		}
+		return v.Time.UTC()
+	}
+	out.ref.CreatedAt, out.ref.UpdatedAt = at("created_at", r.created), at("updated_at", r.updated)
+	key := out.ref.UpdatedAt
+	if order == repo.OrderCreated {
+		key = out.ref.CreatedAt
+	}
+	out.keyOK = err == nil && !key.IsZero()
+	if kind, err := repo.ParseSessionKind(r.kind.String); err != nil {
+		fail("session_type", err)
+	} else {
+		out.ref.Kind = kind
+	}
+	if state, err := repo.ParseSessionState(r.state.String); err != nil {
+		fail("state", err)
+	} else {
+		out.ref.State = state
+	}
+	if r.parent.Valid {
+		if p, err := uuid.Parse(r.parent.String); err != nil {
+			fail("parent_id", fmt.Errorf("parent id %q is not a UUID", clip(r.parent.String)))
+		} else {
+			out.ref.ParentID = &p
+		}
+	}
+	out.ref.TenantID = r.tenant.String
+	return out
+}
+
+// corruptRows is the error of a List page holding undecodable rows: it
+// names each and matches ErrCorruptRow (errors.As finds the first
+// *CorruptRowError).
+type corruptRows []*CorruptRowError
+
+func (e corruptRows) Error() string {
+	var b strings.Builder
+	if len(e) == 1 {
+		b.WriteString("1 row of the page cannot be decoded")
+	} else {
+		fmt.Fprintf(&b, "%d rows of the page cannot be decoded", len(e))
+	}
+	b.WriteString(" (listed in ListPage.Corrupt; the page's other rows and its Next cursor are complete): ")
+	for i, c := range e {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(c.Error())
+	}
+	return b.String()
+}
+
+func (e corruptRows) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, c := range e {
+		out[i] = c
+	}
+	return out
 }
 
 // ListChildren implements repo.Sessions.

@@ -285,7 +285,7 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	var usage repo.TokenUsage
 	for i := range out {
 		m := &out[i]
-		if err := checkMessage(i, m); err != nil {
+		if err := checkMessage(i, m, ss.s.cfg.maxContent); err != nil {
 			return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
 		}
 		if m.ID == "" {

@@ -62,6 +62,10 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 	if sq.scopeErr != nil {
 		return nil, sq.scopeErr
 	}
+	if len(p.Content) > sq.s.cfg.maxContent {
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID,
+			invalidf("queue content is %d bytes, the limit is %d (WithMaxContentBytes)", len(p.Content), sq.s.cfg.maxContent))
+	}
 	if err := checkText("queue content", p.Content, 0); err != nil {
 		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
 	}

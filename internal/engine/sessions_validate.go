@@ -78,6 +78,27 @@ func checkJSON(field string, v []byte, required bool) error {
 	return nil
 }
 
+// checkContentShape refuses message content (valid JSON) that is not an
+// array of content blocks or a string (the plain-text shorthand).
+func checkContentShape(field string, v []byte) error {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) > 0 && (v[0] == '[' || v[0] == '"') {
+		return nil
+	}
+	kind := "an object"
+	switch {
+	case len(v) == 0:
+		kind = "empty"
+	case v[0] == 't' || v[0] == 'f':
+		kind = "a boolean"
+	case v[0] == 'n':
+		kind = "null"
+	case v[0] != '{':
+		kind = "a number"
+	}
+	return invalidf("%s is %s: want a JSON array of content blocks or a JSON string", field, kind)
+}
+
 // hasNULEscape reports whether the JSON document v contains \u0000.
 func hasNULEscape(v []byte) bool {
 	for i := 0; i < len(v); i++ {
@@ -92,8 +113,13 @@ func hasNULEscape(v []byte) bool {
 	return false
 }
 
-func checkMessage(i int, m *repo.Message) error {
+// checkMessage validates message i of a write; maxContent is the Store's
+// WithMaxContentBytes.
+func checkMessage(i int, m *repo.Message, maxContent int) error {
 	f := func(name string) string { return fmt.Sprintf("message %d %s", i, name) }
+	if len(m.Content) > maxContent {
+		return invalidf("%s is %d bytes, the limit is %d (WithMaxContentBytes)", f("content"), len(m.Content), maxContent)
+	}
 	if m.ID != "" {
 		if err := checkID(f("id"), m.ID); err != nil {
 			return err
@@ -108,6 +134,9 @@ func checkMessage(i int, m *repo.Message) error {
 		return fmt.Errorf("%s: %w", f("role"), err)
 	}
 	if err := checkJSON(f("content"), m.Content, true); err != nil {
+		return err
+	}
+	if err := checkContentShape(f("content"), m.Content); err != nil {
 		return err
 	}
 	if err := checkJSON(f("metadata"), m.Metadata, false); err != nil {

@@ -2,11 +2,19 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -84,7 +92,7 @@ func parseDirectDSN(dsn string) (*pgx.ConnConfig, error) {
 	}
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, dialect.Configf("parse direct DSN %s: %v", dialect.RedactDSN(dsn), dialect.Scrub(err, dsn))
+		return nil, pgParseError("direct DSN", dsn, err)
 	}
 	return pc, nil
 }
@@ -92,7 +100,7 @@ func parseDirectDSN(dsn string) (*pgx.ConnConfig, error) {
 func (pgDialect) Open(_ context.Context, target string, cfg *dialect.Config) (*dialect.Conn, error) {
 	pc, err := pgx.ParseConfig(target)
 	if err != nil {
-		return nil, dialect.Configf("parse postgres DSN %s: %v", dialect.RedactDSN(target), dialect.Scrub(err, target))
+		return nil, pgParseError("PostgreSQL DSN", target, err)
 	}
 	if cfg.Pool.ConnectTimeout > 0 {
 		pc.ConnectTimeout = cfg.Pool.ConnectTimeout
@@ -118,7 +126,7 @@ func (pgDialect) Open(_ context.Context, target string, cfg *dialect.Config) (*d
 		db = stdlib.OpenDB(*pc)
 	}
 	dialect.ApplyPool(db, cfg.Pool)
-	return &dialect.Conn{Gorm: postgres.New(postgres.Config{Conn: db}), SQLDB: db}, nil
+	return &dialect.Conn{Gorm: postgres.New(postgres.Config{Conn: cfg.Pooled(db)}), SQLDB: db}, nil
 }
 
 func (pgDialect) Wrap(db *gorm.DB, cfg *dialect.Config) (*dialect.Conn, error) {
@@ -129,7 +137,7 @@ func (pgDialect) Wrap(db *gorm.DB, cfg *dialect.Config) (*dialect.Conn, error) {
 	if err != nil {
 		return nil, dialect.Configf("gorm handle has no *sql.DB: %v", err)
 	}
-	return &dialect.Conn{Gorm: postgres.New(postgres.Config{Conn: sqlDB}), SQLDB: sqlDB}, nil
+	return &dialect.Conn{Gorm: postgres.New(postgres.Config{Conn: cfg.Pooled(sqlDB)}), SQLDB: sqlDB}, nil
 }
 
 func (pgDialect) Offline() (gorm.Dialector, func() error, error) {
@@ -204,6 +212,14 @@ func (pgDialect) TranslateDriverError(err error) (error, bool) {
 		case "42P01", "42703":
 			// undefined table or column
 			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
+		case "42P05", "26000":
+			// duplicate_prepared_statement, invalid_sql_statement_name: a
+			// named statement pgx prepared met another client's session
+			// (or lost its own) — a transaction pooler in front of the
+			// server, without WithPgBouncer.
+			return &dialect.ConfigError{Msg: "prepared statements do not survive the connection's pooler: the server is reached through " +
+				"PgBouncer (or another transaction pooler) but the Store was opened without WithPgBouncer; open it with " +
+				"WithPgBouncer() (and WithDirectDSN for LISTEN and Migrate)", Cause: err}, true
 		}
 		return err, true
 	}
@@ -247,6 +263,10 @@ func (pgDialect) ApplyNoTx(ctx context.Context, env *dialect.Env, version int64,
 	ctx = withoutTimeouts(ctx)
 	conn, err := pool.Conn(ctx)
 	if err != nil {
+		if env.Config.PgBouncer && ctx.Err() == nil {
+			// The direct server of WithDirectDSN, in the Store's words.
+			return dialect.OpenFailure(ctx, pgDialect{}, env.Config.DirectDSN, env.Config.DirectDSN, env.Config, err)
+		}
 		return err
 	}
 	defer conn.Close()
@@ -345,5 +365,122 @@ var (
 	_ dialect.DriverErrorTranslator    = pgDialect{}
 	_ dialect.ConnectFailureClassifier = pgDialect{}
 	_ dialect.AppendStatement          = pgDialect{}
+	_ dialect.OpenFailureDescriber     = pgDialect{}
 	_ dialect.HealthReporter           = (*pgNotifier)(nil)
 )
+
+// pgParseError is dialect.ErrInvalidConfig for a DSN pgx cannot parse, in the
+// Store's words: pgx's and net/url's messages may quote part of a
+// malformed password, so only the kind of mistake is named (a file it
+// cannot read is named by its path).
+func pgParseError(what, dsn string, err error) error {
+	reason := "check its syntax (postgres://user:password@host:port/dbname?param=value, or host=... dbname=...) and parameter values (sslmode, port, connect_timeout, target_session_attrs...)"
+	var (
+		pathErr *fs.PathError
+		numErr  *strconv.NumError
+		urlErr  *url.Error
+	)
+	switch {
+	case errors.As(err, &pathErr):
+		reason = fmt.Sprintf("cannot read file %s (sslrootcert, sslcert, sslkey, passfile or servicefile)", pathErr.Path)
+	case errors.As(err, &numErr):
+		reason = "a numeric parameter (port, connect_timeout...) is not a number"
+	case errors.As(err, &urlErr):
+		reason = "it is not a valid URL (percent-encode '@', ':', '/', '?', '#' and spaces in the user name and password)"
+	}
+	return &dialect.ConfigError{Msg: fmt.Sprintf("cannot parse the %s %s: %s", what, dialect.RedactDSN(dsn), reason), Cause: dialect.Scrub(err, dsn)}
+}
+
+// DescribeOpenFailure explains why Open could not connect (see OpenError):
+// the server's refusal by SQLSTATE, the network failure by its system
+// error, a TLS certificate the client refused; the user and database it
+// names come from the DSN (never the password).
+func (pgDialect) DescribeOpenFailure(dsn, target string, cfg *dialect.Config, err error) (string, string, error) {
+	redacted := dialect.RedactDSN(dsn)
+	subject := "connect to " + redacted
+	// A name pgx read from the DSN is shown only when the redacted DSN
+	// shows it too: from a malformed DSN pgx may read part of a password
+	// as a user, database or host name.
+	shown := func(v string) string {
+		if v != "" && strings.Contains(redacted, v) {
+			return strconv.Quote(v)
+		}
+		return "(name not shown)"
+	}
+	user, db := "", ""
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) && connErr.Config != nil {
+		user, db = connErr.Config.User, connErr.Config.Database
+	} else if pc, perr := pgx.ParseConfig(target); perr == nil {
+		user, db = pc.User, pc.Database
+	}
+	user, db = shown(user), shown(db)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch code := pgErr.Code; {
+		case code == "28P01":
+			return subject, fmt.Sprintf("authentication failed for user %s (wrong password?)", user), dialect.ErrInvalidConfig
+		case code == "28000":
+			return subject, fmt.Sprintf("the server refused user %s (no such role, the role may not log in, or no pg_hba.conf entry allows this connection)", user), dialect.ErrInvalidConfig
+		case code == "3D000":
+			return subject, fmt.Sprintf("database %s does not exist", db), dialect.ErrInvalidConfig
+		case code == "42501":
+			return subject, fmt.Sprintf("user %s may not connect to database %s (permission denied)", user, db), dialect.ErrInvalidConfig
+		case code == "53300":
+			return subject, "the server has no free connection slots (too many connections)", repo.ErrRetryable
+		case code == "57P03":
+			return subject, "the server is starting up, shutting down or in recovery", repo.ErrRetryable
+		case code == "08P01":
+			return subject, "the server or pooler refused the connection (a PgBouncer that does not know the database or user?)", dialect.ErrInvalidConfig
+		case strings.HasPrefix(code, "28"), strings.HasPrefix(code, "3D"), strings.HasPrefix(code, "42"), strings.HasPrefix(code, "0A"):
+			return subject, fmt.Sprintf("the server refused the connection of user %s to database %s", user, db), dialect.ErrInvalidConfig
+		}
+		return subject, "the server refused the connection", repo.ErrRetryable
+	}
+	var (
+		dnsErr   *net.DNSError
+		certErr  *tls.CertificateVerificationError
+		authErr  x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		invalErr x509.CertificateInvalidError
+		recErr   tls.RecordHeaderError
+		netErr   net.Error
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &authErr), errors.As(err, &hostErr), errors.As(err, &invalErr):
+		return subject, "the server's TLS certificate was not accepted (check sslmode and sslrootcert)", dialect.ErrInvalidConfig
+	case errors.As(err, &recErr):
+		return subject, "the TLS handshake failed: the server did not answer in TLS (check sslmode)", dialect.ErrInvalidConfig
+	case errors.As(err, &dnsErr):
+		return subject, fmt.Sprintf("host %s not found", shown(dnsErr.Name)), repo.ErrRetryable
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return subject, "connection refused (is the server running and accepting connections on that host and port?)", repo.ErrRetryable
+	case errors.Is(err, syscall.ENOENT):
+		return subject, "no server socket at that path (is the server running?)", repo.ErrRetryable
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return subject, "host unreachable", repo.ErrRetryable
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
+		return subject, fmt.Sprintf("timed out (connect timeout %v)", cfg.Pool.ConnectTimeout), repo.ErrRetryable
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return subject, "the server closed the connection during start-up", repo.ErrRetryable
+	case errors.As(err, &netErr):
+		return subject, "network error", repo.ErrRetryable
+	}
+	if pc, perr := pgx.ParseConfig(target); perr == nil && pc.TLSConfig != nil && !hasPlainFallback(pc) {
+		// sslmode=require or verify-*: pgx reports a server that refuses
+		// TLS by text only.
+		return subject, "the TLS connection failed (sslmode requires TLS: does the server accept it?)", dialect.ErrInvalidConfig
+	}
+	return subject, "the connection failed", repo.ErrRetryable
+}
+
+// hasPlainFallback reports whether pgx falls back to an unencrypted
+// connection when TLS fails (sslmode=prefer or allow).
+func hasPlainFallback(pc *pgx.ConnConfig) bool {
+	for _, f := range pc.Fallbacks {
+		if f.TLSConfig == nil {
+			return true
+		}
+	}
+	return false
+}

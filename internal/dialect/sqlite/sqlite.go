@@ -94,7 +94,7 @@ func (liteDialect) Open(_ context.Context, target string, cfg *dialect.Config) (
 			d.SetConnMaxIdleTime(0)
 		}
 	}
-	return &dialect.Conn{Gorm: sqlite.New(sqlite.Config{Conn: &liteConnPool{read: readDB, write: writeDB}}), SQLDB: readDB, WriteDB: writeDB}, nil
+	return &dialect.Conn{Gorm: sqlite.New(sqlite.Config{Conn: cfg.Pooled(&liteConnPool{read: readDB, write: writeDB})}), SQLDB: readDB, WriteDB: writeDB}, nil
 }
 
 func (liteDialect) Wrap(db *gorm.DB, cfg *dialect.Config) (*dialect.Conn, error) {
@@ -105,7 +105,7 @@ func (liteDialect) Wrap(db *gorm.DB, cfg *dialect.Config) (*dialect.Conn, error)
 	if err != nil {
 		return nil, dialect.Configf("gorm handle has no *sql.DB: %v", err)
 	}
-	return &dialect.Conn{Gorm: sqlite.New(sqlite.Config{Conn: &liteConnPool{read: sqlDB, write: sqlDB}}), SQLDB: sqlDB}, nil
+	return &dialect.Conn{Gorm: sqlite.New(sqlite.Config{Conn: cfg.Pooled(&liteConnPool{read: sqlDB, write: sqlDB})}), SQLDB: sqlDB}, nil
 }
 
 func (liteDialect) Offline() (gorm.Dialector, func() error, error) {
@@ -164,6 +164,42 @@ func (liteDialect) TranslateDriverError(err error) (error, bool) {
 	return err, true
 }
 
+// DescribeOpenFailure explains why Open could not use the SQLite file (see
+// OpenError), naming its path: a file-system problem (see
+// sqlitePathProblem) or SQLite's result code. File problems are
+// dialect.ErrInvalidConfig; a lock held elsewhere, an I/O error or a full disk are
+// repo.ErrRetryable.
+func (liteDialect) DescribeOpenFailure(_, target string, cfg *dialect.Config, err error) (string, string, error) {
+	subject := "open SQLite database " + target
+	if target == ":memory:" {
+		subject = "open an in-memory SQLite database"
+	}
+	var sqErr sqlite3.Error
+	if errors.As(err, &sqErr) {
+		switch sqErr.Code {
+		case sqlite3.ErrNotADB:
+			return subject, "the file is not a SQLite database", dialect.ErrInvalidConfig
+		case sqlite3.ErrCorrupt:
+			return subject, "the database file is corrupt", dialect.ErrInvalidConfig
+		case sqlite3.ErrReadonly:
+			if r := sqlitePathProblem(target, cfg.ReadOnly); r != "" {
+				return subject, r, dialect.ErrInvalidConfig
+			}
+			return subject, "the file or its directory is read-only: make both writable, or open it with WithReadOnly", dialect.ErrInvalidConfig
+		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			return subject, "the database is locked by another connection or process", repo.ErrRetryable
+		case sqlite3.ErrIoErr:
+			return subject, "I/O error", repo.ErrRetryable
+		case sqlite3.ErrFull:
+			return subject, "the disk is full", repo.ErrRetryable
+		}
+	}
+	if r := sqlitePathProblem(target, cfg.ReadOnly); r != "" {
+		return subject, r, dialect.ErrInvalidConfig
+	}
+	return subject, "SQLite cannot open the file", dialect.ErrInvalidConfig
+}
+
 // normalizeDDL rewrites GORM's SQLite DDL into standard quoting:
 // identifiers in double quotes (GORM writes backticks) and string defaults
 // in single quotes (GORM writes DEFAULT "main", which SQLite reads as a
@@ -178,5 +214,6 @@ func (liteDialect) ApplyNoTx(context.Context, *dialect.Env, int64, []string) err
 // The optional parts of the contract SQLite implements.
 var (
 	_ dialect.DriverErrorTranslator = liteDialect{}
+	_ dialect.OpenFailureDescriber  = liteDialect{}
 	_ dialect.HealthReporter        = (*liteWatcher)(nil)
 )
