@@ -570,6 +570,12 @@ func resolveDSN(dsn string) (dialect, string, error) {
 // WithSQLiteSynchronous says otherwise. An in-memory database uses a single
 // connection so every call sees the same database. SQLite needs cgo: in a
 // CGO_ENABLED=0 build a sqlite: DSN returns ErrDialectUnavailable.
+//
+// A DSN or option Open refuses is ErrInvalidConfig (the DSN shown with
+// RedactDSN). A database Open cannot use is an *OpenError saying why in
+// the Store's words (connection refused, database does not exist, a
+// SQLite directory that does not exist...) that matches ErrInvalidConfig
+// or ErrRetryable; see OpenError.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	d, target, err := resolveDSN(dsn)
 	if err != nil {
