@@ -446,6 +446,12 @@ func ParseDSN(dsn string) (Dialect, string, error) { return engine.ParseDSN(dial
 // WithSQLiteSynchronous says otherwise. An in-memory database uses a single
 // connection so every call sees the same database. SQLite needs cgo: in a
 // CGO_ENABLED=0 build a sqlite: DSN returns ErrDialectUnavailable.
+//
+// A DSN or option Open refuses is ErrInvalidConfig (the DSN shown with
+// RedactDSN). A database Open cannot use is an *OpenError saying why in
+// the Store's words (connection refused, database does not exist, a
+// SQLite directory that does not exist...) that matches ErrInvalidConfig
+// or ErrRetryable; see OpenError.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	e, err := engine.Open(ctx, dialects(), dsn, opts...)
 	if err != nil {
