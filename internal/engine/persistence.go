@@ -458,7 +458,7 @@ type Store struct {
 	// provider state (see provider.go), created on first use
 	provOnce sync.Once
 
-	prov     *gormProvider
+	prov *gormProvider
 	// sessWrite (a one-slot semaphore) serialises this handle's
 	// session-store writes on SQLite when it has no dedicated write
 	// connection (a store made by New; far cheaper than SQLite's sleeping
