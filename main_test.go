@@ -25,8 +25,12 @@ const defaultParallel = 6
 
 // connsPerTest is about the most PostgreSQL connections one running test
 // holds (several Stores, each with its pool and listener): 6 tests at once
-// peaked at 81 connections here.
-const connsPerTest = 14
+// peaked at 81 connections here. connsSpare are left for other clients of
+// a shared server, whose use may grow during the run.
+const (
+	connsPerTest = 14
+	connsSpare   = 10
+)
 
 // hotCatalogs are the system catalogs every test's CREATE SCHEMA / DROP
 // SCHEMA leaves dead rows in.
@@ -57,8 +61,8 @@ func TestMain(m *testing.M) {
 // setDefaultParallel sets -test.parallel unless the command line set it:
 // defaultParallel (or GOMAXPROCS if larger), lowered to the number of
 // tests the PostgreSQL server's free connections (max_connections less
-// the reserved ones and those open now) can carry at connsPerTest each,
-// but never below 2.
+// the reserved ones, those open now and connsSpare) can carry at
+// connsPerTest each, but never below 2.
 func setDefaultParallel(db *sql.DB) {
 	set := false
 	flag.Visit(func(f *flag.Flag) {
@@ -70,8 +74,8 @@ func setDefaultParallel(db *sql.DB) {
 		return
 	}
 	n := max(defaultParallel, runtime.GOMAXPROCS(0))
-	if free, ok := freeConnections(db); ok && free/connsPerTest < n {
-		n = max(2, free/connsPerTest)
+	if free, ok := freeConnections(db); ok && (free-connsSpare)/connsPerTest < n {
+		n = max(2, (free-connsSpare)/connsPerTest)
 		if testing.Verbose() {
 			fmt.Printf("agentstore tests: -parallel %d (%d free PostgreSQL connections)\n", n, free)
 		}
