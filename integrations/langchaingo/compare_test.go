@@ -44,18 +44,24 @@ func add(m llms.ChatMessage) func(context.Context, schema.ChatMessageHistory) (a
 }
 
 func addUser(s string) func(context.Context, schema.ChatMessageHistory) (any, error) {
-	return func(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return nil, h.AddUserMessage(ctx, s) }
+	return func(ctx context.Context, h schema.ChatMessageHistory) (any, error) {
+		return nil, h.AddUserMessage(ctx, s)
+	}
 }
 
 func addAI(s string) func(context.Context, schema.ChatMessageHistory) (any, error) {
-	return func(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return nil, h.AddAIMessage(ctx, s) }
+	return func(ctx context.Context, h schema.ChatMessageHistory) (any, error) {
+		return nil, h.AddAIMessage(ctx, s)
+	}
 }
 
 func set(ms ...llms.ChatMessage) func(context.Context, schema.ChatMessageHistory) (any, error) {
-	return func(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return nil, h.SetMessages(ctx, ms) }
+	return func(ctx context.Context, h schema.ChatMessageHistory) (any, error) {
+		return nil, h.SetMessages(ctx, ms)
+	}
 }
 
-func clear(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return nil, h.Clear(ctx) }
+func clearAll(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return nil, h.Clear(ctx) }
 
 func messages(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return h.Messages(ctx) }
 
@@ -86,7 +92,7 @@ var tricky = []string{
 func TestCompareWithSQLiteHistory(t *testing.T) {
 	steps := []step{
 		{"Messages of a new history", messages},
-		{"Clear of a new history", clear},
+		{"Clear of a new history", clearAll},
 		{"Messages after Clear of a new history", messages},
 		{"AddUserMessage", addUser("hi")},
 		{"AddAIMessage", addAI("hello, how can I help?")},
@@ -108,9 +114,9 @@ func TestCompareWithSQLiteHistory(t *testing.T) {
 		step{"Messages after SetMessages and add", messages},
 		step{"SetMessages one", set(llms.AIChatMessage{Content: "only"})},
 		step{"Messages after SetMessages one", messages},
-		step{"Clear", clear},
+		step{"Clear", clearAll},
 		step{"Messages after Clear", messages},
-		step{"Clear twice", clear},
+		step{"Clear twice", clearAll},
 		step{"AddAIMessage after Clear", addAI("after clear")},
 		step{"AddUserMessage after Clear", addUser("and again")},
 		step{"Messages after Clear and adds", messages},
@@ -158,7 +164,7 @@ func TestCompareSessionsIsolated(t *testing.T) {
 			{"B SetMessages", false, set(llms.SystemChatMessage{Content: "b-sys"})},
 			{"A messages after B SetMessages", true, messages},
 			{"B messages after B SetMessages", false, messages},
-			{"A Clear", true, clear},
+			{"A Clear", true, clearAll},
 			{"A messages after A Clear", true, messages},
 			{"B messages after A Clear", false, messages},
 		}
@@ -181,20 +187,17 @@ func TestCompareSessionsIsolated(t *testing.T) {
 // over both histories for a dozen turns and requires the same memory
 // variables after every turn, and after the memory's Clear.
 func TestCompareMemories(t *testing.T) {
-	type mem interface {
-		schema.Memory
-	}
 	kinds := []struct {
 		name string
-		make func(h schema.ChatMessageHistory) mem
+		make func(h schema.ChatMessageHistory) schema.Memory
 	}{
-		{"buffer", func(h schema.ChatMessageHistory) mem {
+		{"buffer", func(h schema.ChatMessageHistory) schema.Memory {
 			return memory.NewConversationBuffer(memory.WithChatHistory(h))
 		}},
-		{"buffer returning messages", func(h schema.ChatMessageHistory) mem {
+		{"buffer returning messages", func(h schema.ChatMessageHistory) schema.Memory {
 			return memory.NewConversationBuffer(memory.WithChatHistory(h), memory.WithReturnMessages(true))
 		}},
-		{"window of 3", func(h schema.ChatMessageHistory) mem {
+		{"window of 3", func(h schema.ChatMessageHistory) schema.Memory {
 			return memory.NewConversationWindowBuffer(3, memory.WithChatHistory(h), memory.WithReturnMessages(true))
 		}},
 	}
@@ -258,5 +261,3 @@ func show(v any) string {
 	}
 	return b.String()
 }
-
-

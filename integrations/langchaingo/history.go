@@ -34,7 +34,7 @@ import (
 // creates it, and one that loses that race appends to (or replaces) the
 // session the winner created. Only a session id that another tenant holds
 // keeps losing; the write then returns the store's ErrDuplicate.
-const createAttempts = 3
+const createAttempts = 4
 
 // History is a langchaingo chat message history (schema.ChatMessageHistory)
 // stored in one agentstore session. Its methods are safe for concurrent use,
@@ -162,7 +162,15 @@ func (h *History) append(ctx context.Context, m repo.Message) error {
 	ss := h.sessions()
 	var err error
 	for range createAttempts {
-		if _, err = ss.AppendMessages(ctx, h.id, m); !errors.Is(err, agentstore.ErrNotFound) {
+		_, err = ss.AppendMessages(ctx, h.id, m)
+		if errors.Is(err, agentstore.ErrStaleVersion) {
+			// A non-strict append that found no session, whose session was
+			// created before the store looked again, reports a stale
+			// version 0 (agentstore v0.2.0, PostgreSQL); nothing was
+			// written: append again.
+			continue
+		}
+		if !errors.Is(err, agentstore.ErrNotFound) {
 			return err
 		}
 		if err = ss.Save(ctx, h.newSession([]repo.Message{m})); !errors.Is(err, agentstore.ErrDuplicate) {
