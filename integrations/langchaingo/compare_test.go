@@ -61,7 +61,9 @@ func set(ms ...llms.ChatMessage) func(context.Context, schema.ChatMessageHistory
 	}
 }
 
-func clearAll(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return nil, h.Clear(ctx) }
+func clearAll(ctx context.Context, h schema.ChatMessageHistory) (any, error) {
+	return nil, h.Clear(ctx)
+}
 
 func messages(ctx context.Context, h schema.ChatMessageHistory) (any, error) { return h.Messages(ctx) }
 
