@@ -5,7 +5,7 @@ go 1.26.8
 replace github.com/agentstore/agentstore => ../..
 
 require (
-	github.com/agentstore/agentstore v0.0.0
+	github.com/agentstore/agentstore v0.2.0
 	github.com/google/uuid v1.6.0
 	github.com/tmc/langchaingo v0.1.14
 )
