@@ -33,7 +33,9 @@ import (
 // create or replace the history's session: a write that finds no session
 // creates it, and one that loses that race appends to (or replaces) the
 // session the winner created. Only a session id that another tenant holds
-// keeps losing; the write then returns the store's ErrDuplicate.
+// (or a session deleted and created again under the write, time after
+// time) keeps losing; the write then returns the store's last error
+// (ErrDuplicate for the other tenant's id).
 const createAttempts = 4
 
 // History is a langchaingo chat message history (schema.ChatMessageHistory)
