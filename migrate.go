@@ -499,8 +499,10 @@ func (s *Store) recordedVersion(db *gorm.DB) (int64, error) {
 // d (both domains, every index and foreign key, the schema-version rows) on
 // an empty database: every migration of the chain in order, rendered for
 // WithTablePrefix and WithSchema (with CREATE SCHEMA IF NOT EXISTS first
-// when a schema is given). It is what Migrate applies; psql or sqlite3 can
-// run it as one script. No database is contacted.
+// when a schema is given). Migrate applies the same chain (to an empty
+// database in one transaction, without CONCURRENTLY and without the
+// indexes a later step drops: the same catalog); psql or sqlite3 can run
+// it as one script. No database is contacted.
 func DDL(d Dialect, opts ...Option) (string, error) {
 	files, err := renderChain(d, opts)
 	if err != nil {
