@@ -411,7 +411,7 @@ func (s *Store) repairIndexes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	exps, names, err := s.expectedTables()
+	exps, names, err := s.expectedTables(true)
 	if err != nil {
 		return err
 	}
