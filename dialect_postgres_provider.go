@@ -176,7 +176,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		}
 		if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
 			if err := db.Exec(`DELETE FROM `+locks+` WHERE lock_token = ?`, token).Error; err != nil {
-				p.releaseOrchClaim(ctx, token)
+				p.releaseOrchLease(ctx, token)
 				return nil, fmt.Errorf("release lock of %s: %w", instance, err)
 			}
 			continue
@@ -189,31 +189,19 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			setOrchMetadata(it, true, *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID, hist)
 			it.KVSnapshot = kv
 		} else if err := p.fillOrchMetadataPG(db, it); err != nil {
-			p.releaseOrchClaim(ctx, token)
+			p.releaseOrchLease(ctx, token)
 			return nil, err
 		}
 		if isOrphanBatch(it) {
 			if err := db.Exec(`WITH d AS (DELETE FROM `+queue+` WHERE lock_token = ?) DELETE FROM `+locks+` WHERE lock_token = ?`,
 				token, token).Error; err != nil {
-				p.releaseOrchClaim(ctx, token)
+				p.releaseOrchLease(ctx, token)
 				return nil, fmt.Errorf("drop orphan messages of %s: %w", instance, err)
 			}
 			continue
 		}
 		return it, nil
 	}
-}
-
-// releaseOrchClaim undoes a committed PostgreSQL claim whose fetch then
-// failed (what the rollback of the fetch transaction did): the lock row
-// goes, the messages are unlocked and their attempt uncounted. Best
-// effort: if it fails too, the lock expires.
-func (p *gormProvider) releaseOrchClaim(ctx context.Context, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = p.s.db.WithContext(ctx).Exec(`WITH d AS (DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?)`+
-		` UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = NULL, locked_until = NULL,`+
-		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`, token, token).Error
 }
 
 // fillOrchMetadataPG is fillOrchMetadata (with the key-value snapshot) in
