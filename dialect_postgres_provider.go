@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,34 @@ type providerFastPaths interface {
 }
 
 var _ providerFastPaths = pgDialect{}
+
+// claimLockWaits is implemented by a dialect whose claims can wait on row
+// locks another transaction holds and that can bound those waits for one
+// transaction (see claimWait). The settings also carry the asynchronous
+// commit of CapAsyncCommit (async), so applying them costs the one
+// statement asyncCommitTx cost. (The one-statement orchestration fetch
+// sets the same in its own first CTE.)
+type claimLockWaits interface {
+	// claimTx applies the settings to the current transaction.
+	claimTx(tx *gorm.DB, async bool, wait time.Duration) error
+}
+
+var _ claimLockWaits = pgDialect{}
+
+// claimSettingsSQL returns the select list that applies the settings with
+// set_config(..., is_local = true): lock_timeout (whole milliseconds, at
+// least 1) and, with async, synchronous_commit off.
+func claimSettingsSQL(async bool, wait time.Duration) string {
+	s := `set_config('lock_timeout', '` + strconv.FormatInt(max(durMS(wait), 1), 10) + `', true) AS w`
+	if async {
+		s = `set_config('synchronous_commit', 'off', true) AS v, ` + s
+	}
+	return s
+}
+
+func (pgDialect) claimTx(tx *gorm.DB, async bool, wait time.Duration) error {
+	return tx.Exec(`SELECT ` + claimSettingsSQL(async, wait)).Error
+}
 
 func (pgDialect) fetchOrchestration(p *gormProvider, ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	return p.fetchOrchPG(ctx, lockTimeout, filter)
@@ -87,21 +116,35 @@ type orchFetchRow struct {
 // version (ctid). Otherwise (and for an
 // instance not created yet, whose first ack could not be seen this way) a
 // second statement reads metadata and history after the lock.
+//
+// The statement never waits for another fetcher (the advisory lock is a
+// try-lock, message rows are taken SKIP LOCKED), and its other lock waits
+// (an instance lock row or instance row another transaction holds) are
+// bounded by claimWait: a candidate whose locks were not granted in time
+// is skipped, like one another fetcher holds. At most maxOrchBusySkips
+// candidates are skipped that way per attempt (a table lock would make
+// every candidate wait), and at most maxOrchLostCandidates lost to other
+// fetchers, after which the attempt returns nothing and the poll goes on.
 func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	db := p.s.db.WithContext(ctx)
-	now := p.s.nowMS()
-	until := now + durMS(lockTimeout)
 	var tried []string
 	level := orchCandWindow
+	busy, lost := 0, 0
 	for {
+		// the clock is read for each candidate: the lease starts when its
+		// statement is sent, not when the attempt began
+		now := p.s.nowMS()
+		until := now + durMS(lockTimeout)
 		cand, cargs := p.orchCandidateSQL(now, filter, tried, level)
 		token := newLockToken()
 		locks, queue, inst := p.q(models.TableInstanceLocks), p.q(models.TableOrchestratorQueue), p.q(models.TableInstances)
-		stmt := `WITH RECURSIVE async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
+		stmt := `WITH RECURSIVE async AS MATERIALIZED (SELECT ` + claimSettingsSQL(true, p.claimWait()) + `),` +
 			// per-instance serialisation: a 64-bit advisory lock keyed by a
-			// hash of schema, prefix and instance, held to the statement's end
-			` c AS MATERIALIZED (SELECT x.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) || x.instance_id, 0)) AS got` +
-			` FROM (` + cand + `) x WHERE (SELECT v FROM async) IS NOT NULL),` +
+			// hash of schema (the one the tables resolve to when the Store
+			// names none), prefix and instance, held to the statement's end
+			` c AS MATERIALIZED (SELECT x.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) ||` +
+			` COALESCE(NULLIF(CAST(? AS text), ''), current_schema(), '') || '.' || CAST(? AS text) || ':' || x.instance_id, 0)) AS got` +
+			` FROM (` + cand + `) x WHERE (SELECT w FROM async) IS NOT NULL),` +
 			` l AS (INSERT INTO ` + locks + ` AS il (instance_id, lock_token, locked_until, locked_at) SELECT c.instance_id, ?, ?, ? FROM c WHERE c.got` +
 			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at` +
 			` WHERE il.locked_until <= ? RETURNING il.instance_id),` +
@@ -128,13 +171,29 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			` UNION ALL SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kv.last_updated_at_ms, kv.value, NULL, kv.key FROM ` + p.q(models.TableKVStore) + ` kv` +
 			` WHERE kv.instance_id = (SELECT instance_id FROM l) AND (SELECT ok FROM f)` +
 			` ORDER BY kind, id`
-		args := append([]any{"agentstore:orch:" + p.s.cfg.schema + "." + p.s.cfg.prefix + ":"}, cargs...)
+		args := append([]any{"agentstore:orch:", p.s.cfg.schema, p.s.cfg.prefix}, cargs...)
 		args = append(args, token, until, now, now, token, until, now, now)
 		var rows []orchFetchRow
 		// through gorm (not queryDirect): a fetch's statements are where
 		// gorm callbacks registered on the Store see a failing poll
 		if err := scanAll(db, &rows, stmt, args...); err != nil {
-			return nil, fmt.Errorf("fetch orchestration item: %w", err)
+			if !errors.Is(translateError(err), ErrLockTimeout) {
+				return nil, fmt.Errorf("fetch orchestration item: %w", err)
+			}
+			// a lock another transaction holds: skip the candidate the
+			// statement picked (the same query, without locks, names it)
+			var cands []struct{ InstanceID *string }
+			if busy++; busy > maxOrchBusySkips {
+				return nil, nil
+			}
+			if err := scanAll(db, &cands, cand, cargs...); err != nil {
+				return nil, fmt.Errorf("select candidate: %w", err)
+			}
+			if len(cands) == 0 || cands[0].InstanceID == nil {
+				return nil, nil
+			}
+			tried = append(tried, *cands[0].InstanceID)
+			continue
 		}
 		if len(rows) == 0 || rows[0].Kind != 0 {
 			return nil, nil // no candidate
@@ -150,6 +209,9 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		instance := *head.InstanceID
 		tried = append(tried, instance)
 		if head.Got == nil || !*head.Got || head.Locked == nil || !*head.Locked {
+			if lost++; lost > maxOrchLostCandidates {
+				return nil, nil
+			}
 			continue // another fetcher is on it, or holds its lock: next candidate
 		}
 		var msgs []orchMsgRow
@@ -203,6 +265,12 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		return it, nil
 	}
 }
+
+// Bounds of one PostgreSQL fetch attempt (see fetchOrchPG).
+const (
+	maxOrchBusySkips      = 2  // candidates skipped for a lock wait over claimWait
+	maxOrchLostCandidates = 50 // candidates lost to other fetchers
+)
 
 // fillOrchMetadataPG is fillOrchMetadata (with the key-value snapshot) in
 // one PostgreSQL statement for both cases (instance row or not).

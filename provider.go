@@ -239,7 +239,19 @@ func (p *gormProvider) q(base string) string { return p.s.quoted(base) }
 // ErrInvalidLockToken) and the messages are fetched again; any later
 // synchronous commit (every ack) flushes it first. This saves one fsync per
 // fetch, the dominant cost of a turn on PostgreSQL.
+//
+// Its lock waits are bounded by claimWait where the dialect can bound them
+// (claimLockWaits): the transaction then fails with ErrLockTimeout, and
+// the fetch attempt claims nothing (claimWaitExpired).
 func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if lw, ok := p.s.d.(claimLockWaits); ok {
+		return p.tx(ctx, func(tx *gorm.DB) error {
+			if err := lw.claimTx(tx, p.s.has(CapAsyncCommit), p.claimWait()); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	}
 	if !p.s.has(CapAsyncCommit) {
 		return p.tx(ctx, fn)
 	}
@@ -250,6 +262,38 @@ func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) 
 		return fn(tx)
 	})
 }
+
+// claimLockWait bounds how long a claim waits for a row lock another
+// transaction holds (an instance lock row or instance row under an ack in
+// flight, a force delete, a user's long transaction), where the dialect
+// can bound it (claimLockWaits). Claims skip queue rows other claims hold
+// (SKIP LOCKED, advisory try-locks); this bounds the waits that remain.
+// Table locks (DDL, LOCK TABLE) are taken before a statement runs and are
+// waited for like any statement's (WithLockTimeout bounds those).
+const claimLockWait = time.Second
+
+// claimWait is claimLockWait, or the Store's lock timeout
+// (WithLockTimeout) when that is shorter.
+func (p *gormProvider) claimWait() time.Duration {
+	if lt := p.s.cfg.lockTimeout; lt > 0 && lt < claimLockWait {
+		return lt
+	}
+	return claimLockWait
+}
+
+// claimWaitExpired returns nil for a claim that failed because a lock
+// wait exceeded claimWait (the dialect bounds claim waits: the rows it
+// waited for are held by another transaction, so there is nothing to
+// claim now, and the long poll goes on), else err.
+func (p *gormProvider) claimWaitExpired(err error) error {
+	if err != nil && errors.Is(translateError(err), ErrLockTimeout) {
+		if _, ok := p.s.d.(claimLockWaits); ok {
+			return nil
+		}
+	}
+	return err
+}
+
 
 func (p *gormProvider) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return p.s.db.WithContext(ctx).Transaction(fn)
@@ -763,7 +807,7 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 			var e error
 			start := p.s.nowMS()
 			if it, e = p.fetchOrchOnce(ctx, lockTimeout, filter); e != nil || it == nil {
-				return e
+				return p.claimWaitExpired(e)
 			}
 			it, e = p.keepOrchLease(ctx, it, start, lockTimeout)
 			return e

@@ -64,7 +64,7 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 			var e error
 			start := p.s.nowMS()
 			if l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags); e != nil || l == nil {
-				return e
+				return p.claimWaitExpired(e)
 			}
 			l, e = p.keepWorkLease(ctx, l, start, lockTimeout, session)
 			return e
@@ -171,7 +171,8 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	// One atomic statement, its own transaction. On PostgreSQL it also
 	// switches its own commit to asynchronous (set_config is_local = the
 	// statement's implicit transaction; see fetchTx for why a fetch may
-	// commit asynchronously), in the same round trip.
+	// commit asynchronously), in the same round trip. It never waits for
+	// a row another transaction holds (SKIP LOCKED).
 	with, async := p.s.asyncCommitCTE()
 	stmt := with + `UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
 		` WHERE id = (` + sub + `)` + async + ` RETURNING id, work_item, attempt_count`

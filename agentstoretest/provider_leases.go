@@ -28,6 +28,7 @@ func init() {
 		test{"ProviderLeaseValidAfterSlowClaim", testProviderLeaseValidAfterSlowClaimOrch},
 		test{"ProviderLeaseValidAfterWaitingBehindATransaction", testProviderLeaseValidAfterWaitOrch},
 		test{"ProviderLeasesValidUnderContention", testProviderLeasesValidUnderContentionOrch},
+		test{"ProviderFetchDoesNotWaitOnAHeldInstanceLockRow", testProviderFetchDoesNotWaitOnAHeldInstanceLockRow},
 	)
 	register("WorkerQueue",
 		test{"ProviderWorkerLeaseValidAfterSlowClaim", testProviderLeaseValidAfterSlowClaimWork},
@@ -415,5 +416,47 @@ func testProviderLeasesValidUnderContentionWork(t *testing.T, h *harness) {
 		if n != 1 {
 			t.Fatalf("item %d acked %d times", id, n)
 		}
+	}
+}
+
+// testProviderFetchDoesNotWaitOnAHeldInstanceLockRow: a transaction that
+// holds the instance lock row of an instance (row-locked, for far longer
+// than any lease) does not hold up fetches: a fetch returns within a
+// bounded time, with nothing or another instance, never that one.
+// (SQLite has no row locks: a write transaction blocks every writer for
+// at most the busy timeout, which the waiting tests cover.)
+func testProviderFetchDoesNotWaitOnAHeldInstanceLockRow(t *testing.T, h *harness) {
+	if h.Dialect == agentstore.SQLite {
+		t.Skip("SQLite has no row locks")
+	}
+	e := realEnv(t, h)
+	e.enqueue(t, startItem("i1", nil))
+	e.enqueue(t, startItem("i2", nil))
+	// an expired instance lock row for i1
+	it, err := e.p.FetchOrchestrationItem(e.ctx, 20*time.Millisecond, 0, nil)
+	if err != nil || it == nil || it.Instance != "i1" {
+		t.Fatalf("first fetch = %v, %v", it, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	st := h.Open(t)
+	tx := st.DB(e.ctx).Begin()
+	defer tx.Rollback()
+	var ids []string
+	if err := tx.Raw(`SELECT instance_id FROM `+st.Table(models.TableInstanceLocks)+` WHERE instance_id = ? FOR UPDATE`, "i1").Scan(&ids).Error; err != nil || len(ids) != 1 {
+		t.Fatalf("lock the instance lock row: %v %v", ids, err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := e.p.FetchOrchestrationItem(ctx, testLock, 0, nil)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("fetch while i1's lock row is held: %v (after %v)", err, took)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("fetch waited %v for a row another transaction holds", took)
+	}
+	if got != nil && got.Instance != "i2" {
+		t.Fatalf("fetched %s while its lock row is held", got.Instance)
 	}
 }
