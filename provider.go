@@ -294,7 +294,6 @@ func (p *gormProvider) claimWaitExpired(err error) error {
 	return err
 }
 
-
 func (p *gormProvider) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return p.s.db.WithContext(ctx).Transaction(fn)
 }

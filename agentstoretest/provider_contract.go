@@ -91,7 +91,9 @@ func (e *pEnv) readsOfExecution(t *testing.T, instance string, exec uint64, late
 	wantEvents(t, "ReadHistoryWithExecutionID", got, want)
 	x := e.st.ProviderAdminExt()
 	for _, limit := range []int{1, 2, 100} {
-		got = walkPages(t, limit, func(p repo.PageParams) ([]duroxide.Event, string, error) { return x.ReadHistoryPage(e.ctx, instance, exec, p) })
+		got = walkPages(t, limit, func(p repo.PageParams) ([]duroxide.Event, string, error) {
+			return x.ReadHistoryPage(e.ctx, instance, exec, p)
+		})
 		wantEvents(t, "ReadHistoryPage", got, want)
 	}
 	if !latest {
@@ -279,7 +281,7 @@ func newerRuntimeEvents(instance string, exec uint64) []duroxide.Event {
 		&duroxide.KeyValuesClearedEvent{},
 		&duroxide.OrchestrationFailedEvent{Details: duroxide.ErrorDetails{Poison: &duroxide.PoisonError{AttemptCount: 11, MaxAttempts: 10,
 			MessageType: duroxide.PoisonMessageType{Activity: &duroxide.PoisonActivity{Instance: instance, ExecutionID: exec, ActivityName: "act", ActivityID: 2}},
-			Message: "poisoned"}}},
+			Message:     "poisoned"}}},
 	}
 	versions := []string{"0.1.30", "0.1.31", "0.2.0-rc.1+build.7"}
 	sources := map[int]uint64{2: 2, 4: 4, 5: 2, 7: 7, 9: 9, 12: 12, 13: 12, 14: 12}
@@ -451,7 +453,7 @@ func testProviderWorkerCountedAbandonsReachMaxAttempts(t *testing.T, h *harness)
 	poison := &duroxide.ActivityFailed{Instance: "i1", ExecutionID: 1, ID: 2, Details: duroxide.ErrorDetails{Poison: &duroxide.PoisonError{
 		AttemptCount: maxAttempts + 1, MaxAttempts: maxAttempts,
 		MessageType: duroxide.PoisonMessageType{Activity: &duroxide.PoisonActivity{Instance: "i1", ExecutionID: 1, ActivityName: "act", ActivityID: 2}},
-		Message: "poisoned"}}}
+		Message:     "poisoned"}}}
 	if err := e.p.AckWorkItem(e.ctx, l.LockToken, poison); err != nil {
 		t.Fatalf("poison ack: %v", err)
 	}
