@@ -38,6 +38,7 @@ func init() {
 	register("ActivitySessions",
 		test{"ProviderSessionLeaseValidAfterSlowClaim", testProviderLeaseValidAfterSlowClaimSession},
 		test{"ProviderSessionLeaseValidAfterWaitingBehindATransaction", testProviderLeaseValidAfterWaitSession},
+		test{"ProviderSessionLeasesValidUnderContention", testProviderLeasesValidUnderContentionSession},
 	)
 }
 
@@ -362,9 +363,27 @@ func testProviderLeasesValidUnderContentionOrch(t *testing.T, h *harness) {
 
 // testProviderLeasesValidUnderContentionWork: the same for worker items.
 func testProviderLeasesValidUnderContentionWork(t *testing.T, h *harness) {
+	leasesUnderContention(t, h, false)
+}
+
+// testProviderLeasesValidUnderContentionSession: the same for items of
+// activity sessions, each Store one session owner (the session leases
+// expire while the competing transaction holds the queue, so sessions may
+// change owner): every ack succeeds, every item is acked once.
+func testProviderLeasesValidUnderContentionSession(t *testing.T, h *harness) {
+	leasesUnderContention(t, h, true)
+}
+
+// leasesUnderContention runs the worker contention test, with sessions
+// (contItems/10 sessions) or without.
+func leasesUnderContention(t *testing.T, h *harness, sessions bool) {
 	e := realEnv(t, h)
 	for i := range contItems {
-		if err := e.p.EnqueueForWorker(e.ctx, activity("i1", 1, uint64(i+1))); err != nil {
+		a := activity("i1", 1, uint64(i+1))
+		if sessions {
+			a = sessionItem("i1", fmt.Sprintf("s%d", i%(contItems/10)), uint64(i+1))
+		}
+		if err := e.p.EnqueueForWorker(e.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -380,13 +399,17 @@ func testProviderLeasesValidUnderContentionWork(t *testing.T, h *harness) {
 	)
 	done := holdWrites(t, h, models.TableWorkerQueue, contLease+500*time.Millisecond)
 	deadline := time.Now().Add(60 * time.Second)
-	for _, p := range ps {
+	for si, p := range ps {
+		var cfg *duroxide.SessionFetchConfig
+		if sessions {
+			cfg = &duroxide.SessionFetchConfig{OwnerID: fmt.Sprintf("w%d", si), LockTimeout: contLease}
+		}
 		for range contWorkers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for total.Load() < contItems && time.Now().Before(deadline) {
-					l, err := p.FetchWorkItem(e.ctx, contLease, 200*time.Millisecond, nil, duroxide.TagFilter{})
+					l, err := p.FetchWorkItem(e.ctx, contLease, 200*time.Millisecond, cfg, duroxide.TagFilter{})
 					if err != nil {
 						t.Errorf("fetch: %v", err)
 						return
