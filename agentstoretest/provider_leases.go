@@ -290,6 +290,26 @@ func testProviderLeaseValidAfterWaitSession(t *testing.T, h *harness) {
 	}
 }
 
+// transient reports a retryable failure (a connection refused by a busy
+// server, a deadlock), which a runtime retries; the contention tests do
+// too. An invalid lock token is never transient.
+func transient(err error) bool {
+	return err != nil && errors.Is(err, agentstore.ErrRetryable) && !errors.Is(err, agentstore.ErrInvalidLockToken)
+}
+
+// retryTransient calls fn until it returns something other than a
+// transient failure (at most 5 times).
+func retryTransient(fn func() error) error {
+	var err error
+	for range 5 {
+		if err = fn(); !transient(err) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
 // contention is the shape of the contention tests: Stores, fetching
 // goroutines per Store, items, and the lease each fetch asks for.
 const (
@@ -328,6 +348,9 @@ func testProviderLeasesValidUnderContentionOrch(t *testing.T, h *harness) {
 				defer wg.Done()
 				for total.Load() < contItems && time.Now().Before(deadline) {
 					it, err := p.FetchOrchestrationItem(e.ctx, contLease, 200*time.Millisecond, nil)
+					if transient(err) {
+						continue
+					}
 					if err != nil {
 						t.Errorf("fetch: %v", err)
 						return
@@ -335,8 +358,10 @@ func testProviderLeasesValidUnderContentionOrch(t *testing.T, h *harness) {
 					if it == nil {
 						continue
 					}
-					err = p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-						HistoryDelta: []duroxide.Event{startedEv(it.Instance, 1, 1, nil)}, Metadata: runningMeta(nil)})
+					err = retryTransient(func() error {
+						return p.AckOrchestrationItem(e.ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+							HistoryDelta: []duroxide.Event{startedEv(it.Instance, 1, 1, nil)}, Metadata: runningMeta(nil)})
+					})
 					if err != nil {
 						t.Errorf("immediate ack of %s: %v", it.Instance, err)
 						return
@@ -410,6 +435,9 @@ func leasesUnderContention(t *testing.T, h *harness, sessions bool) {
 				defer wg.Done()
 				for total.Load() < contItems && time.Now().Before(deadline) {
 					l, err := p.FetchWorkItem(e.ctx, contLease, 200*time.Millisecond, cfg, duroxide.TagFilter{})
+					if transient(err) {
+						continue
+					}
 					if err != nil {
 						t.Errorf("fetch: %v", err)
 						return
@@ -418,7 +446,9 @@ func leasesUnderContention(t *testing.T, h *harness, sessions bool) {
 						continue
 					}
 					id := l.Item.(*duroxide.ActivityExecute).ID
-					if err := p.AckWorkItem(e.ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: id, Result: "r"}); err != nil {
+					if err := retryTransient(func() error {
+						return p.AckWorkItem(e.ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: id, Result: "r"})
+					}); err != nil {
 						t.Errorf("immediate ack of item %d: %v", id, err)
 						return
 					}
