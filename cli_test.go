@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/migrations"
 	"github.com/agentstore/agentstore/models"
 )
 
@@ -93,8 +94,75 @@ func TestCLI(t *testing.T) {
 		run(t, 2, "version", "extra")
 		run(t, 0, "help")
 		run(t, 0, "verify", "-h")
-		if r := run(t, 0, "version"); !strings.HasPrefix(r.stdout, "agentstore ") || !strings.Contains(r.stdout, "schema version") {
-			t.Fatalf("version output %q", r.stdout)
+		// version and --version print the module version and each dialect's schema head.
+		v := run(t, 0, "version")
+		if r := run(t, 0, "--version"); r.stdout != v.stdout {
+			t.Fatalf("--version printed %q, version %q", r.stdout, v.stdout)
+		}
+		wantV := "agentstore " + agentstore.Version + " "
+		for _, d := range dialects {
+			head, err := migrations.Head(string(d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("%s V%d", d, head); !strings.HasPrefix(v.stdout, wantV) || !strings.Contains(v.stdout, want) {
+				t.Fatalf("version printed %q, want %q... and %q", v.stdout, wantV, want)
+			}
+		}
+		// --target outside the chain is refused before any database is opened.
+		run(t, 2, "migrate", "--dsn", "sqlite::memory:", "--target", "0")
+		if r := run(t, 2, "migrate", "--dsn", "sqlite::memory:", "--target", strconv.FormatInt(agentstore.SchemaVersion+1, 10)); !strings.Contains(r.stderr, "head") {
+			t.Fatalf("--target beyond head: %s", r.stderr)
+		}
+		run(t, 2, "migrate", "--dsn", "sqlite::memory:", "--target", "x")
+		run(t, 2, "status")
+		run(t, 2, "status", "--dsn", "sqlite::memory:", "extra")
+	})
+
+	t.Run("help_lists_every_command_and_flag", func(t *testing.T) {
+		t.Parallel()
+		help := run(t, 0, "help").stdout
+		doc, err := os.ReadFile("docs/cli.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cliDoc := string(doc)
+		if r := run(t, 0, "--help"); r.stdout != help {
+			t.Fatal("--help differs from help")
+		}
+		for _, cmd := range []string{"ddl", "status", "migrate", "verify"} {
+			if !strings.Contains(help, "agentstore "+cmd+" ") || !strings.Contains(cliDoc, "agentstore "+cmd+" ") {
+				t.Errorf("help or docs/cli.md does not list the %s command", cmd)
+			}
+			// "CMD -h" prints the command's flags (the flag package's list, to stderr).
+			r := run(t, 0, cmd, "-h")
+			n := 0
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if !strings.HasPrefix(line, "  -") {
+					continue
+				}
+				name := strings.Fields(line[3:])[0]
+				n++
+				if !strings.Contains(help, "--"+name+" ") {
+					t.Errorf("help does not document %s's flag --%s", cmd, name)
+				}
+				if !strings.Contains(cliDoc, "--"+name) {
+					t.Errorf("docs/cli.md does not document %s's flag --%s", cmd, name)
+				}
+			}
+			if n == 0 {
+				t.Errorf("%s -h listed no flags:\n%s", cmd, r.stderr)
+			}
+		}
+		for _, c := range []string{"version", "--version", "help"} {
+			if !strings.Contains(help, c) {
+				t.Errorf("help does not mention %s", c)
+			}
+		}
+		for code := 0; code <= 4; code++ {
+			if !strings.Contains(help, fmt.Sprintf("\n  %d  ", code)) || !strings.Contains(cliDoc, fmt.Sprintf("\n| %d | ", code)) {
+				t.Errorf("help or docs/cli.md does not document exit status %d", code)
+			}
 		}
 	})
 
@@ -249,15 +317,163 @@ func TestCLI(t *testing.T) {
 		})
 	})
 
+	t.Run("status_target_dry_run", func(t *testing.T) {
+		t.Parallel()
+		forEachDialect(t, func(t *testing.T, h *harness) {
+			ctx := context.Background()
+			dsn := h.DSN
+			var extra []string
+			if h.Schema != "" {
+				extra = []string{"--schema", h.Schema}
+			}
+			args := func(a ...string) []string { return append(a, extra...) }
+			head := int64(agentstore.SchemaVersion)
+			chain, err := migrations.Chain(string(h.Dialect))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if h.Dialect == agentstore.SQLite {
+				// status and --dry-run open read-only: a missing file is an error, never created.
+				run(t, 2, args("status", "--dsn", dsn)...)
+				run(t, 2, args("migrate", "--dsn", dsn, "--dry-run")...)
+				if _, err := os.Stat(strings.TrimPrefix(dsn, "sqlite:")); !os.IsNotExist(err) {
+					t.Fatalf("status or migrate --dry-run created the SQLite file (%v)", err)
+				}
+			} else {
+				// An empty schema: every version pending, exit 3.
+				r := run(t, 3, args("status", "--dsn", dsn)...)
+				if got := strings.Count(r.stdout, " pending "); got != int(head) || !strings.Contains(r.stdout, "behind: schema version 0") {
+					t.Fatalf("status of an empty schema (%d pending lines):\n%s", got, r.stdout)
+				}
+			}
+
+			// --target 2: V1 and V2 only.
+			r := run(t, 0, args("migrate", "--dsn", dsn, "--target", "2")...)
+			if !strings.Contains(r.stdout, "applied V1 "+chain[0].Description+"\n") || !strings.Contains(r.stdout, "applied V2 "+chain[1].Description+"\n") ||
+				strings.Contains(r.stdout, "applied V3") || !strings.Contains(r.stdout, "from schema version 0 to 2 ") {
+				t.Fatalf("migrate --target 2 printed:\n%s", r.stdout)
+			}
+			st := h.Open(t)
+			if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != 2 {
+				t.Fatalf("after --target 2 the database records %d (%v)", v, err)
+			}
+			r = run(t, 3, args("status", "--dsn", dsn)...)
+			for v := int64(1); v <= head; v++ {
+				state := "pending"
+				if v <= 2 {
+					state = "applied"
+				}
+				if !strings.Contains(r.stdout, fmt.Sprintf("V%-3d %s ", v, state)) || !strings.Contains(r.stdout, chain[v-1].Description) {
+					t.Fatalf("status at V2 does not show V%d %s:\n%s", v, state, r.stdout)
+				}
+			}
+			r = run(t, 3, args("status", "--dsn", dsn, "--json")...)
+			var js struct {
+				agentstore.MigrationStatus
+				State string `json:"state"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || js.State != "behind" || js.Current != 2 ||
+				len(js.Applied) != 2 || js.Applied[1].AppliedAt.IsZero() || len(js.Pending) != int(head-2) || js.Head != head {
+				t.Fatalf("status --json at V2: %v\n%s", err, r.stdout)
+			}
+
+			// --dry-run prints the statements of V3..target and runs none of them.
+			r = run(t, 0, args("migrate", "--dsn", dsn, "--dry-run", "--target", "4")...)
+			if !strings.Contains(r.stdout, "\n-- V3 "+chain[2].Description) || !strings.Contains(r.stdout, "\n-- V4 "+chain[3].Description) ||
+				strings.Contains(r.stdout, "-- V2 ") || strings.Contains(r.stdout, "-- V5 ") {
+				t.Fatalf("migrate --dry-run --target 4 printed:\n%s", r.stdout)
+			}
+			plan, err := st.MigrationPlan(ctx, 4)
+			if err != nil || len(plan) != 2 {
+				t.Fatalf("MigrationPlan(4) at V2: %d steps, %v", len(plan), err)
+			}
+			for _, p := range plan {
+				for _, stmt := range p.Statements {
+					if !strings.Contains(r.stdout, stmt+";\n") {
+						t.Fatalf("--dry-run output lacks the plan's statement %q", stmt)
+					}
+				}
+			}
+			if v, _ := st.RecordedSchemaVersion(ctx); v != 2 {
+				t.Fatalf("--dry-run changed the database: it records %d", v)
+			}
+			// The printed script is exactly what Migrate would run: running it
+			// brings the database to head, and Verify finds nothing.
+			r = run(t, 0, args("migrate", "--dsn", dsn, "--dry-run")...)
+			if !strings.Contains(r.stdout, fmt.Sprintf("\n-- V%d ", head)) {
+				t.Fatalf("migrate --dry-run to head printed:\n%s", r.stdout)
+			}
+			for _, stmt := range migrations.Statements(r.stdout) {
+				if _, err := st.SQLDB().ExecContext(ctx, stmt); err != nil {
+					t.Fatalf("running the --dry-run statement %q: %v", stmt, err)
+				}
+			}
+			if rep, err := st.Verify(ctx); err != nil || !rep.OK() || rep.DatabaseVersion != head {
+				t.Fatalf("after running the --dry-run script: %v\n%v", err, rep)
+			}
+			r = run(t, 0, args("status", "--dsn", dsn)...)
+			if !strings.Contains(r.stdout, fmt.Sprintf("current: schema version %d", head)) || strings.Contains(r.stdout, "pending") {
+				t.Fatalf("status at head printed:\n%s", r.stdout)
+			}
+			if r := run(t, 0, args("migrate", "--dsn", dsn, "--dry-run")...); !strings.Contains(r.stdout, "-- nothing to do") {
+				t.Fatalf("--dry-run at head printed:\n%s", r.stdout)
+			}
+
+			// A target below the recorded version is refused (forward-only): exit 1.
+			if r := run(t, 1, args("migrate", "--dsn", dsn, "--target", "3")...); !strings.Contains(r.stderr, "forward-only") {
+				t.Fatalf("migrate --target 3 at head: %s", r.stderr)
+			}
+			run(t, 1, args("migrate", "--dsn", dsn, "--target", "3", "--dry-run")...)
+			run(t, 0, args("migrate", "--dsn", dsn, "--target", strconv.FormatInt(head, 10))...)
+
+			// Index drift at head: status compares versions only (exit 0);
+			// --dry-run prints the index repair Migrate then runs.
+			idx := "idx_" + st.TablePrefix() + "sessions_state"
+			q := `DROP INDEX "` + idx + `"`
+			if h.Schema != "" {
+				q = `DROP INDEX "` + h.Schema + `"."` + idx + `"`
+			}
+			if _, err := st.SQLDB().ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			run(t, 0, args("status", "--dsn", dsn)...)
+			r = run(t, 0, args("migrate", "--dsn", dsn, "--dry-run")...)
+			if !strings.Contains(r.stdout, "-- index repair") || !strings.Contains(r.stdout, `"`+idx+`"`) {
+				t.Fatalf("--dry-run with a missing index printed:\n%s", r.stdout)
+			}
+			if rep, _ := st.Verify(ctx); rep == nil || rep.OK() {
+				t.Fatal("--dry-run repaired the index")
+			}
+			run(t, 0, args("migrate", "--dsn", dsn)...)
+			if rep, err := st.Verify(ctx); err != nil || !rep.OK() {
+				t.Fatalf("migrate after --dry-run: %v %v", err, rep)
+			}
+
+			// A database ahead of this build: status exit 4, --dry-run exit 1.
+			if _, err := st.SQLDB().ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP)`,
+				quotedTable(h, st, models.TableSchemaVersion), head+1)); err != nil {
+				t.Fatal(err)
+			}
+			r = run(t, 4, args("status", "--dsn", dsn)...)
+			if !strings.Contains(r.stdout, fmt.Sprintf("V%-3d applied ", head+1)) || !strings.Contains(r.stdout, "(unknown to this build)") ||
+				!strings.Contains(r.stdout, "ahead: ") {
+				t.Fatalf("status of an ahead database:\n%s", r.stdout)
+			}
+			run(t, 1, args("migrate", "--dsn", dsn, "--dry-run")...)
+		})
+	})
+
 	t.Run("cannot_run", func(t *testing.T) {
 		t.Parallel()
 		// A SQLite file in a directory that does not exist.
 		run(t, 2, "verify", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"))
 		run(t, 2, "migrate", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"))
+		run(t, 2, "status", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"))
 		// An unreachable server: exit 2 and the password is never printed.
 		const pw = "Sup3r-s3cret-pw"
 		dsn := "postgres://agent:" + pw + "@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
-		for _, cmd := range []string{"verify", "migrate"} {
+		for _, cmd := range []string{"verify", "migrate", "status"} {
 			r := run(t, 2, cmd, "--dsn", dsn)
 			if strings.Contains(r.stderr+r.stdout, pw) {
 				t.Fatalf("%s printed the DSN password:\n%s", cmd, r.stderr)

@@ -1,120 +1,79 @@
 package agentstore
 
 import (
-	"context"
-	"database/sql/driver"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"strings"
-
-	"gorm.io/gorm"
-
-	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/internal/engine"
 )
 
 // The error sentinels of the repository contracts, re-exported from package
 // repo so callers can write errors.Is(err, agentstore.ErrNotFound).
 var (
 	// ErrNotFound: a lookup by key matched no row (or a row of another tenant).
-	ErrNotFound = repo.ErrNotFound
+	ErrNotFound = engine.ErrNotFound
 	// ErrConflict: a uniqueness or optimistic-concurrency rule was broken; nothing was written.
-	ErrConflict = repo.ErrConflict
+	ErrConflict = engine.ErrConflict
 	// ErrStaleVersion: an optimistic-concurrency check failed (also ErrConflict); see StaleVersionError.
-	ErrStaleVersion = repo.ErrStaleVersion
+	ErrStaleVersion = engine.ErrStaleVersion
 	// ErrDuplicate: a caller-chosen key is already stored with other content (also ErrConflict).
-	ErrDuplicate = repo.ErrDuplicate
+	ErrDuplicate = engine.ErrDuplicate
 	// ErrInvalidInput: input refused before any SQL ran.
-	ErrInvalidInput = repo.ErrInvalidInput
+	ErrInvalidInput = engine.ErrInvalidInput
 	// ErrCorruptRow: a stored row cannot be decoded (see CorruptRowError).
-	ErrCorruptRow = repo.ErrCorruptRow
+	ErrCorruptRow = engine.ErrCorruptRow
 	// ErrLockLost: a lease or peek-lock expired, was released, or moved.
-	ErrLockLost = repo.ErrLockLost
+	ErrLockLost = engine.ErrLockLost
 	// ErrRetryable: a transient database failure; the call may be retried.
-	ErrRetryable = repo.ErrRetryable
+	ErrRetryable = engine.ErrRetryable
 	// ErrTimeout: a timeout set with WithLockTimeout or WithStatementTimeout
 	// expired (one of the two below); never the caller's own deadline.
-	ErrTimeout = repo.ErrTimeout
+	ErrTimeout = engine.ErrTimeout
 	// ErrLockTimeout: a lock wait exceeded the lock timeout (also ErrTimeout
 	// and ErrRetryable); see WithLockTimeout.
-	ErrLockTimeout = repo.ErrLockTimeout
+	ErrLockTimeout = engine.ErrLockTimeout
 	// ErrStatementTimeout: a statement exceeded the statement timeout (also
 	// ErrTimeout, not ErrRetryable); see WithStatementTimeout.
-	ErrStatementTimeout = repo.ErrStatementTimeout
+	ErrStatementTimeout = engine.ErrStatementTimeout
 	// ErrInvalidConfig is returned by Open, New, DDL and the options for a
 	// bad DSN, table prefix, schema name or pool setting. No SQL has run.
-	ErrInvalidConfig = errors.New("agentstore: invalid configuration")
+	ErrInvalidConfig = engine.ErrInvalidConfig
 	// ErrSchemaBehind: the database lacks a table or column this build
 	// uses: its schema is older than SchemaVersion (run Migrate, or apply
 	// the exported migrations) or was changed by hand (run Verify).
 	// Permanent until the schema is fixed.
-	ErrSchemaBehind = errors.New("agentstore: database schema is behind this build (run migrate)")
+	ErrSchemaBehind = engine.ErrSchemaBehind
+	// ErrClosed: the Store was closed (Store.Close). Every call made
+	// through it afterwards — sessions, session queue, provider, admin,
+	// key-value, Migrate, Verify, RecordedSchemaVersion, and statements
+	// through Store.DB's GORM handle (except Row(), whose *sql.Row carries
+	// database/sql's own error) — fails with an error matching it, before
+	// any SQL; so does a call that was running when Close closed the
+	// connection pool under it. Not retryable: open a new Store.
+	ErrClosed = engine.ErrClosed
+	// ErrDialectUnavailable: a dialect this binary was built without.
+	ErrDialectUnavailable = engine.ErrDialectUnavailable
 )
 
 // StaleVersionError is the *repo.StaleVersionError of a failed version check (stored version included).
-type StaleVersionError = repo.StaleVersionError
+type StaleVersionError = engine.StaleVersionError
 
 // CorruptRowError reports a stored row that cannot be decoded; it matches ErrCorruptRow.
-type CorruptRowError = repo.CorruptRowError
-
-// invalidf returns an ErrInvalidInput error with a formatted reason.
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
-}
-
-// configf returns an ErrInvalidConfig error with a formatted reason.
-func configf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-}
+type CorruptRowError = engine.CorruptRowError
 
 // IsRetryable reports whether err is a transient database failure.
-func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
-
-// translateError maps GORM and driver errors onto the sentinels; the
-// original error stays in the chain. Every repository method returns
-// through it.
-func translateError(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrTimeout) {
-		return err
-	}
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return fmt.Errorf("%w: %w", ErrConflict, err)
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		// The caller's own deadline or cancellation: retrying with the same
-		// context cannot succeed, so it is not ErrRetryable. A connection
-		// attempt that timed out (the pool's ConnectTimeout) is the server's
-		// failure and stays retryable.
-		for _, d := range registered {
-			if c, ok := d.(connectFailureClassifier); ok && c.isConnectFailure(err) {
-				return fmt.Errorf("%w: %w", ErrRetryable, err)
-			}
-		}
-		return err
-	}
-	for _, d := range registered {
-		if t, ok := d.(driverErrorTranslator); ok {
-			if mapped, ok := t.translateDriverError(err); ok {
-				return mapped
-			}
-		}
-	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %w", ErrRetryable, err)
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return fmt.Errorf("%w: %w", ErrRetryable, err)
-	}
-	if strings.Contains(err.Error(), "conn closed") {
-		return fmt.Errorf("%w: %w", ErrRetryable, err)
-	}
-	return err
+func IsRetryable(err error) bool {
+	return engine.IsRetryable(err)
 }
+
+// OpenError is the error of an Open that could not use its database: What
+// it tried ("connect to postgres://app:xxxxx@db:5432/agents", "open SQLite
+// database ./data/agents.db"), the Reason in the Store's words ("connection
+// refused", "database \"agents\" does not exist", "directory ./data does
+// not exist"). It matches ErrInvalidConfig when the configuration is wrong
+// (unknown database, role or path, authentication, TLS certificate:
+// retrying cannot help) or ErrRetryable when the failure is transient
+// (server down or unreachable, starting up, out of connection slots,
+// connect timeout); after the caller's own context ended it matches that
+// context error instead (not retryable). The driver's error is reachable
+// with errors.As (no secret of the DSN in its message); its text is not in
+// Error.
+type OpenError = dialect.OpenError

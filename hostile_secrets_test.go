@@ -39,11 +39,14 @@ func (c *captureLog) String() string {
 
 // secretDSNs returns DSN forms carrying pw, for host:port.
 func secretDSNs(pw, hostPort string) map[string]string {
+	host, port, _ := strings.Cut(hostPort, ":")
 	return map[string]string{
-		"userinfo":        "postgres://postgres:" + pw + "@" + hostPort + "/test?sslmode=disable&connect_timeout=2",
-		"postgresql":      "postgresql://postgres:" + pw + "@" + hostPort + "/test?sslmode=disable&connect_timeout=2",
-		"percent-encoded": "postgres://postgres:" + url.QueryEscape(pw+"@/:") + "@" + hostPort + "/test?sslmode=disable&connect_timeout=2",
-		"query param":     "postgres://postgres@" + hostPort + "/test?sslmode=disable&connect_timeout=2&password=" + pw,
+		"userinfo":         "postgres://postgres:" + pw + "@" + hostPort + "/test?sslmode=disable&connect_timeout=2",
+		"postgresql":       "postgresql://postgres:" + pw + "@" + hostPort + "/test?sslmode=disable&connect_timeout=2",
+		"percent-encoded":  "postgres://postgres:" + url.QueryEscape(pw+"@/:") + "@" + hostPort + "/test?sslmode=disable&connect_timeout=2",
+		"query param":      "postgres://postgres@" + hostPort + "/test?sslmode=disable&connect_timeout=2&password=" + pw,
+		"sslpassword":      "postgres://postgres@" + hostPort + "/test?sslmode=disable&connect_timeout=2&sslpassword=" + pw,
+		"key=value quoted": "host=" + host + " port=" + port + " user=postgres dbname=test sslmode=disable connect_timeout=2 password='" + pw + "' sslpassword=" + pw,
 	}
 }
 
@@ -53,11 +56,13 @@ func leaks(s, pw string) bool {
 }
 
 // TestHostileSecretsNeverInErrorsOrLogs: a PostgreSQL password in the DSN
-// (userinfo, percent-encoded, query parameter) never appears in Open's
+// (userinfo, percent-encoded, password or sslpassword query parameter,
+// key=value quoted) never appears in Open's
 // errors (unreachable server, bad options, bad DSN), in RedactDSN, in a
 // formatted Store, or in anything the GORM logger prints at Info level
 // while migrating, working and failing against a reachable server.
 func TestHostileSecretsNeverInErrorsOrLogs(t *testing.T) {
+	t.Parallel()
 	const pw = "Pw-d0nt-l3ak-9f3e"
 	ctx := context.Background()
 	tried, leaked := 0, 0
@@ -83,12 +88,16 @@ func TestHostileSecretsNeverInErrorsOrLogs(t *testing.T) {
 		}
 		check(form+": bad option error", err.Error())
 		check(form+": RedactDSN", agentstore.RedactDSN(dsn))
-		_, err = agentstore.Open(ctx, strings.Replace(dsn, "127.0.0.1:1", "127.0.0.1:notaport", 1))
+		_, err = agentstore.Open(ctx, strings.NewReplacer("127.0.0.1:1", "127.0.0.1:notaport", "port=1 ", "port=notaport ").Replace(dsn))
 		if err == nil {
 			t.Fatalf("%s: Open with a bad port succeeded", form)
 		}
 		check(form+": bad port error", err.Error())
-		_, _, err = agentstore.ParseDSN(strings.Replace(dsn, "postgres", "mysql", 1))
+		other := strings.Replace(dsn, "postgres", "mysql", 1)
+		if !strings.Contains(dsn, "://") {
+			other = "driver=mysql " + dsn
+		}
+		_, _, err = agentstore.ParseDSN(other)
 		if err == nil {
 			t.Fatalf("%s: ParseDSN of a mysql DSN succeeded", form)
 		}
@@ -153,6 +162,7 @@ func TestHostileSecretsNeverInErrorsOrLogs(t *testing.T) {
 // --json), with the DSN given by flag or by AGENTSTORE_DSN, against a
 // reachable and an unreachable server, never print the password.
 func TestHostileSecretsNeverInCLIOutput(t *testing.T) {
+	t.Parallel()
 	requirePostgres(t)
 	const pw = "Cl1-pw-n3ver-sh0wn"
 	bin := buildCLI(t)

@@ -17,117 +17,78 @@ package agentstore
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/internal/dialect/postgres"
+	"github.com/agentstore/agentstore/internal/dialect/sqlite"
+	"github.com/agentstore/agentstore/internal/engine"
+	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/agentstore/agentstore/models"
 )
 
-// Dialect names a supported database.
-type Dialect string
+// Dialect names a supported database: Postgres or SQLite.
+type Dialect = engine.Dialect
 
 // The supported dialects.
 const (
-	Postgres Dialect = "postgres"
-	SQLite   Dialect = "sqlite"
+	Postgres = engine.Postgres
+	SQLite   = engine.SQLite
 )
 
 // DefaultTablePrefix is the table prefix used when WithTablePrefix is not given.
-const DefaultTablePrefix = "agentstore_"
+const DefaultTablePrefix = engine.DefaultTablePrefix
 
 // Limits on identifiers accepted by WithTablePrefix and WithSchema. The
 // prefix is short so that prefixed table and index names stay within
 // PostgreSQL's 63-byte identifier limit.
 const (
-	MaxTablePrefixLen = 24
-	MaxSchemaLen      = 63
+	MaxTablePrefixLen = engine.MaxTablePrefixLen
+	MaxSchemaLen      = engine.MaxSchemaLen
 )
 
-var (
-	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// kvPasswordRE finds a password in key=value DSNs (libpq syntax; an
-	// unquoted value is redacted to the end of the DSN, to be safe;
-	// spaces around '=', single-quoted values) and in URL query strings.
-	kvPasswordRE    = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|.*)`)
-	queryPasswordRE = regexp.MustCompile(`(?i)(password=)([^&#]*)`)
-	schemeRE        = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
-)
+// PoolConfig sets the connection pool of a Store made by Open (New keeps
+// the caller's pool as it is): MaxOpenConns, MinIdleConns, ConnectTimeout,
+// IdleTimeout and MaxLifetime. The zero value of a field keeps the
+// DefaultPool value, except MinIdleConns, where 0 means none.
+//
+// MinIdleConns connections are kept open and idle, ready for a burst: a
+// background keeper (one goroutine per Store, stopped by Close) opens them
+// within about a second of Open and replaces them when they are closed
+// (MaxLifetime, the server, a broken connection), and uses each one at
+// least every IdleTimeout/2 (a ping) so IdleTimeout does not close them;
+// it never opens more than MaxOpenConns in all. Idle connections beyond
+// MinIdleConns (up to MaxOpenConns) are kept until IdleTimeout. On SQLite
+// the read pool is kept (the one write connection is always open); an
+// in-memory database is one connection and needs none.
+type PoolConfig = engine.PoolConfig
 
-// PoolConfig sets the connection pool. The zero value of a field keeps the
-// DefaultPool value.
-type PoolConfig struct {
-	MaxOpenConns   int           // maximum open connections
-	MinIdleConns   int           // validated (<= MaxOpenConns); database/sql keeps up to MaxOpenConns idle connections until IdleTimeout
-	ConnectTimeout time.Duration // time allowed to establish a connection (PostgreSQL)
-	IdleTimeout    time.Duration // close connections idle this long
-	MaxLifetime    time.Duration // recycle connections after this long
-}
-
-// DefaultPool is the seed's default preset: 10/1 connections, 30 s connect,
-// 600 s idle, 1800 s lifetime.
+// DefaultPool is the pool of a Store opened without WithPool: at most 10
+// connections, 1 kept idle, 30 s connect timeout, 600 s idle timeout,
+// 1800 s lifetime.
 func DefaultPool() PoolConfig {
-	return PoolConfig{MaxOpenConns: 10, MinIdleConns: 1, ConnectTimeout: 30 * time.Second,
-		IdleTimeout: 600 * time.Second, MaxLifetime: 1800 * time.Second}
+	return engine.DefaultPool()
 }
 
-// HighThroughputPool is the seed's high-throughput preset: 50/5
-// connections, 10 s connect, 300 s idle, 900 s lifetime.
+// HighThroughputPool is a preset for busy services: at most 50
+// connections, 5 kept idle, 10 s connect timeout, 300 s idle timeout, 900 s
+// lifetime.
 func HighThroughputPool() PoolConfig {
-	return PoolConfig{MaxOpenConns: 50, MinIdleConns: 5, ConnectTimeout: 10 * time.Second,
-		IdleTimeout: 300 * time.Second, MaxLifetime: 900 * time.Second}
-}
-
-type config struct {
-	prefix       string
-	schema       string
-	pool         PoolConfig
-	logger       logger.Interface
-	clock        func() time.Time
-	sqliteSync   string
-	pollInterval time.Duration
-	capsOff      Capability // WithoutCapabilities
-	readOnly     bool       // WithReadOnly
-	customClock  bool       // WithClock
-	pgbouncer    bool       // WithPgBouncer
-	directDSN    string     // WithDirectDSN
-	slog         *slog.Logger
-	telemetry    telemetryConfig // WithTracerProvider, WithMeterProvider
-	// stmtTimeout and lockTimeout (WithStatementTimeout, WithLockTimeout;
-	// 0 = off) are applied by the dialect (see its open and wrap).
-	stmtTimeout time.Duration
-	lockTimeout time.Duration
+	return engine.HighThroughputPool()
 }
 
 // Option configures Open and New. Options validate their input and make
 // Open fail with ErrInvalidConfig before any SQL runs.
-type Option interface {
-	apply(*config) error
-}
-
-type optionFunc func(*config) error
-
-func (f optionFunc) apply(c *config) error { return f(c) }
+type Option = engine.Option
 
 // WithTablePrefix sets the prefix of every table name (default
 // DefaultTablePrefix). It must match ^[A-Za-z_][A-Za-z0-9_]*$ (or be empty)
 // and be at most MaxTablePrefixLen bytes.
 func WithTablePrefix(prefix string) Option {
-	return optionFunc(func(c *config) error {
-		if prefix != "" && (!identRE.MatchString(prefix) || len(prefix) > MaxTablePrefixLen) {
-			return configf("table prefix %q must match ^[A-Za-z_][A-Za-z0-9_]*$ and be at most %d bytes", clip(prefix), MaxTablePrefixLen)
-		}
-		c.prefix = prefix
-		return nil
-	})
+	return engine.WithTablePrefix(prefix)
 }
 
 // WithSchema places every table in the given PostgreSQL schema (created by
@@ -135,78 +96,32 @@ func WithTablePrefix(prefix string) Option {
 // most MaxSchemaLen bytes. SQLite has no schemas: Open rejects the option
 // there.
 func WithSchema(schema string) Option {
-	return optionFunc(func(c *config) error {
-		if !identRE.MatchString(schema) || len(schema) > MaxSchemaLen {
-			return configf("schema %q must match ^[A-Za-z_][A-Za-z0-9_]*$ and be at most %d bytes", clip(schema), MaxSchemaLen)
-		}
-		c.schema = schema
-		return nil
-	})
+	return engine.WithSchema(schema)
 }
 
-// WithPool sets the connection pool; see DefaultPool and HighThroughputPool.
+// WithPool sets the connection pool (see PoolConfig, DefaultPool and
+// HighThroughputPool). A negative value, or MinIdleConns above
+// MaxOpenConns (after defaults), is ErrInvalidConfig.
 func WithPool(p PoolConfig) Option {
-	return optionFunc(func(c *config) error {
-		if p.MaxOpenConns < 0 || p.MinIdleConns < 0 || p.ConnectTimeout < 0 || p.IdleTimeout < 0 || p.MaxLifetime < 0 {
-			return configf("pool settings must not be negative")
-		}
-		if p.MaxOpenConns > 0 && p.MinIdleConns > p.MaxOpenConns {
-			return configf("pool: MinIdleConns %d exceeds MaxOpenConns %d", p.MinIdleConns, p.MaxOpenConns)
-		}
-		d := DefaultPool()
-		if p.MaxOpenConns == 0 {
-			p.MaxOpenConns = d.MaxOpenConns
-		}
-		if p.ConnectTimeout == 0 {
-			p.ConnectTimeout = d.ConnectTimeout
-		}
-		if p.IdleTimeout == 0 {
-			p.IdleTimeout = d.IdleTimeout
-		}
-		if p.MaxLifetime == 0 {
-			p.MaxLifetime = d.MaxLifetime
-		}
-		c.pool = p
-		return nil
-	})
+	return engine.WithPool(p)
 }
 
 // WithLogger sets the GORM logger (default: silent).
 func WithLogger(l logger.Interface) Option {
-	return optionFunc(func(c *config) error {
-		if l == nil {
-			return configf("logger must not be nil")
-		}
-		c.logger = l
-		return nil
-	})
+	return engine.WithLogger(l)
 }
 
 // WithClock sets the clock the store reads "now" from (default time.Now).
 // Tests use it to move time instead of sleeping.
 func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) error {
-		if now == nil {
-			return configf("clock must not be nil")
-		}
-		c.clock = now
-		c.customClock = true
-		return nil
-	})
+	return engine.WithClock(now)
 }
 
 // WithSQLiteSynchronous sets SQLite's synchronous pragma: "NORMAL" (the
 // default, safe with WAL: a power loss may lose the last commits but never
 // corrupts) or "FULL" (every commit is durable). Ignored on PostgreSQL.
 func WithSQLiteSynchronous(mode string) Option {
-	return optionFunc(func(c *config) error {
-		m := strings.ToUpper(mode)
-		if m != "NORMAL" && m != "FULL" && m != "OFF" && m != "EXTRA" {
-			return configf("sqlite synchronous mode %q must be OFF, NORMAL, FULL or EXTRA", clip(mode))
-		}
-		c.sqliteSync = m
-		return nil
-	})
+	return engine.WithSQLiteSynchronous(mode)
 }
 
 // WithPollInterval sets how often a long-polling fetch re-checks the
@@ -223,13 +138,7 @@ func WithSQLiteSynchronous(mode string) Option {
 // connections) an idle waiting fetcher runs one claim query per interval,
 // and the interval bounds how late a delayed item is seen.
 func WithPollInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if d < time.Millisecond || d > time.Minute {
-			return configf("poll interval %v must be between 1ms and 1m", d)
-		}
-		c.pollInterval = d
-		return nil
-	})
+	return engine.WithPollInterval(d)
 }
 
 // WithReadOnly opens the database for reading only (Open; New ignores
@@ -238,10 +147,7 @@ func WithPollInterval(d time.Duration) Option {
 // (default_transaction_read_only). Every write then fails. `agentstore
 // verify` opens its database this way.
 func WithReadOnly() Option {
-	return optionFunc(func(c *config) error {
-		c.readOnly = true
-		return nil
-	})
+	return engine.WithReadOnly()
 }
 
 // WithPgBouncer makes a PostgreSQL Store work through PgBouncer (or
@@ -272,10 +178,7 @@ func WithReadOnly() Option {
 // PgBouncer refuses the startup parameter WithReadOnly sets. SQLite ignores
 // the option.
 func WithPgBouncer() Option {
-	return optionFunc(func(c *config) error {
-		c.pgbouncer = true
-		return nil
-	})
+	return engine.WithPgBouncer()
 }
 
 // WithDirectDSN names a direct (not pooled) connection to the same
@@ -290,13 +193,7 @@ func WithPgBouncer() Option {
 // connection that fails is retried every 500 ms and logged (WithSlog)
 // while the fallback re-check covers the gap. SQLite ignores the option.
 func WithDirectDSN(dsn string) Option {
-	return optionFunc(func(c *config) error {
-		if dsn == "" {
-			return configf("direct DSN must not be empty")
-		}
-		c.directDSN = dsn
-		return nil
-	})
+	return engine.WithDirectDSN(dsn)
 }
 
 // WithSlog sets the logger of the Store's structured events (default:
@@ -308,31 +205,7 @@ func WithDirectDSN(dsn string) Option {
 // (attributes op, attempt, wait, class, error). Events carry the attribute
 // "component"="agentstore", an "event" name and no DSN password.
 func WithSlog(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
-		if l == nil {
-			return configf("slog logger must not be nil")
-		}
-		c.slog = l
-		return nil
-	})
-}
-
-// maxTimeout is the longest statement or lock timeout the options accept
-// (PostgreSQL's limit is 2^31-1 ms, about 24.8 days).
-const maxTimeout = 24 * time.Hour
-
-// checkTimeout validates a timeout option's duration: 0 (off) or between
-// 1 ms and maxTimeout.
-func checkTimeout(name string, d time.Duration) error {
-	if d < 0 || (d > 0 && d < time.Millisecond) || d > maxTimeout {
-		return configf("%s %v must be 0 (off) or between 1ms and %v", name, d, maxTimeout)
-	}
-	return nil
-}
-
-// timeoutMS returns d in whole milliseconds, rounded up.
-func timeoutMS(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	return engine.WithSlog(l)
 }
 
 // WithStatementTimeout bounds every statement the Store runs (those sent
@@ -377,13 +250,7 @@ func timeoutMS(d time.Duration) int64 {
 // statement, two PRAGMAs per such lock wait; nothing when off. Open only:
 // New refuses the option on SQLite too (ErrInvalidConfig).
 func WithStatementTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if err := checkTimeout("statement timeout", d); err != nil {
-			return err
-		}
-		c.stmtTimeout = d
-		return nil
-	})
+	return engine.WithStatementTimeout(d)
 }
 
 // WithLockTimeout bounds every wait for a lock by d (0, the default, is
@@ -420,181 +287,154 @@ func WithStatementTimeout(d time.Duration) Option {
 // context deadline, which then is the error (context.DeadlineExceeded, not
 // ErrTimeout); on SQLite the Store shortens the busy wait to it.
 func WithLockTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if err := checkTimeout("lock timeout", d); err != nil {
-			return err
-		}
-		c.lockTimeout = d
-		return nil
-	})
+	return engine.WithLockTimeout(d)
 }
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
+// RedactDSN returns dsn with every secret replaced by "xxxxx", for logs and
+// error messages. It handles URLs (postgres://user:password@host/db?...,
+// any scheme) — the userinfo password and every secret query parameter
+// (password, sslpassword, and any key naming a password, passphrase,
+// secret, token or credential) — and libpq key=value DSNs ("host=h
+// password='s e c' dbname=d", quoted values included). Everything else
+// (host, port, user, dbname, sslmode, paths...) is kept as written. A DSN
+// that does not parse is redacted conservatively: text that may be part
+// of a password (a password holding '@', '/', '?', '#' or spaces
+// unencoded) is replaced too, so a malformed DSN may lose more than its
+// secrets, never show one.
+func RedactDSN(dsn string) string {
+	return engine.RedactDSN(dsn)
 }
 
-func buildConfig(opts []Option) (*config, error) {
-	c := &config{prefix: DefaultTablePrefix, pool: DefaultPool(), logger: logger.Discard, clock: time.Now, sqliteSync: "NORMAL",
-		pollInterval: defaultPollInterval, slog: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		if o == nil {
-			return nil, configf("nil option")
-		}
-		if err := o.apply(c); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
+// Close stops the store's background goroutines and closes the
+// connection pool if the store opened it (Open); a store made by New
+// leaves the caller's pool open. From then on every call through the
+// Store fails with ErrClosed (see there). A second Close does nothing
+// and returns nil.
+func (s *Store) Close() error {
+	return s.e.Close()
 }
+
+// DB returns the store's GORM handle bound to ctx, for queries the
+// repositories do not cover. Its naming strategy adds the store's prefix.
+func (s *Store) DB(ctx context.Context) *gorm.DB {
+	return s.e.DB(ctx)
+}
+
+// SQLDB returns the underlying connection pool.
+func (s *Store) SQLDB() *sql.DB {
+	return s.e.SQLDB()
+}
+
+// Dialect returns the store's dialect.
+func (s *Store) Dialect() Dialect {
+	return s.e.Dialect()
+}
+
+// TablePrefix returns the table prefix in use.
+func (s *Store) TablePrefix() string {
+	return s.e.TablePrefix()
+}
+
+// Schema returns the PostgreSQL schema in use ("" = the connection's search_path).
+func (s *Store) Schema() string {
+	return s.e.Schema()
+}
+
+// Table returns the full name of the table with base name base (for
+// example models.TableSessions), prefixed and schema-qualified, unquoted.
+func (s *Store) Table(base string) string {
+	return s.e.Table(base)
+}
+
+// ProviderName and ProviderVersion are what Provider.Name and Provider.Version return.
+const (
+	ProviderName    = engine.ProviderName
+	ProviderVersion = engine.ProviderVersion
+)
+
+// Provider-domain sentinels, re-exported from package repo/duroxide.
+var (
+	// ErrInvalidLockToken: unknown, expired, used or removed lock token; also matches ErrLockLost.
+	ErrInvalidLockToken = engine.ErrInvalidLockToken
+	// ErrInstanceRunning: a non-forced delete hit a Running instance.
+	ErrInstanceRunning = engine.ErrInstanceRunning
+	// ErrSubOrchestration: DeleteInstance on a sub-orchestration.
+	ErrSubOrchestration = engine.ErrSubOrchestration
+	// ErrOrphan: a delete would orphan a child instance.
+	ErrOrphan = engine.ErrOrphan
+	// ErrDuplicateEvent: an ack carried an existing history event id.
+	ErrDuplicateEvent = engine.ErrDuplicateEvent
+)
+
+// Provider returns the durable-orchestration provider of the store. Fetches
+// long-poll and are woken at once by enqueues through the same Store. With
+// WithTracerProvider or WithMeterProvider every call is also traced and
+// measured (same results); Provider, ProviderAdmin and Admin then return
+// one wrapper value per Store.
+func (s *Store) Provider() duroxide.Provider {
+	return s.e.Provider()
+}
+
+// ProviderAdmin returns the provider's management interface.
+func (s *Store) ProviderAdmin() duroxide.ProviderAdmin {
+	return s.e.ProviderAdmin()
+}
+
+// ProviderAdminExt returns the Store's provider admin with agentstore's
+// extensions (bounded estimates, paged children and history): the value
+// ProviderAdmin returns, typed as duroxide.ProviderAdminExt.
+func (s *Store) ProviderAdminExt() duroxide.ProviderAdminExt {
+	return s.e.ProviderAdminExt()
+}
+
+// Sessions returns the agent-session repository of the store (every
+// tenant). See repo.Sessions for the contract.
+func (s *Store) Sessions() repo.Sessions {
+	return s.e.Sessions()
+}
+
+// SessionQueue returns the per-session durable queue of the store (every
+// tenant). See repo.SessionQueue for the contract.
+func (s *Store) SessionQueue() repo.SessionQueue {
+	return s.e.SessionQueue()
+}
+
+// Limits of WithMaxContentBytes.
+const (
+	// DefaultMaxContentBytes is the largest message or queue-item content
+	// a Store accepts when WithMaxContentBytes is not given: 8 MiB.
+	DefaultMaxContentBytes = engine.DefaultMaxContentBytes
+	// MaxContentBytesLimit is the largest value WithMaxContentBytes
+	// accepts: 1 GiB, PostgreSQL's largest field.
+	MaxContentBytesLimit = engine.MaxContentBytesLimit
+)
+
+// WithMaxContentBytes sets the largest content the Store accepts, in
+// bytes (default DefaultMaxContentBytes): the Content of each message
+// (AppendMessages, AppendMessagesWith, Save) and of each session-queue
+// item (Enqueue, EnqueueWith). Larger content is refused with
+// ErrInvalidInput before any SQL runs, the message naming the message (or
+// item), its size and the limit; nothing of the call is written. Content
+// already stored is read whatever its size. n must be between 1 and
+// MaxContentBytesLimit (else ErrInvalidConfig).
+func WithMaxContentBytes(n int) Option { return engine.WithMaxContentBytes(n) }
+
+// dialects is the closed list of dialects agentstore is built with, in
+// DSN-matching order. In a CGO_ENABLED=0 build sqlite.New is a stand-in
+// that refuses with ErrDialectUnavailable.
+func dialects() []dialect.Dialect { return []dialect.Dialect{postgres.New(), sqlite.New()} }
 
 // Store is an agentstore handle: a connection pool, a dialect, a table
 // prefix and (on PostgreSQL) a schema. It is safe for concurrent use.
 type Store struct {
-	db      *gorm.DB
-	sqlDB   *sql.DB
-	writeDB *sql.DB // SQLite files opened by Open: the one-connection write pool (see liteConnPool)
-	// d is the dialect resolved by Open or New; caps its capabilities in
-	// force (less WithoutCapabilities). See dialect.go.
-	d     dialect
-	caps  Capability
-	cfg   *config
-	namer *models.Namer
-	owns  bool
-	// bg lives until Close; background goroutines (PostgreSQL wake-up
-	// listener and publisher) stop when it is cancelled.
-	bg       context.Context
-	bgCancel context.CancelFunc
-	// provider state (see provider.go), created on first use
-	provOnce sync.Once
-	prov     *gormProvider
-	// sessWrite (a one-slot semaphore) serialises this handle's
-	// session-store writes on SQLite when it has no dedicated write
-	// connection (a store made by New; far cheaper than SQLite's sleeping
-	// busy handler). See sessionStore.writeLock.
-	sessWrite chan struct{}
-	tel       *telemetry // WithTracerProvider, WithMeterProvider (telemetry.go); nil: off
-	// gc coalesces concurrent Completes and worker acks (CapGroupCommit;
-	// see groupcommit.go).
-	gc groupCommitters
+	e *engine.Store
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.
 // postgres:// and postgresql:// URLs and libpq key=value DSNs ("host=db
 // user=app dbname=agents") select PostgreSQL; sqlite:PATH and
 // sqlite::memory: select SQLite. Errors never contain the DSN's password.
-func ParseDSN(dsn string) (Dialect, string, error) {
-	d, target, err := resolveDSN(dsn)
-	if err != nil {
-		return "", "", err
-	}
-	return d.name(), target, nil
-}
-
-// resolveDSN finds the registered dialect of dsn.
-func resolveDSN(dsn string) (dialect, string, error) {
-	if dsn == "" {
-		return nil, "", configf("empty DSN: use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:")
-	}
-	for _, d := range registered {
-		target, ok, err := d.matchDSN(dsn)
-		if err != nil {
-			return nil, "", err
-		}
-		if ok {
-			return d, target, nil
-		}
-	}
-	// Name the scheme only when it looks like one: the rest of an
-	// unknown DSN may hold a password (host=... password=...).
-	if i := strings.Index(dsn, ":"); i > 0 && schemeRE.MatchString(dsn[:i]) {
-		return nil, "", configf("unknown DSN scheme %q: use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:", clip(dsn[:i]))
-	}
-	return nil, "", configf("unrecognised DSN (not shown): use postgres://..., postgresql://..., host=... dbname=..., sqlite:PATH or sqlite::memory:")
-}
-
-// RedactDSN returns dsn with any password replaced by "xxxxx", for logs.
-func RedactDSN(dsn string) string {
-	// Redact "scheme://user:password@" by hand first: url.Parse fails on
-	// passwords with spaces or stray characters, and must not leak them.
-	// The last "@" is used so that a password holding "@", "/", "?" or
-	// "#" is covered whole (over-redacting a query is harmless).
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		rest := dsn[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				dsn = dsn[:i+3] + rest[:c] + ":xxxxx" + rest[at:]
-			}
-		}
-	}
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		re := kvPasswordRE
-		if strings.Contains(dsn, "://") {
-			re = queryPasswordRE
-		}
-		if re.MatchString(dsn) {
-			return re.ReplaceAllString(dsn, "${1}xxxxx")
-		}
-		if err != nil {
-			return "<unparsable DSN>"
-		}
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
-// scrub removes the DSN's password from an error message.
-func scrub(err error, dsn string) error {
-	if err == nil {
-		return nil
-	}
-	pw := dsnPassword(dsn)
-	if pw == "" || !strings.Contains(err.Error(), pw) {
-		return err
-	}
-	return &scrubbedError{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
-}
-
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-
-// Unwrap keeps errors.Is working on scrubbed errors.
-func (e *scrubbedError) Unwrap() error { return e.err }
-
-func dsnPassword(dsn string) string {
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		rest := dsn[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 && c+1 < at {
-				return rest[c+1 : at]
-			}
-		}
-	}
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			return pw
-		}
-		if pw := u.Query().Get("password"); pw != "" {
-			return pw
-		}
-	}
-	return ""
-}
+func ParseDSN(dsn string) (Dialect, string, error) { return engine.ParseDSN(dialects(), dsn) }
 
 // Open opens a store for dsn: postgres://... or postgresql://... for
 // PostgreSQL, sqlite:PATH or sqlite::memory: for SQLite. It does not create
@@ -606,55 +446,18 @@ func dsnPassword(dsn string) string {
 // WithSQLiteSynchronous says otherwise. An in-memory database uses a single
 // connection so every call sees the same database. SQLite needs cgo: in a
 // CGO_ENABLED=0 build a sqlite: DSN returns ErrDialectUnavailable.
+//
+// A DSN or option Open refuses is ErrInvalidConfig (the DSN shown with
+// RedactDSN). A database Open cannot use is an *OpenError saying why in
+// the Store's words (connection refused, database does not exist, a
+// SQLite directory that does not exist...) that matches ErrInvalidConfig
+// or ErrRetryable; see OpenError.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	d, target, err := resolveDSN(dsn)
+	e, err := engine.Open(ctx, dialects(), dsn, opts...)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := buildConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	conn, err := d.open(ctx, target, cfg)
-	if err != nil {
-		return nil, scrub(err, dsn)
-	}
-	closeAll := func() {
-		_ = conn.sqlDB.Close()
-		if conn.writeDB != nil && conn.writeDB != conn.sqlDB {
-			_ = conn.writeDB.Close()
-		}
-	}
-	st, err := newStore(d, conn, cfg)
-	if err != nil {
-		closeAll()
-		return nil, scrub(err, dsn)
-	}
-	st.owns = true
-	for _, db := range []*sql.DB{conn.sqlDB, st.writeDB} {
-		if db == nil {
-			continue
-		}
-		if err := db.PingContext(ctx); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), scrub(translateError(err), dsn))
-		}
-	}
-	return st, nil
-}
-
-func applyPool(db *sql.DB, p PoolConfig) {
-	db.SetMaxOpenConns(p.MaxOpenConns)
-	// Keep every connection the load needed until it has been idle for
-	// IdleTimeout: capping idle connections below MaxOpenConns made a
-	// concurrent load close and reopen connections around its calls
-	// (measured: an orchestration run at 68 instead of 155 wf/s).
-	db.SetMaxIdleConns(p.MaxOpenConns)
-	db.SetConnMaxIdleTime(p.IdleTimeout)
-	db.SetConnMaxLifetime(p.MaxLifetime)
+	return &Store{e: e}, nil
 }
 
 // New wraps a *gorm.DB the caller owns (PostgreSQL or SQLite). The store
@@ -663,109 +466,34 @@ func applyPool(db *sql.DB, p PoolConfig) {
 // caller is responsible for the pragmas Open sets (foreign_keys=ON, WAL,
 // busy_timeout); Verify reports foreign_keys=OFF.
 func New(db *gorm.DB, opts ...Option) (*Store, error) {
-	if db == nil {
-		return nil, configf("nil *gorm.DB")
-	}
-	cfg, err := buildConfig(opts)
+	e, err := engine.New(dialects(), db, opts...)
 	if err != nil {
 		return nil, err
 	}
-	var d dialect
-	for _, r := range registered {
-		if r.ownsGorm(db.Dialector.Name()) {
-			d = r
-			break
-		}
-	}
-	if d == nil {
-		return nil, configf("unsupported gorm dialect %q (want %s)", clip(db.Dialector.Name()), dialectList())
-	}
-	if err := d.checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	conn, err := d.wrap(db, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return newStore(d, conn, cfg)
+	return &Store{e: e}, nil
 }
 
-func newStore(d dialect, conn *dialectConn, cfg *config) (*Store, error) {
-	namer := models.NewNamer(cfg.prefix, cfg.schema)
-	clock := cfg.clock
-	gdb, err := gorm.Open(conn.gorm, &gorm.Config{
-		NamingStrategy:         namer,
-		Logger:                 cfg.logger,
-		NowFunc:                func() time.Time { return clock().UTC().Truncate(time.Microsecond) },
-		TranslateError:         true,
-		SkipDefaultTransaction: true,
-		DisableAutomaticPing:   true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("initialise gorm: %w", err)
-	}
-	bg, cancel := context.WithCancel(context.Background())
-	st := &Store{db: gdb, sqlDB: conn.sqlDB, d: d, caps: d.capabilities() &^ cfg.capsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel,
-		sessWrite: make(chan struct{}, 1)}
-	if conn.writeDB != nil && conn.writeDB != conn.sqlDB {
-		st.writeDB = conn.writeDB
-	}
-	if st.tel, err = newTelemetry(st); err != nil {
-		cancel()
-		return nil, err
-	}
-	return st, nil
+// TenantView is a tenant-scoped view of a Store: its repositories only see
+// sessions whose tenant id is the view's tenant. Loading, listing,
+// deleting, forking, enqueuing to or dequeuing from another tenant's session
+// (or a session without tenant) behaves exactly as if it did not exist
+// (ErrNotFound, false, or an empty page), and sessions saved through the
+// view get the view's tenant (saving a session that names another tenant
+// is ErrInvalidInput).
+type TenantView struct {
+	v *engine.TenantView
 }
 
-// Close stops the store's background goroutines and closes the
-// connection pool if the store opened it (Open); a store made by New
-// leaves the caller's pool open.
-func (s *Store) Close() error {
-	s.bgCancel()
-	s.tel.close()
-	if s.prov != nil && s.prov.waker != nil {
-		s.prov.waker.wait()
-	}
-	if !s.owns {
-		return nil
-	}
-	err := s.sqlDB.Close()
-	if s.writeDB != nil {
-		err = errors.Join(err, s.writeDB.Close())
-	}
-	return err
-}
+// ForTenant returns the view of the store scoped to tenant. A tenant that
+// is empty, longer than repo.MaxIDLen bytes, not valid UTF-8 or holding a
+// NUL byte makes every call of the view fail with ErrInvalidInput.
+func (s *Store) ForTenant(tenant string) *TenantView { return &TenantView{v: s.e.ForTenant(tenant)} }
 
-// DB returns the store's GORM handle bound to ctx, for queries the
-// repositories do not cover. Its naming strategy adds the store's prefix.
-func (s *Store) DB(ctx context.Context) *gorm.DB { return s.db.WithContext(ctx) }
+// Tenant returns the view's tenant id.
+func (v *TenantView) Tenant() string { return v.v.Tenant() }
 
-// SQLDB returns the underlying connection pool.
-func (s *Store) SQLDB() *sql.DB { return s.sqlDB }
+// Sessions returns the tenant's session repository.
+func (v *TenantView) Sessions() repo.Sessions { return v.v.Sessions() }
 
-// Dialect returns the store's dialect.
-func (s *Store) Dialect() Dialect { return s.d.name() }
-
-// TablePrefix returns the table prefix in use.
-func (s *Store) TablePrefix() string { return s.cfg.prefix }
-
-// Schema returns the PostgreSQL schema in use ("" = the connection's search_path).
-func (s *Store) Schema() string { return s.cfg.schema }
-
-// Table returns the full name of the table with base name base (for
-// example models.TableSessions), prefixed and schema-qualified, unquoted.
-func (s *Store) Table(base string) string { return s.namer.Table(base) }
-
-// quoted returns the quoted full name of table base, for raw SQL.
-func (s *Store) quoted(base string) string {
-	if s.cfg.schema != "" {
-		return `"` + s.cfg.schema + `"."` + s.cfg.prefix + base + `"`
-	}
-	return `"` + s.cfg.prefix + base + `"`
-}
-
-// now returns the store clock's time in UTC, truncated to microseconds.
-func (s *Store) now() time.Time { return s.cfg.clock().UTC().Truncate(time.Microsecond) }
-
-// nowMS returns the store clock's time in epoch milliseconds.
-func (s *Store) nowMS() int64 { return s.cfg.clock().UnixMilli() }
+// SessionQueue returns the tenant's session queue.
+func (v *TenantView) SessionQueue() repo.SessionQueue { return v.v.SessionQueue() }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 
 	"github.com/agentstore/agentstore/agentstoretest"
@@ -161,7 +162,9 @@ func TestListenerLostAndReconnectLogged(t *testing.T) {
 // without WithDirectDSN, a Store logs the wake-up fallback (Warn
 // wakeup_fallback) when its first fetch waits, still works (an enqueue by
 // another Store is found by the fallback re-check), and Migrate refuses
-// the CONCURRENTLY step with ErrInvalidConfig.
+// the CONCURRENTLY step of a database at V1 with ErrInvalidConfig (an
+// empty database is migrated in one transaction, which a transaction
+// pooler carries: that works).
 func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 	dsn := os.Getenv("AGENTSTORE_TEST_PGBOUNCER_DSN")
 	if dsn == "" {
@@ -173,13 +176,26 @@ func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, agentstore.Postgres)
+	fresh := newHarness(t, agentstore.Postgres)
+	pooledFresh, err := agentstore.Open(ctx, dsn, agentstore.WithSchema(fresh.Schema), agentstore.WithPgBouncer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pooledFresh.Close()
+	if err := pooledFresh.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate of an empty database through PgBouncer without WithDirectDSN: %v", err)
+	}
+	verifyClean(t, pooledFresh)
+	if err := h.Open(t).MigrateTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 	pooled, err := agentstore.Open(ctx, dsn, agentstore.WithSchema(h.Schema), agentstore.WithPgBouncer())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pooled.Close()
 	if err := pooled.Migrate(ctx); !errors.Is(err, agentstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithDirectDSN") {
-		t.Fatalf("Migrate through PgBouncer without WithDirectDSN = %v, want ErrInvalidConfig naming WithDirectDSN", err)
+		t.Fatalf("Migrate of a V1 database through PgBouncer without WithDirectDSN = %v, want ErrInvalidConfig naming WithDirectDSN", err)
 	}
 	h.New(t) // migrate directly
 	rec := &slogRecorder{}
@@ -208,4 +224,76 @@ func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 	if !rec.has("WARN wakeup_fallback") {
 		t.Fatalf("no wakeup_fallback warning: %s", rec)
 	}
+}
+
+// preparedNames returns the names of the statements pgx prepared on st's
+// (single) connection.
+func preparedNames(t *testing.T, st *agentstore.Store) []string {
+	t.Helper()
+	var names []string
+	if err := st.DB(context.Background()).Raw("SELECT name FROM pg_prepared_statements WHERE name LIKE 'stmtcache_%'").Scan(&names).Error; err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestPgBouncerWithoutOptionIsNamed: the two failures a transaction pooler
+// causes when the Store keeps named prepared statements (no
+// WithPgBouncer) — "prepared statement already exists" (42P05: another
+// client prepared it on the server connection this client got) and
+// "prepared statement does not exist" (26000: this client's statement
+// stayed on another server connection) — are reproduced on one direct
+// connection and reach the caller as ErrInvalidConfig, not retryable,
+// with a message that names WithPgBouncer and no driver text, through the
+// session API and the provider alike.
+func TestPgBouncerWithoutOptionIsNamed(t *testing.T) {
+	t.Parallel()
+	requirePostgres(t)
+	ctx := context.Background()
+	one := agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 1, MinIdleConns: 1})
+	h := newHarness(t, agentstore.Postgres)
+	a := h.New(t, one)
+	s := repo.NewSession()
+	if err := a.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, agentstore.ErrInvalidConfig) || agentstore.IsRetryable(err) || !strings.Contains(err.Error(), "WithPgBouncer") {
+			t.Fatalf("%s = %v, want ErrInvalidConfig naming WithPgBouncer", what, err)
+		}
+		for _, raw := range []string{"SQLSTATE", "stmtcache_", "prepared statement \""} {
+			if strings.Contains(err.Error(), raw) {
+				t.Fatalf("%s: driver text %q in %q", what, raw, err.Error())
+			}
+		}
+	}
+	// 42P05: the statements a's Load and ListInstances prepared, prepared
+	// beforehand under the same names on b's connection.
+	if _, err := a.Sessions().Load(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ProviderAdmin().ListInstances(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names := preparedNames(t, a)
+	if len(names) == 0 {
+		t.Fatal("no prepared statements on the connection: the check would be vacuous")
+	}
+	b := h.Open(t, one)
+	for _, n := range names {
+		if err := b.DB(ctx).Exec(`PREPARE "` + n + `" AS SELECT 1`).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := b.Sessions().Load(ctx, s.ID)
+	check("Load over a statement another client prepared", err)
+	_, err = b.ProviderAdmin().ListInstances(ctx)
+	check("ListInstances over a statement another client prepared", err)
+	// 26000: a's statements deallocated behind its back.
+	if err := a.DB(ctx).Exec("DEALLOCATE ALL").Error; err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Sessions().Load(ctx, s.ID)
+	check("Load of a statement the server no longer has", err)
 }

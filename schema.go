@@ -2,186 +2,130 @@ package agentstore
 
 import (
 	"context"
-	"fmt"
-	"hash/fnv"
-	"sort"
-	"strings"
-	"sync"
-	"time"
 
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
-	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/internal/engine"
 )
 
 // SchemaVersion is the schema version this build of agentstore writes and expects.
-const SchemaVersion = models.SchemaVersion
+const SchemaVersion = engine.SchemaVersion
 
-// migrationDB returns a GORM handle on the store's pool with its own
-// schema cache in which the model defaults are normalised (see
-// normalizeModelDefaults), for Migrate and for the fixes Verify suggests.
-func (s *Store) migrationDB() (*gorm.DB, error) {
-	mdb, err := gorm.Open(s.db.Dialector, &gorm.Config{
-		NamingStrategy:         s.namer,
-		Logger:                 s.cfg.logger,
-		NowFunc:                s.now,
-		SkipDefaultTransaction: true,
-		DisableAutomaticPing:   true,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := normalizeModelDefaults(mdb); err != nil {
-		return nil, err
-	}
-	return mdb, nil
+// ErrSchemaAhead is returned by Migrate, MigrateTo and (as an issue) Verify
+// when the database records a schema version newer than this build knows:
+// it was migrated by a newer agentstore. Nothing was changed. The error is
+// a *SchemaVersionError.
+var ErrSchemaAhead = engine.ErrSchemaAhead
+
+// SchemaVersionError reports a database whose recorded schema version is
+// ahead of the version this build (or MigrateTo's target) expects. It
+// matches ErrSchemaAhead.
+type SchemaVersionError = engine.SchemaVersionError
+
+// ErrMigrationFailed is in the chain of the error Migrate and MigrateTo
+// return when a migration step, the index repair at head or the reading of
+// the recorded version fails; that error is a *MigrationError. (A refused
+// call, ErrSchemaAhead or ErrInvalidInput, is not one: nothing was tried.)
+var ErrMigrationFailed = engine.ErrMigrationFailed
+
+// MigrationError reports a failed migration step. Its message names the
+// step, the failing statement (its first 80 characters) and the class of
+// the failure, never the database's own text, which DatabaseMessage
+// carries for the operator (the CLI prints it on a line of its own).
+// errors.Is matches ErrMigrationFailed and whatever the cause matches
+// (ErrRetryable for a transient failure, ErrConflict for an object that
+// already exists, context.Canceled, ...); errors.As reaches the driver's
+// error. A failed step recorded nothing: Migrate applies it again next
+// time.
+type MigrationError = engine.MigrationError
+
+// Migrate brings the database to SchemaVersion: an empty database gets
+// the whole chain, a database at any released version the migrations after
+// it, each in order and each recording its version in the schema_version
+// table. It is MigrateTo(ctx, SchemaVersion); see there.
+func (s *Store) Migrate(ctx context.Context) error {
+	return s.e.Migrate(ctx)
 }
 
-// normalizeModelDefaults parses every model into db's schema cache and
-// gives each quoted literal default GORM does not parse itself (defaults of
-// JSON and Decimal columns, such as '{}') its parsed form. Without this,
-// GORM's PostgreSQL migrator re-runs ALTER COLUMN ... SET DEFAULT on those
-// columns at every AutoMigrate, and Migrate would not be a no-op on an
-// up-to-date schema. db must be a handle private to the caller (Migrate
-// and DDL open their own), because the cached schemas are modified.
-func normalizeModelDefaults(db *gorm.DB) error {
-	for _, m := range models.All() {
-		stmt := &gorm.Statement{DB: db}
-		if err := stmt.Parse(m); err != nil {
-			return fmt.Errorf("parse model %T: %w", m, err)
-		}
-		for _, f := range stmt.Schema.Fields {
-			v := f.DefaultValue
-			if f.HasDefaultValue && f.DefaultValueInterface == nil && len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
-				lit := strings.ReplaceAll(v[1:len(v)-1], "''", "'")
-				f.DefaultValue = lit
-				f.DefaultValueInterface = lit
-			}
-		}
-	}
-	return nil
+// MigrateTo applies the dialect's migrations (the embedded files of
+// package migrations, rendered for the Store's table prefix and schema) up
+// to version target, in order, each in its own transaction (a migration
+// marked executeInTransaction=false, such as a PostgreSQL CREATE INDEX
+// CONCURRENTLY, runs statement by statement). Each step takes the
+// migration lock (a PostgreSQL advisory lock keyed by schema and prefix,
+// SQLite's write lock), re-reads the recorded version and skips a step
+// another process applied meanwhile, so concurrent callers are safe. A
+// step interrupted part-way (a crash, a cancelled context) left nothing
+// recorded: the next call applies it again, first dropping the INVALID
+// indexes an interrupted CONCURRENTLY build leaves. It creates the
+// PostgreSQL schema if missing. At SchemaVersion it then repairs index
+// drift (see Verify): missing, differently defined and INVALID indexes are
+// rebuilt, and indexes agentstore no longer declares (named
+// idx_<prefix>...) dropped; indexes hold no data, rows are never touched.
+//
+// It refuses a database whose recorded version is ahead of target or of
+// SchemaVersion with a *SchemaVersionError (ErrSchemaAhead) and a target
+// outside 1..SchemaVersion with ErrInvalidInput, changing nothing.
+// Migrations are forward-only. Without advisory locks
+// (WithoutCapabilities(CapAdvisoryLocks)) a step that collided with a
+// concurrent one is retried, up to 5 times, and a CONCURRENTLY step builds
+// its indexes in a transaction instead (concurrent CONCURRENTLY builds of
+// one index would leave it INVALID).
+func (s *Store) MigrateTo(ctx context.Context, target int64) error {
+	return s.e.MigrateTo(ctx, target)
 }
 
-// migrateLockKey derives the advisory-lock key from schema and prefix, so
-// stores on different schemas migrate in parallel.
-func (s *Store) migrateLockKey() int64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("agentstore:migrate:" + s.cfg.schema + ":" + s.cfg.prefix))
-	return int64(h.Sum64() & 0x7fffffffffffffff)
+// RecordedSchemaVersion returns the highest schema version the database
+// records (0 for a database without agentstore's schema_version table).
+func (s *Store) RecordedSchemaVersion(ctx context.Context) (int64, error) {
+	return s.e.RecordedSchemaVersion(ctx)
 }
 
-// ddlLogger records every statement GORM would execute.
-type ddlLogger struct {
-	logger.Interface
-	mu    sync.Mutex
-	stmts []string
+// DDL returns the SQL that creates the whole agentstore schema of dialect
+// d (both domains, every index and foreign key, the schema-version rows) on
+// an empty database: every migration of the chain in order, rendered for
+// WithTablePrefix and WithSchema (with CREATE SCHEMA IF NOT EXISTS first
+// when a schema is given). It is what Migrate applies; psql or sqlite3 can
+// run it as one script. No database is contacted.
+func DDL(d Dialect, opts ...Option) (string, error) {
+	return engine.DDL(dialects(), d, opts...)
 }
 
-func (l *ddlLogger) LogMode(logger.LogLevel) logger.Interface { return l }
+// MigrationFormat names a migration tool's file layout for ExportMigrations.
+type MigrationFormat = engine.MigrationFormat
 
-func (l *ddlLogger) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
-	sql, _ := fc()
-	l.mu.Lock()
-	l.stmts = append(l.stmts, sql)
-	l.mu.Unlock()
+// The formats ExportMigrations writes.
+const (
+	// FormatFlyway writes V<n>__<description>.sql, and
+	// V<n>__<description>.sql.conf (executeInTransaction=false) beside a
+	// migration that cannot run in a transaction.
+	FormatFlyway = engine.FormatFlyway
+	// FormatGoose writes <n>_<description>.sql with -- +goose Up (and
+	// -- +goose NO TRANSACTION where needed) for github.com/pressly/goose.
+	FormatGoose = engine.FormatGoose
+	// FormatGolangMigrate writes <n>_<description>.up.sql for
+	// github.com/golang-migrate/migrate (run a migration that cannot run in
+	// a transaction with the postgres driver's x-multi-statement=true).
+	FormatGolangMigrate = engine.FormatGolangMigrate
+)
+
+// ExportConfig says how ExportMigrations names the files.
+type ExportConfig = engine.ExportConfig
+
+// ExportMigrations writes the whole chain of dialect d, rendered for
+// WithTablePrefix and WithSchema, into dir (created if needed) in the
+// layout of ec.Format, and returns the paths written. A file that already
+// exists with the same content is left alone; one with different content
+// is refused with ErrConflict naming it (a released migration never
+// changes), and nothing after it is written.
+func ExportMigrations(dir string, d Dialect, ec ExportConfig, opts ...Option) ([]string, error) {
+	return engine.ExportMigrations(dialects(), dir, d, ec, opts...)
 }
 
-// modelsDDL returns the SQL GORM generates from the head models (both
-// domains, every index and foreign key, and the schema-version row) for an
-// empty database of dialect d, honouring WithTablePrefix and WithSchema, by
-// running CreateTable in dry-run mode; no database is contacted. It is the
-// reference a new migration is written from (and what V1 was generated
-// from); tests compare the chain's result with it. Not a migration.
-func modelsDDL(d Dialect, opts ...Option) (string, error) {
-	cfg, err := buildConfig(opts)
-	if err != nil {
-		return "", err
-	}
-	dl, err := dialectNamed(d)
-	if err != nil {
-		return "", err
-	}
-	if err := dl.checkConfig(cfg); err != nil {
-		return "", err
-	}
-	dial, closer, err := dl.offline()
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = closer() }()
-	rec := &ddlLogger{Interface: logger.Discard}
-	gdb, err := gorm.Open(dial, &gorm.Config{
-		NamingStrategy:       models.NewNamer(cfg.prefix, cfg.schema),
-		Logger:               rec,
-		DryRun:               true,
-		DisableAutomaticPing: true,
-	})
-	if err != nil {
-		return "", fmt.Errorf("ddl: %w", err)
-	}
-	if err := normalizeModelDefaults(gdb); err != nil {
-		return "", fmt.Errorf("ddl: %w", err)
-	}
-	mig := gdb.Migrator()
-	for _, m := range models.All() {
-		if err := mig.CreateTable(m); err != nil {
-			return "", fmt.Errorf("ddl: %w", err)
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "-- agentstore schema version %d for %s (prefix %q", SchemaVersion, d, cfg.prefix)
-	if cfg.schema != "" {
-		fmt.Fprintf(&b, ", schema %q", cfg.schema)
-	}
-	b.WriteString(").\n-- Generated by `agentstore ddl` from the GORM models; do not edit.\n\n")
-	if cfg.schema != "" {
-		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS \"%s\";\n\n", cfg.schema)
-	}
-	for _, st := range orderDDL(rec.stmts) {
-		b.WriteString(dl.normalizeDDL(st))
-		b.WriteString(";\n")
-	}
-	n := models.NewNamer(cfg.prefix, cfg.schema)
-	fmt.Fprintf(&b, "\nINSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP);\n",
-		quoteQualified(n.Table(models.TableSchemaVersion)), SchemaVersion)
-	return b.String(), nil
+// WriteFlyway writes the chain of dialect d for Flyway into dir: it is
+// ExportMigrations(dir, d, ExportConfig{Format: FormatFlyway}, opts...).
+func WriteFlyway(dir string, d Dialect, opts ...Option) error {
+	return engine.WriteFlyway(dialects(), dir, d, opts...)
 }
 
-func quoteQualified(name string) string {
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = `"` + p + `"`
-	}
-	return strings.Join(parts, ".")
-}
-
-// orderDDL drops introspection queries and sorts each run of CREATE INDEX
-// statements (GORM emits them in map order) so the output is stable. The
-// statements are otherwise kept exactly as GORM writes them: on SQLite
-// string defaults stay double-quoted (DEFAULT "main"), because GORM's
-// SQLite migrator compares defaults in that spelling and would rebuild
-// every table of a database created with 'main' on each Migrate.
-func orderDDL(stmts []string) []string {
-	var out, run []string
-	flush := func() {
-		sort.Strings(run)
-		out = append(out, run...)
-		run = nil
-	}
-	for _, st := range stmts {
-		st = strings.TrimSpace(st)
-		up := strings.ToUpper(st)
-		if st == "" || strings.HasPrefix(up, "SELECT") || strings.HasPrefix(up, "PRAGMA") {
-			continue
-		}
-		if strings.HasPrefix(up, "CREATE INDEX") || strings.HasPrefix(up, "CREATE UNIQUE INDEX") {
-			run = append(run, st)
-			continue
-		}
-		flush()
-		out = append(out, st)
-	}
-	flush()
-	return out
-}
+// FlywayFileName is the file name of the first migration of every chain
+// (the V1 baseline).
+const FlywayFileName = engine.FlywayFileName

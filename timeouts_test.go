@@ -29,6 +29,7 @@ import (
 // is skipped: it wraps its own handle with New, which refuses the options
 // on PostgreSQL, and counts round trips the timeouts add on purpose.
 func TestConformancePostgresTimeouts(t *testing.T) {
+	t.Parallel()
 	requirePostgres(t)
 	agentstoretest.Run(t, skipNew{agentstoretest.Postgres(postgresDSN(),
 		agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(30*time.Second))})
@@ -48,6 +49,7 @@ func (h skipNew) NewDatabase(t testing.TB) agentstoretest.Database {
 // with generous statement and lock timeouts (every statement bounded, the
 // busy timeout set by WithLockTimeout).
 func TestConformanceSQLiteTimeouts(t *testing.T) {
+	t.Parallel()
 	agentstoretest.Run(t, agentstoretest.SQLite(agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(20*time.Second)))
 }
 
@@ -61,6 +63,7 @@ func TestConformanceSQLiteTimeouts(t *testing.T) {
 // ErrLockTimeout, with WithStatementTimeout alone with ErrStatementTimeout;
 // the caller's deadline (20 s) would give context.DeadlineExceeded instead.
 func TestPostgresTimeoutsBoundEveryStatement(t *testing.T) {
+	t.Parallel()
 	admin := requirePostgres(t)
 	ctx := context.Background()
 	h := newHarness(t, agentstore.Postgres)
@@ -237,6 +240,7 @@ func TestSQLiteLockTimeoutOtherConnection(t *testing.T) {
 // the server on an administrator's request (pg_cancel_backend, SQLSTATE
 // 57014 like a statement timeout) is ErrRetryable, not ErrStatementTimeout.
 func TestPostgresAdminCancelIsNotStatementTimeout(t *testing.T) {
+	t.Parallel()
 	admin := requirePostgres(t)
 	ctx := context.Background()
 	h := newHarness(t, agentstore.Postgres)

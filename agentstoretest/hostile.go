@@ -153,7 +153,7 @@ func sessionPlaces() []hostilePlace {
 				return "", err
 			}
 			mark()
-			content := []byte(`{"text":"` + v + `"}`) // raw: quotes and bad bytes must be refused as invalid JSON
+			content := []byte(`[{"text":"` + v + `"}]`) // raw: quotes and bad bytes must be refused as invalid JSON
 			if _, err := st.Sessions().AppendMessages(ctx, s.ID, repo.Message{Role: repo.RoleUser, Content: content}); err != nil {
 				return "", err
 			}
@@ -162,10 +162,10 @@ func sessionPlaces() []hostilePlace {
 				return "", err
 			}
 			c := string(got.Messages[0].Content)
-			if !strings.HasPrefix(c, `{"text":"`) || !strings.HasSuffix(c, `"}`) {
+			if !strings.HasPrefix(c, `[{"text":"`) || !strings.HasSuffix(c, `"}]`) {
 				return "", fmt.Errorf("content reshaped: %.60q", c)
 			}
-			return strings.TrimSuffix(strings.TrimPrefix(c, `{"text":"`), `"}`), nil
+			return strings.TrimSuffix(strings.TrimPrefix(c, `[{"text":"`), `"}]`), nil
 		}},
 		{"subagent type and description", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
 			p, err := newSaved(ctx, st.Sessions())
@@ -540,7 +540,7 @@ func testHostileCorruptRows(t *testing.T, h *harness) {
 	ss := st.Sessions()
 	s := repo.NewSession()
 	for i := range 3 {
-		s.AddMessage(repo.Message{ID: fmt.Sprintf("m%d", i+1), Role: repo.RoleUser, Content: []byte(`{"text":"hello"}`)})
+		s.AddMessage(repo.Message{ID: fmt.Sprintf("m%d", i+1), Role: repo.RoleUser, Content: []byte(`[{"text":"hello"}]`)})
 	}
 	s.CompactHistory = []repo.CompactRecord{{Trigger: repo.TriggerManual, Summary: "sum"}}
 	if err := ss.Save(ctx, s); err != nil {
@@ -580,13 +580,13 @@ func testHostileCorruptRows(t *testing.T, h *harness) {
 	mt, sid := quotedTable(h, st, models.TableMessages), s.ID.String()
 
 	// Truncated message content: SQLite stores it, PostgreSQL's json type refuses it.
-	err = exec(`UPDATE `+mt+` SET content = '{"text":"hel' WHERE session_id = ? AND seq = 2`, s.ID)
+	err = exec(`UPDATE `+mt+` SET content = '[{"text":"hel' WHERE session_id = ? AND seq = 2`, s.ID)
 	if h.Dialect == agentstore.SQLite {
 		if err != nil {
 			t.Fatal(err)
 		}
 		twice("truncated content", load, models.TableMessages, sid+"/2", "content")
-		must(`UPDATE `+mt+` SET content = '{"text":"hello"}' WHERE session_id = ? AND seq = 2`, s.ID)
+		must(`UPDATE `+mt+` SET content = '[{"text":"hello"}]' WHERE session_id = ? AND seq = 2`, s.ID)
 	} else if err == nil {
 		t.Fatal("PostgreSQL accepted truncated JSON in a json column")
 	}
@@ -714,7 +714,7 @@ func testHostilePayload5MB(t *testing.T, h *harness) {
 	defer cancel()
 	st := h.New(t)
 	text := bigText(size)
-	content := []byte(`{"type":"text","text":"` + text + `"}`)
+	content := []byte(`[{"type":"text","text":"` + text + `"}]`) // under DefaultMaxContentBytes (8 MiB)
 
 	s := repo.NewSession()
 	s.AddMessage(repo.Message{ID: "big-saved", Role: repo.RoleUser, Content: content})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +198,187 @@ func testSessionsPaging(t *testing.T, h *harness) {
 	}
 	if _, _, err := q.PendingQueuePage(ctx, unknown, repo.PageParams{}); !errors.Is(err, agentstore.ErrNotFound) {
 		t.Fatalf("PendingQueuePage(unknown) = %v", err)
+	}
+}
+
+func init() {
+	register("Sessions",
+		test{"SessionsListWalksPastCorruptRows", testSessionsListWalksPastCorruptRows},
+	)
+}
+
+// listWalk walks List from the first page at limit in order and returns
+// the ids of every row (sessions and corrupt rows, in the order of the
+// walk), the ids of the corrupt rows, and the number of pages. Each page
+// must hold at most limit rows (more only for a run of rows whose order
+// key cannot be read), and a page with corrupt rows must come with an
+// error matching ErrCorruptRow (a *repo.Error naming list_sessions, never
+// ErrInvalidInput) that names each of them; a page without, with none.
+func listWalk(t *testing.T, r repo.Sessions, order repo.ListOrder, limit int, keyless map[uuid.UUID]bool) (all, corrupt []uuid.UUID, pages int) {
+	t.Helper()
+	var after *repo.Cursor
+	for {
+		if pages++; pages > 1000 {
+			t.Fatal("List paging does not end")
+		}
+		page, err := r.List(context.Background(), repo.ListParams{Order: order, Limit: limit, After: after})
+		rows := len(page.Sessions) + len(page.Corrupt)
+		extra := 0
+		for _, c := range page.Corrupt {
+			if keyless[uuid.MustParse(c.RowID)] {
+				extra++
+			}
+		}
+		if rows > limit+extra {
+			t.Fatalf("%s limit %d: page %d has %d rows", order, limit, pages, rows)
+		}
+		if len(page.Corrupt) == 0 {
+			if err != nil {
+				t.Fatalf("%s limit %d: page %d: %v", order, limit, pages, err)
+			}
+		} else {
+			var re *repo.Error
+			var ce *agentstore.CorruptRowError
+			if !errors.Is(err, agentstore.ErrCorruptRow) || !errors.As(err, &re) || re.Op != "list_sessions" || !errors.As(err, &ce) ||
+				errors.Is(err, agentstore.ErrInvalidInput) {
+				t.Fatalf("%s limit %d: page %d with corrupt rows: error %v, want a *repo.Error matching ErrCorruptRow", order, limit, pages, err)
+			}
+			if ce.RowID != page.Corrupt[0].RowID {
+				t.Fatalf("errors.As finds corrupt row %s, the page lists %s first", ce.RowID, page.Corrupt[0].RowID)
+			}
+		}
+		// Rows in the walk's order: merge Sessions and Corrupt by the order
+		// the database gives (the ids of the stored order, see the caller).
+		ids := make([]uuid.UUID, 0, rows)
+		for _, s := range page.Sessions {
+			ids = append(ids, s.ID)
+		}
+		for _, c := range page.Corrupt {
+			id := uuid.MustParse(c.RowID)
+			if err == nil || !strings.Contains(err.Error(), c.RowID) {
+				t.Fatalf("the page's error does not name corrupt row %s: %v", c.RowID, err)
+			}
+			ids = append(ids, id)
+			corrupt = append(corrupt, id)
+		}
+		all = append(all, ids...)
+		if page.Next == nil {
+			return all, corrupt, pages
+		}
+		if rows == 0 {
+			t.Fatalf("%s limit %d: page %d is empty but has a next cursor", order, limit, pages)
+		}
+		after = page.Next
+	}
+}
+
+// testSessionsListWalksPastCorruptRows: a keyset walk of List meets
+// sessions whose state or kind cannot be decoded — first, in the middle
+// and last of a page, and as the very last row — and still reaches every
+// row: each page returns its decodable sessions, lists its corrupt rows
+// in ListPage.Corrupt (table, id, column) with an error matching
+// ErrCorruptRow, and a Next cursor past them; at every page size, in both
+// orders, every row appears exactly once and none is deleted. On SQLite a
+// row whose order timestamp itself does not read (text edited by hand) is
+// passed too.
+func testSessionsListWalksPastCorruptRows(t *testing.T, h *harness) {
+	st, clock := newSessionsStore(t, h)
+	r := st.Sessions()
+	ctx := context.Background()
+	var ids []uuid.UUID // creation order = updated order
+	for range 12 {
+		s := repo.NewSession()
+		mustSave(t, r, s)
+		ids = append(ids, s.ID)
+		clock.Advance(time.Millisecond)
+	}
+	sessions := quotedTable(h, st, "sessions")
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if err := st.DB(ctx).Exec(q, args...).Error; err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// white-box: plant values the API refuses to write. With pages of 4:
+	// rows 0 and 3 are first and last of page 1, row 5 the middle of page
+	// 2, row 8 first of page 3 and row 11 the last row of all.
+	bad := map[uuid.UUID]string{ids[0]: "state", ids[3]: "session_type", ids[5]: "state", ids[8]: "state", ids[11]: "session_type"}
+	for id, col := range bad {
+		if col == "state" {
+			exec(`UPDATE `+sessions+` SET state = 'hibernating' WHERE id = ?`, id)
+		} else {
+			exec(`UPDATE `+sessions+` SET session_type = 'robot' WHERE id = ?`, id)
+		}
+	}
+	keyless := map[uuid.UUID]bool{}
+	if h.Dialect == agentstore.SQLite {
+		// Row 6's updated_at no longer reads as a timestamp but keeps its
+		// place in the order (the stored text with a suffix).
+		exec(`UPDATE `+sessions+` SET updated_at = CAST(updated_at AS TEXT) || 'x' WHERE id = ?`, ids[6])
+		bad[ids[6]] = "updated_at"
+		keyless[ids[6]] = true
+	}
+	check := func(order repo.ListOrder, limit int) {
+		t.Helper()
+		all, corrupt, pages := listWalk(t, r, order, limit, keyless)
+		got := map[uuid.UUID]int{}
+		for _, id := range all {
+			got[id]++
+		}
+		for _, id := range ids {
+			if got[id] != 1 {
+				t.Fatalf("%s limit %d: session %s listed %d times, want once (walk: %v)", order, limit, id, got[id], all)
+			}
+		}
+		if len(all) != len(ids) || len(corrupt) != len(bad) {
+			t.Fatalf("%s limit %d: %d rows (%d corrupt), want %d (%d corrupt)", order, limit, len(all), len(corrupt), len(ids), len(bad))
+		}
+		for _, id := range corrupt {
+			if bad[id] == "" {
+				t.Fatalf("%s limit %d: %s reported corrupt", order, limit, id)
+			}
+		}
+		if len(keyless) == 0 && limit == 4 && pages != 3 {
+			t.Fatalf("%s limit 4: %d pages, want 3", order, pages)
+		}
+		// The sessions come in the order's sequence.
+		var seq []uuid.UUID
+		for _, id := range all {
+			if bad[id] == "" {
+				seq = append(seq, id)
+			}
+		}
+		var want []uuid.UUID
+		for _, id := range ids {
+			if bad[id] == "" {
+				want = append(want, id)
+			}
+		}
+		if !slices.Equal(seq, want) {
+			t.Fatalf("%s limit %d: sessions in the walk %v, want %v", order, limit, seq, want)
+		}
+	}
+	for _, order := range []repo.ListOrder{repo.OrderUpdated, repo.OrderCreated} {
+		for _, limit := range []int{1, 2, 3, 4, 5, 12, 100} {
+			check(order, limit)
+		}
+	}
+	// The first page of 4 holds two corrupt rows, named with their columns.
+	page, err := r.List(ctx, repo.ListParams{Order: repo.OrderCreated, Limit: 4})
+	if len(page.Sessions) != 2 || len(page.Corrupt) != 2 || page.Next == nil || page.Next.ID != ids[3] {
+		t.Fatalf("first page: %d sessions, %d corrupt, next %+v; want 2, 2 and a cursor at row 3", len(page.Sessions), len(page.Corrupt), page.Next)
+	}
+	for i, want := range []uuid.UUID{ids[0], ids[3]} {
+		c := page.Corrupt[i]
+		if c.Table != "sessions" || c.RowID != want.String() || c.Column != bad[want] {
+			t.Fatalf("corrupt row %d = %s/%s/%s, want sessions/%s/%s", i, c.Table, c.RowID, c.Column, want, bad[want])
+		}
+	}
+	if !strings.Contains(err.Error(), "hibernating") || !strings.Contains(err.Error(), "robot") {
+		t.Fatalf("the error does not show the stored values: %v", err)
+	}
+	var n int64
+	if err := st.DB(ctx).Raw(`SELECT COUNT(*) FROM ` + sessions).Scan(&n).Error; err != nil || n != 12 {
+		t.Fatalf("%d sessions stored after the walks (%v), want 12: nothing deleted", n, err)
 	}
 }

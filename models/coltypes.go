@@ -1,15 +1,11 @@
 package models
 
 import (
-	"sync"
-
 	"gorm.io/gorm"
 )
 
 // LogicalType is a column type the models use whose SQL spelling differs
-// between databases (JSON documents, exact decimals). Each agentstore
-// dialect registers its spellings with RegisterColumnTypes; a database
-// without a registered spelling stores them as text.
+// between databases (JSON documents, exact decimals).
 type LogicalType int
 
 // The logical column types.
@@ -22,30 +18,35 @@ const (
 	TypeDecimal
 )
 
-var (
-	colTypesMu sync.RWMutex
-	colTypes   = map[string]map[LogicalType]string{}
-)
+// columnTypesPlugin is the name ColumnTypes registers under.
+const columnTypesPlugin = "agentstore:column-types"
 
-// RegisterColumnTypes sets the SQL types of the logical types for the GORM
-// dialector called gormName (gorm.Dialector.Name()). Dialects call it from
-// init; types not given are "text".
-func RegisterColumnTypes(gormName string, types map[LogicalType]string) {
-	colTypesMu.Lock()
-	defer colTypesMu.Unlock()
-	m := map[LogicalType]string{}
-	for k, v := range types {
-		m[k] = v
-	}
-	colTypes[gormName] = m
-}
+// ColumnTypes is a GORM plugin that gives the models' logical column types
+// their SQL spellings on one *gorm.DB: install it with db.Use before
+// migrating or generating DDL with the models
+// (db.Use(models.ColumnTypes{models.TypeJSON: "jsonb"})). The spellings
+// travel with the handle, not with a global registry, so two handles may
+// spell them differently. A type missing from the map, or a handle without
+// the plugin, is "text". agentstore's Store installs its dialect's
+// spellings on the handles it opens.
+type ColumnTypes map[LogicalType]string
 
-// columnType returns db's SQL type for t ("text" when none is registered).
+// Name returns the plugin's name, "agentstore:column-types".
+func (ColumnTypes) Name() string { return columnTypesPlugin }
+
+// Initialize does nothing: the plugin is only read by the models' column
+// type methods.
+func (ColumnTypes) Initialize(*gorm.DB) error { return nil }
+
+// columnType returns db's SQL type for t ("text" when the handle has no
+// spelling for it).
 func columnType(db *gorm.DB, t LogicalType) string {
-	colTypesMu.RLock()
-	defer colTypesMu.RUnlock()
-	if v, ok := colTypes[db.Dialector.Name()][t]; ok {
-		return v
+	if db != nil && db.Config != nil {
+		if p, ok := db.Config.Plugins[columnTypesPlugin].(ColumnTypes); ok {
+			if v, ok := p[t]; ok {
+				return v
+			}
+		}
 	}
 	return "text"
 }

@@ -77,9 +77,9 @@ type Message struct {
 	Model            *string `gorm:"type:varchar(64)"`
 	RequestID        *string `gorm:"type:text"`
 	Environment      JSON
-	// CreatedAt is informational (ordering is by Seq); the seed's
-	// (session_id, created_at) index is kept for time-range queries. The
-	// seed's (session_id) index is the leading column of the primary key.
+	// CreatedAt is informational (ordering is by Seq); the
+	// (session_id, created_at) index serves time-range queries. Lookups by
+	// session_id alone use the primary key, whose leading column it is.
 	CreatedAt time.Time `gorm:"not null;index:,composite:session_created,priority:2"`
 
 	Session *Session `gorm:"foreignKey:SessionID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
@@ -208,7 +208,7 @@ func (Plan) TableName(n schema.Namer) string { return tableName(n, TablePlans) }
 type VerbatimJSON []byte
 
 // GormDBDataType returns the type the dialect registered for TypeVerbatimJSON
-// (see RegisterColumnTypes), text by default.
+// (see ColumnTypes), text by default.
 func (VerbatimJSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	return columnType(db, TypeVerbatimJSON)
 }

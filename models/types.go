@@ -19,7 +19,7 @@ import (
 type JSON []byte
 
 // GormDBDataType returns the type the dialect registered for TypeJSON
-// (see RegisterColumnTypes), text by default.
+// (see ColumnTypes), text by default.
 func (JSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string { return columnType(db, TypeJSON) }
 
 // Value implements driver.Valuer. It stores the bytes unchanged as text.
@@ -77,7 +77,7 @@ type Decimal struct{ decimal.Decimal }
 func NewDecimal(d decimal.Decimal) Decimal { return Decimal{d} }
 
 // GormDBDataType returns the type the dialect registered for TypeDecimal
-// (see RegisterColumnTypes), text by default.
+// (see ColumnTypes), text by default.
 func (Decimal) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	return columnType(db, TypeDecimal)
 }

@@ -115,8 +115,9 @@ type StaleVersionError struct {
 // Error says which versions differ and what to do.
 func (e *StaleVersionError) Error() string {
 	return fmt.Sprintf("agentstore: conflict: stale version %d of session %s (stored version %d): the session "+
-		"was written since it was loaded or saved (AppendMessages, SetTodos, AddSummary, Save and Fork bump the version);"+
-		" Load it again and reapply the change, or make the change under WithSessionLock", e.Expected, e.SessionID, e.Stored)
+		"was written since it was loaded or saved (Save, AppendMessages, AppendMessagesWith, SetTodos and AddSummary "+
+		"each add 1 to its version; Fork leaves its origin's version unchanged); Load it again and reapply the change, "+
+		"or make the change under WithSessionLock", e.Expected, e.SessionID, e.Stored)
 }
 
 // Unwrap returns ErrStaleVersion (and through it ErrConflict).

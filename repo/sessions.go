@@ -15,7 +15,9 @@ import (
 // input the store refuses — an id longer than MaxIDLen, text or JSON that is
 // not valid UTF-8 or holds a NUL byte or a \u0000 escape (PostgreSQL cannot
 // store them; the rule is the same on every dialect), message content that
-// is not valid JSON, an unknown enum value; ErrNotFound when the session
+// is not valid JSON or not a JSON array or string, message or queue-item
+// content larger than the Store's limit (agentstore.WithMaxContentBytes),
+// an unknown enum value; ErrNotFound when the session
 // does not exist or belongs to another tenant of a tenant-scoped view;
 // ErrRetryable for transient database failures; ErrLockTimeout (also
 // ErrTimeout and ErrRetryable) or ErrStatementTimeout (also ErrTimeout, not
@@ -70,6 +72,18 @@ type Sessions interface {
 	// index range after the cursor. A cursor from another order, a limit
 	// outside 0..MaxListLimit or an unknown state, kind or order is
 	// ErrInvalidInput.
+	//
+	// Corrupt rows never stop a walk. A page holds at most p.Limit rows,
+	// sessions and rows that cannot be decoded together; the undecodable
+	// ones are listed in ListPage.Corrupt (never skipped silently, never
+	// deleted) and List then returns the page — its decoded Sessions,
+	// Corrupt, and a Next cursor past all of them — together with a *Error
+	// matching ErrCorruptRow (errors.As finds the first *CorruptRowError).
+	// To walk on, report page.Corrupt and continue from page.Next. A page
+	// ends on a row whose order key (the order's timestamp and the id)
+	// can be read; a run of rows whose keys cannot be read (a SQLite file
+	// edited by hand) joins the page before it, or forms a longer page
+	// when it is p.Limit rows or more.
 	List(ctx context.Context, p ListParams) (ListPage, error)
 	// ListChildren returns the ids of the sessions whose parent is
 	// parentID, oldest first. An unknown parent gives an empty slice.

@@ -34,10 +34,10 @@ const (
 	MaxCostFractionDigits = 10000
 )
 
-// SessionState is the lifecycle state of a session (seed: SessionState).
+// SessionState is the lifecycle state of a session.
 type SessionState string
 
-// The session states, with the seed's snake_case strings.
+// The session states, stored as these snake_case strings.
 const (
 	StateCreated         SessionState = "created"
 	StateActive          SessionState = "active"
@@ -56,9 +56,9 @@ func unknown(kind, v string) error {
 	return fmt.Errorf("%w: unknown %s %q", ErrInvalidInput, kind, v)
 }
 
-// ParseSessionState parses s case-insensitively. Like the seed's lenient
-// parser it also accepts "waitingfortools" and "canceled"; any other
-// unknown value is ErrInvalidInput (the seed silently used "created").
+// ParseSessionState parses s case-insensitively. It also accepts the
+// spellings "waitingfortools" and "canceled"; any other unknown value is
+// ErrInvalidInput.
 func ParseSessionState(s string) (SessionState, error) {
 	switch norm(s) {
 	case "created":
@@ -105,8 +105,8 @@ func ParseSessionKind(s string) (SessionKind, error) {
 	return "", unknown("session type", s)
 }
 
-// SessionType is the seed's tagged SessionType: Main, or Subagent with an
-// agent type and a description. It is stored as three columns
+// SessionType says whether a session is a main session or a subagent
+// session: Main, or Subagent with an agent type and a description. It is stored as three columns
 // (session_type, agent_type, agent_description), so a subagent session
 // round-trips exactly. The zero value is Main.
 type SessionType struct {
@@ -157,7 +157,7 @@ const (
 	PlanCancelled PlanStatus = "cancelled"
 )
 
-// ParsePlanStatus parses s case-insensitively; like the seed it accepts
+// ParsePlanStatus parses s case-insensitively; it also accepts
 // "inprogress" and "in_progress" for executing and "canceled".
 func ParsePlanStatus(s string) (PlanStatus, error) {
 	switch norm(s) {
@@ -192,7 +192,7 @@ const (
 	TodoCompleted  TodoStatus = "completed"
 )
 
-// ParseTodoStatus parses s case-insensitively; like the seed it accepts
+// ParseTodoStatus parses s case-insensitively; it also accepts
 // "inprogress" and "done".
 func ParseTodoStatus(s string) (TodoStatus, error) {
 	switch norm(s) {
@@ -209,8 +209,8 @@ func ParseTodoStatus(s string) (TodoStatus, error) {
 // QueueStatus is the status of a queue item.
 type QueueStatus string
 
-// The queue statuses. Processing items carry a lease; failed is new (the
-// seed had no way to end an item).
+// The queue statuses. Processing items carry a lease; completed, failed
+// and cancelled items are finished (never dequeued again).
 const (
 	QueuePending    QueueStatus = "pending"
 	QueueProcessing QueueStatus = "processing"
@@ -246,7 +246,7 @@ const (
 	TriggerThreshold CompactTrigger = "threshold"
 )
 
-// ParseCompactTrigger parses s case-insensitively; like the seed it accepts
+// ParseCompactTrigger parses s case-insensitively; it also accepts
 // "automatic" for auto.
 func ParseCompactTrigger(s string) (CompactTrigger, error) {
 	switch norm(s) {
@@ -260,8 +260,8 @@ func ParseCompactTrigger(s string) (CompactTrigger, error) {
 	return "", unknown("compact trigger", s)
 }
 
-// TokenUsage counts tokens, including the prompt-cache counters the seed's
-// PostgreSQL backend dropped.
+// TokenUsage counts tokens, including the prompt-cache counters (cache
+// creation and cache read input tokens).
 type TokenUsage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
@@ -275,10 +275,13 @@ func (u TokenUsage) Add(v TokenUsage) TokenUsage {
 		u.CacheReadInputTokens + v.CacheReadInputTokens, u.CacheCreationInputTokens + v.CacheCreationInputTokens}
 }
 
-// Message is one message of a session (seed: SessionMessage). Content is the
-// raw JSON array of content blocks, kept byte for byte on every dialect
-// (block types this version does not know survive; PostgreSQL stores it as
-// json, not jsonb). Metadata, Environment and Usage are raw JSON documents
+// Message is one message of a session. Content is the message's content
+// as raw JSON: an array of content blocks, or a string (the plain-text
+// shorthand); any other JSON value (a number, an object, true, false,
+// null) is refused with ErrInvalidInput, and so is content larger than
+// the Store's limit (agentstore.WithMaxContentBytes, default 8 MiB). It is
+// kept byte for byte on every dialect (block types this version does not
+// know survive; PostgreSQL stores it as json, not jsonb). Metadata, Environment and Usage are raw JSON documents
 // kept semantically, not byte for byte: PostgreSQL's jsonb normalises them
 // (keys sorted by length then bytes, duplicate keys collapsed to the last,
 // whitespace dropped), SQLite keeps the bytes. CreatedAt is stored with
@@ -464,7 +467,7 @@ func (s *Session) IsSubagent() bool { return s.Type.Kind == KindSubagent }
 // IsExpired reports whether ExpiresAt is set and before now.
 func (s *Session) IsExpired(now time.Time) bool { return s.ExpiresAt != nil && s.ExpiresAt.Before(now) }
 
-// AddMessage appends m in memory the way the seed does: its ParentID
+// AddMessage appends m to the session in memory: its ParentID
 // becomes the current leaf (when there is one, unless m.ParentID is already
 // set), it becomes the current leaf, and its usage is added to TotalUsage.
 // Save writes it as one new row. An empty m.ID gets a new UUID.
@@ -702,7 +705,7 @@ const (
 )
 
 // Cursor is a keyset position in List's order: the (UpdatedAt, ID) or
-// (CreatedAt, ID) of the last session of a page, whichever the order uses.
+// (CreatedAt, ID) of the last row of a page, whichever the order uses.
 type Cursor struct {
 	UpdatedAt time.Time
 	CreatedAt time.Time
@@ -711,9 +714,8 @@ type Cursor struct {
 
 // ListParams selects sessions for List. Filters combine with AND.
 type ListParams struct {
-	// TenantID, when not nil, keeps that tenant's sessions (the seed's
-	// list(Some(tenant))); a pointer to "" keeps the sessions without a
-	// tenant; nil lists every tenant. A tenant-scoped view ignores it and
+	// TenantID, when not nil, keeps that tenant's sessions; a pointer to
+	// "" keeps the sessions without a tenant; nil lists every tenant. A tenant-scoped view ignores it and
 	// uses its own tenant.
 	TenantID *string
 	// States, when not empty, keeps sessions in one of these states.
@@ -763,7 +765,16 @@ type AppendOptions struct {
 
 // ListPage is one page of List, in the order asked for, ascending.
 type ListPage struct {
+	// Sessions are the page's rows that decoded.
 	Sessions []SessionRef
-	// Next is the cursor of the following page, nil on the last page.
+	// Corrupt are the page's rows that cannot be decoded (an unknown
+	// state or kind, an unreadable id, parent id or timestamp), in the
+	// page's order, each naming the table ("sessions"), the row's id and
+	// the column; they are not in Sessions. List returns a page with
+	// Corrupt rows together with an error matching ErrCorruptRow.
+	Corrupt []*CorruptRowError
+	// Next is the cursor of the following page, nil on the last page. It
+	// is positioned after the page's last row, corrupt or not, so a walk
+	// continues past corrupt rows.
 	Next *Cursor
 }

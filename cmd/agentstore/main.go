@@ -3,27 +3,40 @@
 //	agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S]
 //	agentstore ddl --dialect D --format flyway|goose|golang-migrate --dir DIR [--version-offset N]
 //	agentstore ddl --dialect D --flyway DIR
-//	agentstore migrate --dsn DSN [--prefix P] [--schema S]
+//	agentstore status --dsn DSN [--prefix P] [--schema S] [--json]
+//	agentstore migrate --dsn DSN [--prefix P] [--schema S] [--target N] [--dry-run]
 //	agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
-//	agentstore version
+//	agentstore version (or --version)
+//	agentstore help (or -h, --help)
 //
 // ddl prints the whole migration chain (agentstore.DDL) to stdout, or
 // writes it as one file per migration in a tool's layout
 // (agentstore.ExportMigrations; --flyway DIR is --format flyway --dir DIR);
-// it refuses to overwrite a file whose content differs. migrate runs
-// Store.Migrate and prints the versions it moved the database from and to.
-// verify opens the database read-only, runs Store.Verify and prints one
-// issue per line (or the whole report as JSON with --json), or one "ok:"
-// line.
+// it refuses to overwrite a file whose content differs. status opens the
+// database read-only and prints the versions it records and the versions
+// of this build's chain it lacks (Store.MigrationStatus), one per line, or
+// as JSON with --json. migrate runs Store.MigrateTo up to --target (default:
+// this build's head), prints each version recorded during the run and the
+// versions it moved the database from and to; with --dry-run it opens the
+// database read-only and prints the statements it would run
+// (Store.MigrationPlan) without running them. verify opens the database
+// read-only, runs Store.Verify and prints one issue per line (or the whole
+// report as JSON with --json), or one "ok:" line. version prints the module
+// version (agentstore.Version), the schema head of each dialect and the Go
+// version.
 //
 // The DSN may come from the AGENTSTORE_DSN environment variable instead of
 // --dsn.
 //
-// Exit status: 0 success (verify: no issues); 1 verify found issues, or
-// migrate found the database's schema newer than this binary (nothing
-// changed); 2 the command could not run (usage error, bad option,
-// unreachable database, failed migration, a changed file in the way of
-// ddl). Errors go to stderr; a DSN's password is never printed.
+// Exit status: 0 success (verify: no issues; status: the database is at
+// this build's head); 1 verify found issues, or migrate found the
+// database's schema newer than this binary or than --target (nothing
+// changed); 2 the command could not run (usage error, bad option, a
+// --target beyond this build's head, unreachable database, failed
+// migration, a changed file in the way of ddl); 3 status: the database is
+// behind this build (migrations pending); 4 status: the database is ahead
+// of this build (a newer release migrated it). Errors go to stderr; a
+// DSN's password is never printed.
 package main
 
 import (
@@ -37,30 +50,56 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/migrations"
 )
 
 // Exit codes.
 const (
 	exitOK     = 0
-	exitIssues = 1
-	exitError  = 2
+	exitIssues = 1 // verify found issues; migrate: the database is ahead (nothing changed)
+	exitError  = 2 // the command could not run
+	exitBehind = 3 // status: migrations pending
+	exitAhead  = 4 // status: the database is newer than this build
 )
 
-const usage = `usage:
-  agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S]            # the whole chain, to stdout
-  agentstore ddl --dialect D --format flyway|goose|golang-migrate --dir DIR [--version-offset N] [--prefix P] [--schema S]
-  agentstore ddl --dialect D --flyway DIR                                       # = --format flyway --dir DIR
-  agentstore migrate --dsn DSN [--prefix P] [--schema S]
-  agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
-  agentstore version
+const usage = `agentstore exports, applies and checks the agentstore schema (SQLite and PostgreSQL).
 
-DSN: postgres://user:pass@host:5432/db?sslmode=disable, sqlite:PATH or sqlite::memory:
-     (or set AGENTSTORE_DSN instead of --dsn, to keep a password off the command line)
-exit status: 0 ok; 1 verify found issues, or the database's schema is newer than this binary;
-             2 could not run (bad usage, unreachable database, a migration failed)
+usage:
+  agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S]        the whole chain, to stdout
+  agentstore ddl --dialect D --format flyway|goose|golang-migrate --dir DIR [--version-offset N] [--prefix P] [--schema S]
+  agentstore ddl --dialect D --flyway DIR [--version-offset N]              = --format flyway --dir DIR
+  agentstore status  --dsn DSN [--prefix P] [--schema S] [--json]           applied and pending versions
+  agentstore migrate --dsn DSN [--prefix P] [--schema S] [--target N] [--dry-run]
+  agentstore verify  --dsn DSN [--prefix P] [--schema S] [--json]           compare the database with the models
+  agentstore version                                                        also --version
+  agentstore help                                                           also -h, --help; "agentstore CMD -h" lists CMD's flags
+
+flags:
+  --dialect D         ddl: postgres or sqlite (required)
+  --format F          ddl: write one file per migration for flyway, goose or golang-migrate (needs --dir)
+  --dir DIR           ddl: the directory --format writes to
+  --flyway DIR        ddl: --format flyway --dir DIR
+  --version-offset N  ddl: add N to every file's version (to sit after an application's own migrations)
+  --dsn DSN           status, migrate, verify: postgres://user:pass@host:5432/db?sslmode=disable,
+                      host=h user=u dbname=d, sqlite:PATH or sqlite::memory: (or set AGENTSTORE_DSN
+                      instead, to keep a password off the command line)
+  --prefix P          table prefix (default agentstore_)
+  --schema S          PostgreSQL schema (default: the connection's current schema)
+  --target N          migrate: apply the migrations up to version N only (default: this build's head)
+  --dry-run           migrate: print the statements it would run, run nothing (opens read-only)
+  --json              status, verify: print the result as JSON
+
+exit status:
+  0  success; status: the database is at this build's head
+  1  verify found issues; migrate: the database's schema is newer than this binary or --target (nothing changed)
+  2  could not run: bad usage, --target beyond this build's head, unreachable database, a failed migration
+  3  status: the database is behind this build (migrations pending)
+  4  status: the database is ahead of this build (a newer release migrated it)
 `
 
 func main() {
@@ -85,16 +124,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	switch args[0] {
 	case "ddl":
 		return cmdDDL(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		return cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return cmdVerify(ctx, args[1:], stdout, stderr)
-	case "version":
+	case "version", "--version", "-version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "agentstore: version takes no arguments\n%s", usage)
 			return exitError
 		}
-		fmt.Fprintf(stdout, "agentstore %s (schema version %d, %s)\n", moduleVersion(), agentstore.SchemaVersion, runtime.Version())
+		fmt.Fprintln(stdout, versionLine())
 		return exitOK
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
@@ -105,11 +146,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}
 }
 
-func moduleVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// versionLine is what `agentstore version` prints: the module version
+// (the build's module version too when it is a tagged or pseudo-version
+// other than v+agentstore.Version), the schema head of each dialect and
+// the Go version.
+func versionLine() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agentstore %s", agentstore.Version)
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" && bi.Main.Version != "v"+agentstore.Version {
+		fmt.Fprintf(&b, " (module %s)", bi.Main.Version)
 	}
-	return "(devel)"
+	b.WriteString(" (schema head:")
+	for i, d := range []agentstore.Dialect{agentstore.Postgres, agentstore.SQLite} {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if h, err := migrations.Head(string(d)); err == nil {
+			fmt.Fprintf(&b, " %s V%d", d, h)
+		} else {
+			fmt.Fprintf(&b, " %s unknown", d)
+		}
+	}
+	fmt.Fprintf(&b, "; %s)", runtime.Version())
+	return b.String()
 }
 
 // common holds the flags shared by the commands.
@@ -227,22 +286,107 @@ func (c *common) open(ctx context.Context, cmd string, stderr io.Writer, extra .
 	return st, true
 }
 
-func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("migrate", stderr, true)
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newFlags("status", stderr, true)
+	asJSON := c.fs.Bool("json", false, "print the status as JSON")
 	if code, done := c.parse(args, stderr); done {
 		return code
 	}
-	st, ok := c.open(ctx, "migrate", stderr)
+	st, ok := c.open(ctx, "status", stderr, agentstore.WithReadOnly())
 	if !ok {
 		return exitError
 	}
 	defer st.Close()
-	from, err := st.RecordedSchemaVersion(ctx)
+	ms, err := st.MigrationStatus(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentstore status: %v\n", err)
+		return exitError
+	}
+	state, code := "current", exitOK
+	switch {
+	case ms.Ahead():
+		state, code = "ahead", exitAhead
+	case ms.Behind():
+		state, code = "behind", exitBehind
+	}
+	// Like verify's issues, a non-zero status is also said on stderr.
+	say := func() int {
+		switch state {
+		case "ahead":
+			fmt.Fprintf(stderr, "agentstore status: the database is ahead of this build (version %d > head %d)\n", ms.Current, ms.Head)
+		case "behind":
+			fmt.Fprintf(stderr, "agentstore status: %d migration(s) pending\n", len(ms.Pending))
+		}
+		return code
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			*agentstore.MigrationStatus
+			State string `json:"state"`
+		}{ms, state}); err != nil {
+			fmt.Fprintf(stderr, "agentstore status: %v\n", err)
+			return exitError
+		}
+		return say()
+	}
+	for _, a := range ms.Applied {
+		desc := a.Description
+		if desc == "" {
+			desc = "(unknown to this build)"
+		}
+		fmt.Fprintf(stdout, "V%-3d applied  %s  %s\n", a.Version, a.AppliedAt.Format("2006-01-02 15:04:05Z"), desc)
+	}
+	for _, p := range ms.Pending {
+		fmt.Fprintf(stdout, "V%-3d pending  %-20s  %s\n", p.Version, "", p.Description)
+	}
+	switch state {
+	case "ahead":
+		fmt.Fprintf(stdout, "ahead: the database records schema version %d, newer than this build's head %d (upgrade agentstore)\n", ms.Current, ms.Head)
+	case "behind":
+		fmt.Fprintf(stdout, "behind: schema version %d, this build's head is %d (%d pending; run agentstore migrate)\n", ms.Current, ms.Head, len(ms.Pending))
+	default:
+		fmt.Fprintf(stdout, "current: schema version %d, this build's head\n", ms.Current)
+	}
+	return say()
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newFlags("migrate", stderr, true)
+	target := c.fs.Int64("target", agentstore.SchemaVersion, "apply the migrations up to version N only (default: this build's head)")
+	dryRun := c.fs.Bool("dry-run", false, "print the statements migrate would run, run nothing (opens the database read-only)")
+	if code, done := c.parse(args, stderr); done {
+		return code
+	}
+	if *target < 1 || *target > agentstore.SchemaVersion {
+		fmt.Fprintf(stderr, "agentstore migrate: --target %d is not a version of this build's chain: it goes from 1 to its head %d (a newer agentstore applies later versions)\n",
+			*target, agentstore.SchemaVersion)
+		return exitError
+	}
+	var extra []agentstore.Option
+	if *dryRun {
+		extra = append(extra, agentstore.WithReadOnly())
+	}
+	st, ok := c.open(ctx, "migrate", stderr, extra...)
+	if !ok {
+		return exitError
+	}
+	defer st.Close()
+	before, err := st.MigrationStatus(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
 		return exitError
 	}
-	if err := st.Migrate(ctx); err != nil {
+	if before.Current > *target && !before.Ahead() {
+		fmt.Fprintf(stderr, "agentstore migrate: the database is at schema version %d, above --target %d: migrations are forward-only, nothing changed\n",
+			before.Current, *target)
+		return exitIssues
+	}
+	if *dryRun {
+		return migrateDryRun(ctx, st, c.dsn, *target, before, stdout, stderr)
+	}
+	if err := st.MigrateTo(ctx, *target); err != nil {
 		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
 		var me *agentstore.MigrationError
 		if errors.As(err, &me) && me.DatabaseMessage != "" {
@@ -253,11 +397,58 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return exitError
 	}
-	fmt.Fprintf(stdout, "migrated %s from schema version %d to %d (prefix %q", agentstore.RedactDSN(c.dsn), from, agentstore.SchemaVersion, st.TablePrefix())
+	after, err := st.MigrationStatus(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		return exitError
+	}
+	for _, a := range after.Applied {
+		if !slices.ContainsFunc(before.Applied, func(b agentstore.MigrationStep) bool { return b.Version == a.Version }) {
+			fmt.Fprintf(stdout, "applied V%d %s\n", a.Version, a.Description)
+		}
+	}
+	fmt.Fprintf(stdout, "migrated %s from schema version %d to %d (prefix %q", agentstore.RedactDSN(c.dsn), before.Current, after.Current, st.TablePrefix())
 	if st.Schema() != "" {
 		fmt.Fprintf(stdout, ", schema %q", st.Schema())
 	}
 	fmt.Fprintln(stdout, ")")
+	return exitOK
+}
+
+// migrateDryRun prints, as an SQL script of comments and statements, what
+// migrate would run up to target.
+func migrateDryRun(ctx context.Context, st *agentstore.Store, dsn string, target int64, before *agentstore.MigrationStatus, stdout, stderr io.Writer) int {
+	plan, err := st.MigrationPlan(ctx, target)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		if errors.Is(err, agentstore.ErrSchemaAhead) {
+			return exitIssues
+		}
+		return exitError
+	}
+	fmt.Fprintf(stdout, "-- agentstore migrate --dry-run: %s (prefix %q", agentstore.RedactDSN(dsn), st.TablePrefix())
+	if st.Schema() != "" {
+		fmt.Fprintf(stdout, ", schema %q", st.Schema())
+	}
+	fmt.Fprintf(stdout, "), schema version %d, target %d. Nothing was run.\n", before.Current, target)
+	if len(plan) == 0 {
+		fmt.Fprintf(stdout, "-- nothing to do\n")
+		return exitOK
+	}
+	for _, p := range plan {
+		how := "in one transaction"
+		if p.NoTransaction {
+			how = "outside a transaction, statement by statement"
+		}
+		if p.Version > 0 {
+			fmt.Fprintf(stdout, "\n-- V%d %s (%s)\n", p.Version, p.Description, how)
+		} else {
+			fmt.Fprintf(stdout, "\n-- %s (%s)\n", p.Description, how)
+		}
+		for _, s := range p.Statements {
+			fmt.Fprintf(stdout, "%s;\n", s)
+		}
+	}
 	return exitOK
 }
 

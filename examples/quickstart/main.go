@@ -1,5 +1,6 @@
 // Command quickstart opens an embedded SQLite store (or PostgreSQL with
-// --dsn), creates and verifies the schema, then walks through the agent-session store:
+// --dsn), migrates it (printing each migration it applied) and verifies the
+// schema, then walks through the agent-session store:
 // it creates a session, appends messages, forks it, sets todos and a plan,
 // enqueues and dequeues work, reloads the session, and prints what it did.
 package main
@@ -40,10 +41,21 @@ func run() error {
 	}
 	defer st.Close()
 	fmt.Printf("opened %s store at %s\n", st.Dialect(), agentstore.RedactDSN(*dsn))
+	before, err := st.MigrationStatus(ctx)
+	if err != nil {
+		return err
+	}
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("migrated to schema version %d (tables prefixed %q)\n", agentstore.SchemaVersion, st.TablePrefix())
+	after, err := st.MigrationStatus(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range after.Applied[len(before.Applied):] {
+		fmt.Printf("applied migration V%d %s\n", m.Version, m.Description)
+	}
+	fmt.Printf("migrated from schema version %d to %d (tables prefixed %q)\n", before.Current, after.Current, st.TablePrefix())
 	rep, err := st.Verify(ctx)
 	if err != nil {
 		return err

@@ -1,8 +1,9 @@
 // Package duroxide is the storage contract of the duroxide durable-execution
 // runtime as agentstore implements it: the Provider and ProviderAdmin
 // interfaces, the wire types a runtime exchanges with the store (work
-// items, history events, acks, instance and execution info) with their
-// serde-compatible JSON codecs, and the provider's error sentinels.
+// items, history events, acks, instance and execution info) with JSON
+// codecs that read and write duroxide's own JSON layout, and the provider's
+// error sentinels.
 //
 // The session API lives in package repo; the implementation of both is the
 // root package agentstore (st.Provider(), st.ProviderAdmin()). Errors follow

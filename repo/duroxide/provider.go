@@ -8,7 +8,7 @@ import (
 )
 
 // Provider is the storage contract of a durable-orchestration runtime
-// (duroxide's Provider trait): an orchestrator queue whose messages are
+// (the Provider interface of duroxide): an orchestrator queue whose messages are
 // locked per instance in turns, an append-only history per execution, a
 // worker peek-lock queue with optional session affinity, and custom status.
 //

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -34,8 +33,8 @@ func IsTerminalStatus(status string) bool {
 // Event
 
 // Event is one history event. Its JSON is one flat object: the common fields
-// below plus the fields of Kind, with the kind named by "type" (serde's
-// flattened, internally tagged layout), for example
+// below plus the fields of Kind, with the kind named by "type" (duroxide's
+// flat layout, the kind's tag among the fields), for example
 //
 //	{"event_id":1,"source_event_id":null,"instance_id":"i1","execution_id":1,
 //	 "timestamp_ms":1760000000000,"duroxide_version":"0.1.29",
@@ -362,7 +361,7 @@ type eventCommon struct {
 	Type            string  `json:"type"`
 }
 
-// MarshalJSON writes the flat, "type"-tagged serde layout.
+// MarshalJSON writes duroxide's flat, "type"-tagged layout.
 func (e Event) MarshalJSON() ([]byte, error) {
 	if e.Kind == nil {
 		return nil, errors.New("event: nil kind")
@@ -389,11 +388,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	return append(out, body[1:]...), nil
 }
 
-// UnmarshalJSON reads the flat serde layout like serde does: the "type"
-// key must be spelled exactly and name a known kind, required (non-Option)
-// fields must be present and not null; unknown fields are ignored, and so
-// are keys that match a field only when case is ignored (serde matches
-// names exactly). duroxide_version defaults to "" when absent.
+// UnmarshalJSON reads duroxide's flat layout with duroxide's own decoding
+// rules: the "type" key must be spelled exactly and name a known kind,
+// required fields (those that are not pointers) must be present and not
+// null; unknown fields are ignored, and so are keys that match a field
+// only when case is ignored (duroxide matches names exactly).
+// duroxide_version defaults to "" when absent.
 //
 // The object is parsed once (into its top-level keys); the common fields
 // and the kind's fields are then decoded from their own values, so the
@@ -420,8 +420,8 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 }
 
 // decodeStrict decodes the JSON object data into v (a pointer to a struct
-// without its own UnmarshalJSON) with serde's rules for required fields:
-// every field that is not a pointer (Option), not omitempty and not listed
+// without its own UnmarshalJSON) with duroxide's rules for required fields:
+// every field that is not a pointer (an optional value), not omitempty and not listed
 // in defaulted must be present under its exact name and not be null.
 // Keys are matched exactly (see decodeFields).
 func decodeStrict(data []byte, v any, defaulted ...string) error {
@@ -442,7 +442,7 @@ type rawField struct {
 
 // objectFields splits the JSON object data into its top-level members
 // without decoding their values: one validity pass (json.Valid) and one
-// pass that steps over each value. null is refused like serde refuses it
+// pass that steps over each value. null is refused, as duroxide refuses it
 // for a struct; any other non-object, or invalid JSON, gets encoding/json's
 // own error.
 func objectFields(data []byte) ([]rawField, error) {
@@ -569,22 +569,18 @@ func skipValue(data []byte, i int) int {
 type jsonField struct {
 	name     string       // JSON key, matched exactly
 	index    int          // struct field index
-	optional bool         // pointer (Option) or omitempty: may be absent or null
+	optional bool         // pointer or omitempty: may be absent or null
 	kind     reflect.Kind // of the field, or of its element for a pointer
 	pointer  bool
 }
-
-// jsonFields caches the jsonField lists by struct type.
-var jsonFields sync.Map // reflect.Type -> []jsonField
 
 // fieldsOf returns the JSON fields of the struct type t: exported fields
 // with a json name tag (every struct decodeFields is given has one per
 // field; a field without one is not decoded, and fields tagged "-" are
 // skipped).
 func fieldsOf(t reflect.Type) []jsonField {
-	if f, ok := jsonFields.Load(t); ok {
-		return f.([]jsonField)
-	}
+	// Computed per call (no package-level cache): a few tag lookups next
+	// to the JSON scan of the value.
 	var out []jsonField
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -599,7 +595,6 @@ func fieldsOf(t reflect.Type) []jsonField {
 		}
 		out = append(out, jf)
 	}
-	jsonFields.Store(t, out)
 	return out
 }
 
@@ -735,8 +730,8 @@ func plainString(raw []byte) (string, bool) {
 	return string(out), true
 }
 
-// decodeVariant reads an externally tagged enum: exactly one key, which
-// must be one of names. It returns the key and its value.
+// decodeVariant reads a one-key object whose key names the kind of its
+// value: exactly one key, which must be one of names. It returns the key and its value.
 func decodeVariant(data []byte, what string, names ...string) (string, json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
@@ -776,7 +771,7 @@ type InfrastructureError struct {
 }
 
 // ConfigurationError is a configuration problem such as nondeterminism.
-// Kind is a unit variant name, e.g. "Nondeterminism".
+// Kind is the kind's name (a JSON string), e.g. "Nondeterminism".
 type ConfigurationError struct {
 	Kind     string  `json:"kind"`
 	Resource string  `json:"resource"`
@@ -793,7 +788,7 @@ type ApplicationError struct {
 // AppErrorKind is "ActivityFailed", "OrchestrationFailed", "Panicked" (Name
 // set) or {"Cancelled":{"reason":...}} (CancelledReason set).
 type AppErrorKind struct {
-	Name            string  // unit variant name; empty when CancelledReason is set
+	Name            string  // the kind's name (a JSON string); empty when CancelledReason is set
 	CancelledReason *string // set for the Cancelled variant
 }
 
@@ -802,14 +797,16 @@ func (k AppErrorKind) MarshalJSON() ([]byte, error) {
 	if k.CancelledReason != nil {
 		return json.Marshal(map[string]map[string]string{"Cancelled": {"reason": *k.CancelledReason}})
 	}
-	if !slices.Contains(appErrorKindNames, k.Name) {
+	if !slices.Contains(appErrorKindNames(), k.Name) {
 		return nil, fmt.Errorf("application error kind: unknown variant %q", k.Name)
 	}
 	return json.Marshal(k.Name)
 }
 
 // appErrorKindNames are the unit variants of AppErrorKind.
-var appErrorKindNames = []string{"ActivityFailed", "OrchestrationFailed", "Panicked"}
+func appErrorKindNames() []string {
+	return []string{"ActivityFailed", "OrchestrationFailed", "Panicked"}
+}
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (k *AppErrorKind) UnmarshalJSON(data []byte) error {
@@ -819,7 +816,7 @@ func (k *AppErrorKind) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &name); err != nil {
 			return err
 		}
-		if !slices.Contains(appErrorKindNames, name) {
+		if !slices.Contains(appErrorKindNames(), name) {
 			return fmt.Errorf("application error kind: unknown variant %q", name)
 		}
 		*k = AppErrorKind{Name: name}
@@ -976,13 +973,6 @@ func (d ErrorDetails) Message() string {
 		return d.Poison.Message
 	}
 	return ""
-}
-
-func clipJSON(b []byte) string {
-	if len(b) > 80 {
-		return string(b[:80]) + "..."
-	}
-	return string(b)
 }
 
 // ---------------------------------------------------------------------------
@@ -1287,9 +1277,9 @@ func newWorkItem(tag string) WorkItem {
 	return nil
 }
 
-// UnmarshalWorkItem decodes an externally tagged work item like serde: an
-// object with exactly one known variant key whose value has every required
-// (non-Option) field; carry_forward_events defaults to []. Unknown fields
+// UnmarshalWorkItem decodes a work item the way duroxide does: an object
+// with exactly one key, naming a known variant, whose value has every
+// required (non-pointer) field; carry_forward_events defaults to []. Unknown fields
 // are ignored.
 func UnmarshalWorkItem(data []byte) (WorkItem, error) {
 	var m map[string]json.RawMessage

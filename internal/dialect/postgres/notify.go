@@ -1,0 +1,266 @@
+package postgres
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Cross-process wake-up on PostgreSQL. A Store publishes "work arrived"
+// with NOTIFY on a channel derived from its schema and prefix, and a
+// long-polling fetch LISTENs on it, so a fetcher in another process (or on
+// another Store) returns within milliseconds of an enqueue instead of at
+// its next fallback re-check. Publishing is off the hot path: notify only
+// flags the kind and nudges one background goroutine, which sends a single
+// NOTIFY (asynchronous commit, no fsync wait) for everything flagged since
+// its last send, so a burst of enqueues costs one NOTIFY. Publish errors
+// are ignored: the fallback re-check still finds the work. The listener's
+// losses, reconnects and its absence (behind PgBouncer without
+// WithDirectDSN, a pool under 3 connections) are logged (WithSlog).
+
+// pgNotifier is a Store's NOTIFY publisher and LISTEN subscriber.
+type pgNotifier struct {
+	env     *dialect.Env
+	channel string
+	// self tags this Store's notifications ("o:<self>"), so its listener
+	// ignores them: its own fetchers were already woken in process.
+	self string
+
+	mu      sync.Mutex
+	pending map[string]bool
+	kick    chan struct{}
+
+	// started flags and closed are guarded by mu, so no goroutine is
+	// added to wg once wait has begun.
+	pubStarted    bool
+	listenStarted bool
+	closed        bool
+	wg            sync.WaitGroup
+	// onNotify is called with the payload of every notification received.
+	onNotify func(payload string)
+	// up: the subscriber is LISTENing; lostRuns counts the failed
+	// attempts since it was last up.
+	up       atomic.Bool
+	lostRuns atomic.Int64
+}
+
+// notifyChannel names the channel of a schema and prefix (an identifier
+// well under PostgreSQL's 63 bytes).
+func notifyChannel(schema, prefix string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(schema + "." + prefix))
+	return fmt.Sprintf("agentstore_wake_%016x", h.Sum64())
+}
+
+func newPGNotifier(env *dialect.Env, onNotify func(string)) *pgNotifier {
+	return &pgNotifier{env: env, channel: notifyChannel(env.Config.Schema, env.Config.Prefix), self: uuid.NewString()[:8],
+		pending: map[string]bool{}, kick: make(chan struct{}, 1), onNotify: onNotify}
+}
+
+// publish flags kind for the next NOTIFY and wakes the publisher.
+func (n *pgNotifier) Publish(kind string) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	if !n.pubStarted {
+		n.pubStarted = true
+		n.wg.Add(1)
+		go n.publisher()
+	}
+	n.pending[kind] = true
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *pgNotifier) publisher() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.env.BG.Done():
+			return
+		case <-n.kick:
+		}
+		n.mu.Lock()
+		kinds := make([]string, 0, len(n.pending))
+		for k := range n.pending {
+			kinds = append(kinds, k)
+		}
+		clear(n.pending)
+		n.mu.Unlock()
+		for _, k := range kinds {
+			ctx, cancel := context.WithTimeout(n.env.BG, 5*time.Second)
+			_, _ = n.env.SQLDB.ExecContext(ctx,
+				`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, n.channel, k+":"+n.self)
+			cancel()
+		}
+	}
+}
+
+// waiting implements dialect.Waker: LISTEN needs no per-fetch bookkeeping.
+func (n *pgNotifier) Waiting(int32) {}
+
+// start implements dialect.Waker: it starts the LISTEN subscriber.
+func (n *pgNotifier) Start() { n.listen() }
+
+// listen starts the subscriber once. It holds one connection for the
+// Store's lifetime and reconnects after failures: a connection of its own
+// to WithDirectDSN's server when that option is given, else one pooled
+// connection. Without a direct DSN it does not listen behind a pooler
+// (WithPgBouncer: LISTEN needs a session) nor with a pool of fewer than
+// three connections (it could starve the queries); such a Store relies on
+// the fallback re-check and logs that once at Warn level.
+func (n *pgNotifier) listen() {
+	direct := n.env.Config.DirectDSN != ""
+	reason := ""
+	if !direct && n.env.Config.PgBouncer {
+		reason = "behind PgBouncer (WithPgBouncer) LISTEN needs a session; pass WithDirectDSN"
+	} else if m := n.env.SQLDB.Stats().MaxOpenConnections; !direct && m > 0 && m < 3 {
+		reason = "the pool has fewer than 3 connections and the listener would hold one; pass WithDirectDSN or a larger pool"
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.listenStarted {
+		return
+	}
+	n.listenStarted = true
+	if reason != "" {
+		n.env.Config.Slog.Warn("agentstore: cross-Store wake-up (LISTEN/NOTIFY) off; waiting fetches poll the database",
+			"component", "agentstore", "event", "wakeup_fallback", "reason", reason,
+			"poll_interval", n.env.Config.PollInterval, "channel", n.channel)
+		return
+	}
+	n.wg.Add(1)
+	go n.listener()
+}
+
+// healthy reports whether the LISTEN subscriber is up (used by longPoll
+// to re-check the database less often).
+// Healthy reports whether the listener is connected (dialect.HealthReporter).
+func (n *pgNotifier) Healthy() bool { return n.up.Load() }
+
+func (n *pgNotifier) listener() {
+	defer n.wg.Done()
+	failures := 0
+	for n.env.BG.Err() == nil {
+		err := n.listenOnce()
+		n.up.Store(false)
+		if n.env.BG.Err() != nil {
+			return
+		}
+		// The fallback re-check covers the gap; retry after a pause. Log
+		// the first failure of a run of failures and every 100th.
+		if failures%100 == 0 {
+			n.env.Config.Slog.Warn("agentstore: LISTEN connection lost; reconnecting, waiting fetches poll meanwhile",
+				"component", "agentstore", "event", "listener_lost", "error", dialect.Scrub(err, n.env.Config.DirectDSN),
+				"failures", failures+1, "poll_interval", n.env.Config.PollInterval, "channel", n.channel)
+		}
+		failures++
+		n.lostRuns.Store(int64(failures))
+		select {
+		case <-n.env.BG.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+var errNotPgx = errors.New("agentstore: listener connection is not a pgx connection")
+
+// listenOnce listens on one connection until it fails or the Store closes.
+func (n *pgNotifier) listenOnce() error {
+	if n.env.Config.DirectDSN == "" {
+		return n.listenOnceConn()
+	}
+	pc, err := parseDirectDSN(n.env.Config.DirectDSN)
+	if err != nil {
+		return err
+	}
+	if n.env.Config.Pool.ConnectTimeout > 0 {
+		pc.ConnectTimeout = n.env.Config.Pool.ConnectTimeout
+	}
+	conn, err := pgx.ConnectConfig(n.env.BG, pc)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(ctx)
+		cancel()
+	}()
+	return n.serve(conn)
+}
+
+func (n *pgNotifier) listenOnceConn() error {
+	conn, err := n.env.SQLDB.Conn(n.env.BG)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		// *stdlib.Conn, or the pgTimeoutConn embedding it (WithStatementTimeout)
+		sc, ok := dc.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			return errNotPgx
+		}
+		return n.serve(sc.Conn())
+	})
+}
+
+// serve LISTENs on pc and delivers notifications until pc fails or the
+// Store closes (then it UNLISTENs, leaving a pooled connection clean).
+func (n *pgNotifier) serve(pc *pgx.Conn) error {
+	if _, err := pc.Exec(n.env.BG, `LISTEN "`+n.channel+`"`); err != nil {
+		return err
+	}
+	n.up.Store(true)
+	if runs := n.lostRuns.Swap(0); runs > 0 {
+		n.env.Config.Slog.Info("agentstore: LISTEN connection up again", "component", "agentstore",
+			"event", "listener_reconnected", "failures", runs, "channel", n.channel)
+	}
+	// Work may have arrived while we were not listening.
+	n.onNotify(dialect.NotifyOrch)
+	n.onNotify(dialect.NotifyWork)
+	for {
+		note, err := pc.WaitForNotification(n.env.BG)
+		if err != nil {
+			if n.env.BG.Err() != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, uerr := pc.Exec(ctx, `UNLISTEN *`)
+				cancel()
+				if uerr != nil {
+					return driver.ErrBadConn
+				}
+				return nil
+			}
+			return fmt.Errorf("%w: %w", driver.ErrBadConn, err) // discard the connection; reconnect
+		}
+		if kind, from, _ := strings.Cut(note.Payload, ":"); from != n.self {
+			n.onNotify(kind)
+		}
+	}
+}
+
+// wait blocks until the publisher and listener goroutines have stopped.
+// The Store's background context must already be cancelled.
+func (n *pgNotifier) Wait() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.wg.Wait()
+}

@@ -1,0 +1,219 @@
+//go:build cgo
+
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/repo"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/mattn/go-sqlite3"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+)
+
+// The SQLite dialect: mattn/go-sqlite3 (cgo) through GORM's sqlite driver.
+// Built only with cgo; dialect_sqlite_nocgo.go stands in without it. Its
+// statement rewriting and read/write pool routing are in
+// dialect_sqlite_pool.go, its wake-up mechanism (PRAGMA data_version) in
+// dialect_sqlite_watch.go, its catalog reader in dialect_sqlite_catalog.go.
+
+// New returns the SQLite dialect of a cgo build.
+func New() dialect.Dialect { return liteDialect{} }
+
+// liteDialect implements dialect for SQLite.
+type liteDialect struct{}
+
+func (liteDialect) Title() string { return "SQLite" }
+
+// columnTypes: SQLite stores every logical type as text.
+func (liteDialect) ColumnTypes() models.ColumnTypes { return nil }
+
+func (liteDialect) SemconvSystem() string { return "sqlite" }
+
+func (liteDialect) Name() dialect.Name { return dialect.SQLite }
+
+// SQLite admits one writer at a time; the write transaction (BEGIN
+// IMMEDIATE) is the lock. No row locks, no SKIP LOCKED, no asynchronous
+// commit, no advisory locks, no in-place ALTER COLUMN; read transactions
+// would take the write lock, so there are no snapshot reads either.
+func (liteDialect) Capabilities() dialect.Capability {
+	return dialect.CapSingleWriter | dialect.CapPartialIndexes | dialect.CapWakeup | dialect.CapGroupCommit
+}
+
+func (liteDialect) MatchDSN(dsn string) (string, bool, error) { return matchSQLiteDSN(dsn) }
+
+func (liteDialect) OwnsGorm(name string) bool { return name == "sqlite" || name == "sqlite3" }
+
+func (liteDialect) CheckConfig(cfg *dialect.Config) error { return checkSQLiteConfig(cfg) }
+
+// sqliteStmtCache is the number of compiled statements each SQLite
+// connection keeps (see dialect_sqlite_pool.go).
+const sqliteStmtCache = 128
+
+// sqliteDSN builds the mattn/go-sqlite3 DSN for path with the pragmas agentstore needs.
+func sqliteDSN(path string, cfg *dialect.Config) string {
+	busy := strconv.FormatInt(dialect.TimeoutMS(liteBusy(cfg)), 10) // WithLockTimeout, default 10 s
+	params := "_journal_mode=WAL&_busy_timeout=" + busy + "&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.SQLiteSync +
+		"&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
+	if path == ":memory:" {
+		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
+	}
+	if cfg.ReadOnly {
+		// No journal-mode switch (a write) and no BEGIN IMMEDIATE.
+		params = "mode=ro&_busy_timeout=" + busy + "&_foreign_keys=on&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
+	}
+	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
+	return "file:" + r.Replace(path) + "?" + params
+}
+
+// open opens a read pool and, for a file, a one-connection write pool
+// (see liteConnPool); an in-memory database is one connection for both.
+func (liteDialect) Open(_ context.Context, target string, cfg *dialect.Config) (*dialect.Conn, error) {
+	memory := target == ":memory:"
+	// Every connection bounds its statements and lock waits (see
+	// dialect_sqlite_timeout.go).
+	conn := &liteTimeoutConnector{dsn: sqliteDSN(target, cfg), busy: liteBusy(cfg), stmt: cfg.StmtTimeout}
+	readDB := sql.OpenDB(conn)
+	writeDB := readDB
+	if !memory {
+		writeDB = sql.OpenDB(conn)
+		dialect.ApplyPool(readDB, cfg.Pool)
+	}
+	for _, d := range []*sql.DB{readDB, writeDB} {
+		if memory || d == writeDB {
+			d.SetMaxOpenConns(1)
+			d.SetMaxIdleConns(1)
+			d.SetConnMaxLifetime(0)
+			d.SetConnMaxIdleTime(0)
+		}
+	}
+	return &dialect.Conn{Gorm: sqlite.New(sqlite.Config{Conn: cfg.Pooled(&liteConnPool{read: readDB, write: writeDB})}), SQLDB: readDB, WriteDB: writeDB}, nil
+}
+
+func (liteDialect) Wrap(db *gorm.DB, cfg *dialect.Config) (*dialect.Conn, error) {
+	if cfg.StmtTimeout > 0 || cfg.LockTimeout > 0 {
+		return nil, dialect.Configf("WithStatementTimeout and WithLockTimeout need a SQLite Store made by Open (New does not own its connections): set _busy_timeout on the handle's DSN instead")
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, dialect.Configf("gorm handle has no *sql.DB: %v", err)
+	}
+	return &dialect.Conn{Gorm: sqlite.New(sqlite.Config{Conn: cfg.Pooled(&liteConnPool{read: sqlDB, write: sqlDB})}), SQLDB: sqlDB}, nil
+}
+
+func (liteDialect) Offline() (gorm.Dialector, func() error, error) {
+	db, err := sql.Open("sqlite3", "file::memory:")
+	if err != nil {
+		return nil, nil, err
+	}
+	return sqlite.New(sqlite.Config{Conn: db}), db.Close, nil
+}
+
+// castParam: SQLite infers nothing and needs nothing.
+func (liteDialect) CastParam(string) string { return "?" }
+
+// migrateLock: Migrate's BEGIN IMMEDIATE transaction already holds the
+// database's write lock. It reads sqlite_master once so the connection
+// reloads a schema another connection or process changed: SQLite checks a
+// DDL statement against the connection's cached schema when preparing it,
+// before the transaction re-reads the schema cookie.
+func (liteDialect) MigrateLock(tx *gorm.DB, _ *dialect.Env) error {
+	var n int64
+	return tx.Raw("SELECT COUNT(*) FROM sqlite_master").Scan(&n).Error
+}
+
+func (liteDialect) NewWaker(env *dialect.Env, onWake func(kind string)) dialect.Waker {
+	return newLiteWatcher(env, func() { onWake(dialect.NotifyOrch); onWake(dialect.NotifyWork) })
+}
+
+func (liteDialect) Catalog() dialect.Catalog { return liteCatalog{} }
+
+// translateDriverError maps SQLite result codes.
+func (liteDialect) TranslateDriverError(err error) (error, bool) {
+	var sqErr sqlite3.Error
+	if !errors.As(err, &sqErr) {
+		return nil, false
+	}
+	switch sqErr.Code {
+	case sqlite3.ErrBusy:
+		// the wait for another connection's write lock outlasted the busy
+		// timeout (WithLockTimeout, default 10 s)
+		return &dialect.Fault{Kind: repo.ErrLockTimeout, Cause: err}, true
+	case sqlite3.ErrLocked:
+		return &dialect.Fault{Kind: repo.ErrRetryable, Cause: err}, true
+	case sqlite3.ErrConstraint:
+		switch sqErr.ExtendedCode {
+		case sqlite3.ErrConstraintUnique, sqlite3.ErrConstraintPrimaryKey:
+			return &dialect.Fault{Kind: repo.ErrConflict, Cause: err}, true
+		case sqlite3.ErrConstraintForeignKey:
+			// a referenced row is gone (deleted concurrently)
+			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
+		}
+	case sqlite3.ErrError:
+		if m := sqErr.Error(); strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") {
+			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
+		}
+	}
+	return err, true
+}
+
+// DescribeOpenFailure explains why Open could not use the SQLite file (see
+// OpenError), naming its path: a file-system problem (see
+// sqlitePathProblem) or SQLite's result code. File problems are
+// dialect.ErrInvalidConfig; a lock held elsewhere, an I/O error or a full disk are
+// repo.ErrRetryable.
+func (liteDialect) DescribeOpenFailure(_, target string, cfg *dialect.Config, err error) (string, string, error) {
+	subject := "open SQLite database " + target
+	if target == ":memory:" {
+		subject = "open an in-memory SQLite database"
+	}
+	var sqErr sqlite3.Error
+	if errors.As(err, &sqErr) {
+		switch sqErr.Code {
+		case sqlite3.ErrNotADB:
+			return subject, "the file is not a SQLite database", dialect.ErrInvalidConfig
+		case sqlite3.ErrCorrupt:
+			return subject, "the database file is corrupt", dialect.ErrInvalidConfig
+		case sqlite3.ErrReadonly:
+			if r := sqlitePathProblem(target, cfg.ReadOnly); r != "" {
+				return subject, r, dialect.ErrInvalidConfig
+			}
+			return subject, "the file or its directory is read-only: make both writable, or open it with WithReadOnly", dialect.ErrInvalidConfig
+		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			return subject, "the database is locked by another connection or process", repo.ErrRetryable
+		case sqlite3.ErrIoErr:
+			return subject, "I/O error", repo.ErrRetryable
+		case sqlite3.ErrFull:
+			return subject, "the disk is full", repo.ErrRetryable
+		}
+	}
+	if r := sqlitePathProblem(target, cfg.ReadOnly); r != "" {
+		return subject, r, dialect.ErrInvalidConfig
+	}
+	return subject, "SQLite cannot open the file", dialect.ErrInvalidConfig
+}
+
+// normalizeDDL rewrites GORM's SQLite DDL into standard quoting:
+// identifiers in double quotes (GORM writes backticks) and string defaults
+// in single quotes (GORM writes DEFAULT "main", which SQLite reads as a
+// string only through its double-quoted-string quirk).
+func (liteDialect) NormalizeDDL(stmt string) string { return normalizeSQLiteDDL(stmt) }
+
+// applyNoTx: every SQLite migration runs in a transaction.
+func (liteDialect) ApplyNoTx(context.Context, *dialect.Env, int64, []string) error {
+	return errors.New("SQLite migrations run in transactions; a migration marked executeInTransaction=false has no SQLite form")
+}
+
+// The optional parts of the contract SQLite implements.
+var (
+	_ dialect.DriverErrorTranslator = liteDialect{}
+	_ dialect.OpenFailureDescriber  = liteDialect{}
+	_ dialect.HealthReporter        = (*liteWatcher)(nil)
+)

@@ -1,0 +1,256 @@
+//go:build cgo
+
+package sqlite
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/repo"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+// SQLite timeouts (WithStatementTimeout, WithLockTimeout) and the caller's
+// deadline.
+//
+// SQLite has no server to bound a statement, and its busy handler (the
+// wait for the database write lock another connection or process holds)
+// sleeps through sqlite3_interrupt: a context that ends does not end the
+// wait, which lasts the whole busy timeout. So Open gives every SQLite
+// connection a thin wrapper (liteTimeoutConn) that
+//
+//   - runs each statement with a context bounded by the statement timeout,
+//     so the driver interrupts a statement still running at its deadline
+//     (sqlite3_interrupt) and the error is repo.ErrStatementTimeout;
+//   - before a statement that may wait for the write lock (BEGIN, or a
+//     write outside a transaction) shortens the connection's busy timeout
+//     (PRAGMA busy_timeout, restored after) to what is left of the caller's
+//     deadline or the statement timeout, when that is shorter than the
+//     busy timeout (WithLockTimeout, default 10 s); a wait ended that way
+//     is the caller's context.DeadlineExceeded or repo.ErrStatementTimeout,
+//     one that ran the full busy timeout is repo.ErrLockTimeout.
+//
+// Without a statement timeout and a deadline shorter than the busy timeout
+// the wrapper sends nothing of its own.
+
+// liteDefaultBusy is the busy timeout Open sets without WithLockTimeout.
+const liteDefaultBusy = 10 * time.Second
+
+// liteBusy returns the busy timeout of cfg's connections.
+func liteBusy(cfg *dialect.Config) time.Duration {
+	if cfg.LockTimeout > 0 {
+		return time.Duration(dialect.TimeoutMS(cfg.LockTimeout)) * time.Millisecond
+	}
+	return liteDefaultBusy
+}
+
+// liteTimeoutConnector opens mattn/go-sqlite3 connections on dsn wrapped
+// in liteTimeoutConn.
+type liteTimeoutConnector struct {
+	dsn  string
+	busy time.Duration // the DSN's _busy_timeout
+	stmt time.Duration // WithStatementTimeout, 0 = off
+}
+
+func (c *liteTimeoutConnector) Connect(context.Context) (driver.Conn, error) {
+	dc, err := (&sqlite3.SQLiteDriver{}).Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &liteTimeoutConn{sc: dc.(*sqlite3.SQLiteConn), busy: c.busy, stmt: c.stmt}, nil
+}
+
+func (c *liteTimeoutConnector) Driver() driver.Driver { return &sqlite3.SQLiteDriver{} }
+
+// liteTimeoutConn is a SQLite connection that bounds its statements and
+// its busy waits (see above).
+type liteTimeoutConn struct {
+	sc   *sqlite3.SQLiteConn
+	busy time.Duration
+	stmt time.Duration
+}
+
+var (
+	_ driver.ConnBeginTx        = (*liteTimeoutConn)(nil)
+	_ driver.ExecerContext      = (*liteTimeoutConn)(nil)
+	_ driver.QueryerContext     = (*liteTimeoutConn)(nil)
+	_ driver.ConnPrepareContext = (*liteTimeoutConn)(nil)
+	_ driver.Pinger             = (*liteTimeoutConn)(nil)
+)
+
+func (c *liteTimeoutConn) Prepare(q string) (driver.Stmt, error) { return c.sc.Prepare(q) }
+func (c *liteTimeoutConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	return c.sc.PrepareContext(ctx, q)
+}
+func (c *liteTimeoutConn) Close() error                   { return c.sc.Close() }
+func (c *liteTimeoutConn) Ping(ctx context.Context) error { return c.sc.Ping(ctx) }
+func (c *liteTimeoutConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// Why a busy wait was shortened.
+const (
+	busyFull     = iota // not shortened: the busy timeout (repo.ErrLockTimeout)
+	busyStmt            // to the statement timeout
+	busyDeadline        // to the caller's deadline
+)
+
+// bound returns ctx bounded by the statement timeout (ctx itself when off).
+func (c *liteTimeoutConn) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.stmt > 0 {
+		return context.WithTimeout(ctx, c.stmt)
+	}
+	return ctx, func() {}
+}
+
+// shorten sets the busy timeout for one lock wait to the statement timeout
+// or what is left of ctx's deadline when either is shorter than the busy
+// timeout; it returns why, and restore undoes it.
+func (c *liteTimeoutConn) shorten(ctx context.Context) (why int, restore func()) {
+	wait, why := c.busy, busyFull
+	if c.stmt > 0 && c.stmt < wait {
+		wait, why = c.stmt, busyStmt
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < wait {
+			wait, why = max(left, 0), busyDeadline
+		}
+	}
+	if why == busyFull {
+		return why, func() {}
+	}
+	if err := c.setBusy(wait); err != nil {
+		return busyFull, func() {}
+	}
+	return why, func() { _ = c.setBusy(c.busy) }
+}
+
+func (c *liteTimeoutConn) setBusy(d time.Duration) error {
+	_, err := c.sc.ExecContext(context.Background(), "PRAGMA busy_timeout = "+strconv.FormatInt(dialect.TimeoutMS(d), 10), nil)
+	return err
+}
+
+// mapLiteErr classifies err of a statement run with bctx (bounded from ctx)
+// after a busy wait shortened for why.
+func mapLiteErr(ctx, bctx context.Context, why int, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err() // the caller's own deadline or cancellation
+	}
+	if bctx.Err() != nil {
+		return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrBusy {
+		switch why {
+		case busyStmt:
+			return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}
+		case busyDeadline:
+			return context.DeadlineExceeded
+		}
+	}
+	return err
+}
+
+// BeginTx implements driver.ConnBeginTx: BEGIN (IMMEDIATE, from the DSN)
+// waits for the write lock at most as long as the caller's deadline and
+// the statement timeout allow.
+func (c *liteTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	bctx, cancel := c.bound(ctx)
+	defer cancel()
+	why, restore := c.shorten(ctx)
+	tx, err := c.sc.BeginTx(bctx, opts)
+	restore()
+	if err != nil {
+		return nil, mapLiteErr(ctx, bctx, why, err)
+	}
+	return tx, nil
+}
+
+// waitsForWriteLock reports whether q, run outside a transaction, may wait
+// for the database write lock: not a plain read, not a PRAGMA.
+func waitsForWriteLock(q string) bool {
+	if readOnlySQL(q) {
+		return false
+	}
+	t := strings.TrimLeft(q, " \t\r\n")
+	return len(t) < 6 || !strings.EqualFold(t[:6], "PRAGMA")
+}
+
+// ExecContext implements driver.ExecerContext.
+func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	bctx, cancel := c.bound(ctx)
+	defer cancel()
+	why, restore := busyFull, func() {}
+	if waitsForWriteLock(q) && c.sc.AutoCommit() {
+		why, restore = c.shorten(ctx)
+	}
+	res, err := c.sc.ExecContext(bctx, q, args)
+	restore()
+	if err != nil {
+		return nil, mapLiteErr(ctx, bctx, why, err)
+	}
+	return res, nil
+}
+
+// QueryContext implements driver.QueryerContext.
+func (c *liteTimeoutConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	bctx, cancel := c.bound(ctx)
+	why, restore := busyFull, func() {}
+	if waitsForWriteLock(q) && c.sc.AutoCommit() {
+		why, restore = c.shorten(ctx)
+	}
+	rows, err := c.sc.QueryContext(bctx, q, args)
+	if err != nil {
+		err = mapLiteErr(ctx, bctx, why, err) // before cancel
+		restore()
+		cancel()
+		return nil, err
+	}
+	sr, ok := rows.(*sqlite3.SQLiteRows)
+	if !ok {
+		restore()
+		cancel()
+		_ = rows.Close()
+		return nil, errors.New("agentstore: unexpected SQLite rows type")
+	}
+	return &liteTimeoutRows{SQLiteRows: sr, ctx: ctx, bctx: bctx, why: why, done: func() { restore(); cancel() }}, nil
+}
+
+// liteTimeoutRows are the rows of a bounded query: their errors are
+// classified like the statement's, and closing them restores the busy
+// timeout and releases the bound.
+type liteTimeoutRows struct {
+	*sqlite3.SQLiteRows
+	ctx, bctx context.Context
+	why       int
+	done      func()
+}
+
+// Next implements driver.Rows.
+func (r *liteTimeoutRows) Next(dest []driver.Value) error {
+	err := r.SQLiteRows.Next(dest)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return mapLiteErr(r.ctx, r.bctx, r.why, err)
+	}
+	return err
+}
+
+// Close implements driver.Rows.
+func (r *liteTimeoutRows) Close() error {
+	err := r.SQLiteRows.Close()
+	if r.done != nil {
+		r.done()
+		r.done = nil
+	}
+	return err
+}

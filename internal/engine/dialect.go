@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"database/sql"
+	"strings"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+	"gorm.io/gorm"
+)
+
+// The engine's side of the dialect layer. What a dialect provides is the
+// contract in internal/dialect; repository code asks the Store what the
+// database can do (s.has(CapX)) and for SQL fragments (s.forUpdate(), ...)
+// and never compares dialect names. See ARCHITECTURE.md.
+
+// Capability and its constants are the dialect contract's.
+type Capability = dialect.Capability
+
+// The capabilities (see internal/dialect).
+const (
+	CapRowLocks       = dialect.CapRowLocks
+	CapSkipLocked     = dialect.CapSkipLocked
+	CapAsyncCommit    = dialect.CapAsyncCommit
+	CapAdvisoryLocks  = dialect.CapAdvisoryLocks
+	CapWakeup         = dialect.CapWakeup
+	CapSnapshotReads  = dialect.CapSnapshotReads
+	CapValidatedJSON  = dialect.CapValidatedJSON
+	CapPartialIndexes = dialect.CapPartialIndexes
+	CapSingleWriter   = dialect.CapSingleWriter
+	CapAlterColumns   = dialect.CapAlterColumns
+	CapFastPaths      = dialect.CapFastPaths
+	CapGroupCommit    = dialect.CapGroupCommit
+)
+
+// WithoutCapabilities switches capabilities of the dialect off, for a
+// database that speaks a dialect's protocol but lacks a feature (a
+// PostgreSQL-wire database without LISTEN/NOTIFY or advisory locks), for a
+// pooler that cannot carry one (WithoutCapabilities(CapWakeup) behind a
+// transaction pooler), or to run the general code paths
+// (WithoutCapabilities(CapFastPaths)). CapRowLocks, CapSingleWriter,
+// CapPartialIndexes and CapAlterColumns describe the database itself and
+// are refused with ErrInvalidConfig. Switching off a capability the dialect
+// does not have is allowed and changes nothing.
+func WithoutCapabilities(caps ...Capability) Option {
+	return optionFunc(func(c *Config) error {
+		for _, x := range caps {
+			for _, n := range dialect.Capabilities() {
+				if x&n.Cap != 0 && n.Fixed {
+					return configf("capability %s describes the database and cannot be switched off", n.Name)
+				}
+			}
+			if x&^dialect.AllCapabilities() != 0 {
+				return configf("unknown capability %#x", uint32(x&^dialect.AllCapabilities()))
+			}
+			c.CapsOff |= x
+		}
+		return nil
+	})
+}
+
+// dialectNamed returns the dialect of ds called name.
+func dialectNamed(ds []dialect.Dialect, name Dialect) (dialect.Dialect, error) {
+	for _, d := range ds {
+		if d.Name() == name {
+			return d, nil
+		}
+	}
+	return nil, configf("unknown dialect %q (want %s)", clip(string(name)), dialectList(ds))
+}
+
+func dialectList(ds []dialect.Dialect) string {
+	var names []string
+	for _, d := range ds {
+		names = append(names, string(d.Name()))
+	}
+	return strings.Join(names, " or ")
+}
+
+// has reports whether the store's database has every capability in c.
+func (s *Store) has(c Capability) bool { return s.caps.Has(c) }
+
+// Capabilities returns the capabilities in force: the dialect's, less those
+// switched off with WithoutCapabilities.
+func (s *Store) Capabilities() Capability { return s.caps }
+
+// forUpdate is appended to a SELECT that must lock its rows: " FOR UPDATE"
+// with CapRowLocks; nothing on a single-writer database, where the
+// enclosing write transaction already holds the database's write lock.
+func (s *Store) forUpdate() string {
+	if s.has(CapRowLocks) {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// forUpdateSkip is appended to a queue claim's SELECT: " FOR UPDATE [OF
+// alias] SKIP LOCKED" with CapRowLocks and CapSkipLocked, without SKIP
+// LOCKED when only CapRowLocks, nothing on a single-writer database. of
+// ("" or an alias) names the table whose rows are locked.
+func (s *Store) forUpdateSkip(of string) string {
+	if !s.has(CapRowLocks) {
+		return ""
+	}
+	f := " FOR UPDATE"
+	if of != "" {
+		f += " OF " + of
+	}
+	if s.has(CapSkipLocked) {
+		f += " SKIP LOCKED"
+	}
+	return f
+}
+
+// asyncCommitCTE returns, with CapAsyncCommit, a WITH clause that makes the
+// statement's own (autocommit) transaction commit asynchronously and the
+// condition that forces it to be evaluated; "", "" without.
+func (s *Store) asyncCommitCTE() (with, cond string) {
+	if !s.has(CapAsyncCommit) {
+		return "", ""
+	}
+	return "WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v) ",
+		" AND (SELECT v FROM async) IS NOT NULL"
+}
+
+// asyncCommitTx makes the current transaction commit asynchronously
+// (CapAsyncCommit); a no-op without.
+func (s *Store) asyncCommitTx(tx *gorm.DB) error {
+	if !s.has(CapAsyncCommit) {
+		return nil
+	}
+	return tx.Exec(`SET LOCAL synchronous_commit = off`).Error
+}
+
+// castParam returns a placeholder typed as typ where the database cannot
+// infer a parameter's type (a SELECT list).
+func (s *Store) castParam(typ string) string { return s.d.CastParam(typ) }
+
+// readTx runs fn as one consistent read: in a read-only REPEATABLE READ
+// transaction with CapSnapshotReads, statement by statement without.
+func (s *Store) readTx(db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	if !s.has(CapSnapshotReads) {
+		return fn(db)
+	}
+	return db.Transaction(fn, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+}
