@@ -297,6 +297,33 @@ func (p *gormProvider) claimWaitExpired(err error) error {
 	return err
 }
 
+// maxBusySkips bounds the candidates one fetch attempt skips because a
+// lock wait on them exceeded claimWait (a table lock would make every
+// candidate wait): past it the attempt claims nothing and the poll goes on.
+const maxBusySkips = 2
+
+// boundedStep runs fn, a claim step of the fetch transaction tx, so that a
+// lock wait over claimWait fails only fn: where the dialect bounds claim
+// waits (dialect.ClaimLockWait), fn runs after a savepoint, and on
+// ErrLockTimeout the transaction rolls back to it and goes on (busy).
+// Elsewhere fn just runs.
+func (p *gormProvider) boundedStep(tx *gorm.DB, fn func() error) (busy bool, err error) {
+	if _, ok := p.s.d.(dialect.ClaimLockWait); !ok {
+		return false, fn()
+	}
+	if err := tx.SavePoint("claim").Error; err != nil {
+		return false, err
+	}
+	err = fn()
+	if err != nil && errors.Is(translateError(err), ErrLockTimeout) {
+		if rerr := tx.RollbackTo("claim").Error; rerr != nil {
+			return false, rerr
+		}
+		return true, nil
+	}
+	return false, err
+}
+
 // claimSettingsSQL is the SELECT list a one-statement fetch evaluates
 // first (its CTE async; the forcing condition reads its column w): the
 // dialect's claim settings (dialect.ClaimLockWait) with asynchronous
@@ -1034,6 +1061,7 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 		now := p.s.nowMS()
 		var tried []string
 		level := orchCandWindow
+		busySkips := 0
 		for {
 			// 1. candidate (SQLite: BEGIN IMMEDIATE already serialises fetchers)
 			sql, args := p.orchCandidateSQL(now, filter, tried, level)
@@ -1055,23 +1083,40 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 			tried = append(tried, instance)
 
 			// 2. take the instance lock unless a live one exists, and 3. lock
-			// every visible, unlocked message of the instance (the batch)
+			// every visible, unlocked message of the instance (the batch);
+			// a lock wait over claimWait skips the candidate
 			token := newLockToken()
 			until := now + durMS(lockTimeout)
-			res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
-				` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
-				` WHERE il.locked_until <= ?`, instance, token, until, now, now)
-			if res.Error != nil {
-				return fmt.Errorf("lock instance %s: %w", instance, res.Error)
-			}
-			if res.RowsAffected == 0 {
-				continue // lost the race: next candidate
-			}
 			var msgs []orchMsgRow
-			if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-				` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
-				token, until, instance, now, now).Scan(&msgs).Error; err != nil {
-				return fmt.Errorf("lock messages of %s: %w", instance, err)
+			won := false
+			busy, err := p.boundedStep(tx, func() error {
+				res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
+					` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
+					` WHERE il.locked_until <= ?`, instance, token, until, now, now)
+				if res.Error != nil {
+					return fmt.Errorf("lock instance %s: %w", instance, res.Error)
+				}
+				if won = res.RowsAffected > 0; !won {
+					return nil
+				}
+				if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+					` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
+					token, until, instance, now, now).Scan(&msgs).Error; err != nil {
+					return fmt.Errorf("lock messages of %s: %w", instance, err)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if busy {
+				if busySkips++; busySkips > maxBusySkips {
+					return nil
+				}
+				continue // its rows are held by another transaction: next candidate
+			}
+			if !won {
+				continue // lost the race: next candidate
 			}
 			if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
 				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {

@@ -96,7 +96,7 @@ type orchFetchRow struct {
 // try-lock, message rows are taken SKIP LOCKED), and its other lock waits
 // (an instance lock row or instance row another transaction holds) are
 // bounded by claimWait: a candidate whose locks were not granted in time
-// is skipped, like one another fetcher holds. At most maxOrchBusySkips
+// is skipped, like one another fetcher holds. At most maxBusySkips
 // candidates are skipped that way per attempt (a table lock would make
 // every candidate wait), and at most maxOrchLostCandidates lost to other
 // fetchers, after which the attempt returns nothing and the poll goes on.
@@ -158,7 +158,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			// a lock another transaction holds: skip the candidate the
 			// statement picked (the same query, without locks, names it)
 			var cands []struct{ InstanceID *string }
-			if busy++; busy > maxOrchBusySkips {
+			if busy++; busy > maxBusySkips {
 				return nil, nil
 			}
 			if err := scanAll(db, &cands, cand, cargs...); err != nil {
@@ -241,11 +241,9 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 	}
 }
 
-// Bounds of one PostgreSQL fetch attempt (see fetchOrchPG).
-const (
-	maxOrchBusySkips      = 2  // candidates skipped for a lock wait over claimWait
-	maxOrchLostCandidates = 50 // candidates lost to other fetchers
-)
+// maxOrchLostCandidates bounds the candidates one PostgreSQL fetch
+// attempt loses to other fetchers (see fetchOrchPG).
+const maxOrchLostCandidates = 50
 
 // fillOrchMetadataPG is fillOrchMetadata (with the key-value snapshot) in
 // one PostgreSQL statement for both cases (instance row or not).

@@ -236,6 +236,7 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 		lease, corrupt = nil, nil
 		now := p.s.nowMS()
 		var skipped []any
+		busySkips := 0
 		for {
 			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q`
 			var args []any
@@ -273,14 +274,28 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 			c := cands[0]
 			if c.SessionID != nil && session != nil {
 				// claim or extend the session lease; another live owner -> next item
+				// (a lock wait over claimWait on the session row: next item)
 				leaseMS := sessionLeaseMS(session, lockTimeout)
-				res := tx.Exec(`INSERT INTO `+p.q(models.TableActivitySessions)+` AS s (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`+
-					` ON CONFLICT (session_id) DO UPDATE SET worker_id = excluded.worker_id, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`+
-					` WHERE s.locked_until <= ? OR s.worker_id = ?`, *c.SessionID, session.OwnerID, now+leaseMS, now, now, session.OwnerID)
-				if res.Error != nil {
-					return fmt.Errorf("claim session %s: %w", *c.SessionID, res.Error)
+				won := false
+				busy, err := p.boundedStep(tx, func() error {
+					res := tx.Exec(`INSERT INTO `+p.q(models.TableActivitySessions)+` AS s (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`+
+						` ON CONFLICT (session_id) DO UPDATE SET worker_id = excluded.worker_id, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`+
+						` WHERE s.locked_until <= ? OR s.worker_id = ?`, *c.SessionID, session.OwnerID, now+leaseMS, now, now, session.OwnerID)
+					if res.Error != nil {
+						return fmt.Errorf("claim session %s: %w", *c.SessionID, res.Error)
+					}
+					won = res.RowsAffected > 0
+					return nil
+				})
+				if err != nil {
+					return err
 				}
-				if res.RowsAffected == 0 {
+				if busy {
+					if busySkips++; busySkips > maxBusySkips {
+						return nil
+					}
+				}
+				if !won {
 					skipped = append(skipped, c.ID)
 					continue
 				}
