@@ -300,7 +300,7 @@ func (p *gormProvider) claimWaitExpired(err error) error {
 // maxBusySkips bounds the candidates one fetch attempt skips because a
 // lock wait on them exceeded claimWait (a table lock would make every
 // candidate wait): past it the attempt claims nothing and the poll goes on.
-const maxBusySkips = 2
+const maxBusySkips = 4
 
 // boundedStep runs fn, a claim step of the fetch transaction tx, so that a
 // lock wait over claimWait fails only fn: where the dialect bounds claim
