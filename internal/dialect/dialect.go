@@ -10,6 +10,7 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -208,4 +209,15 @@ type AppendStatement interface {
 type HealthReporter interface {
 	// Healthy reports whether wake-ups are delivered now.
 	Healthy() bool
+}
+
+// ClaimLockWaits is implemented by a dialect whose queue claims can wait on
+// row locks another transaction holds and that can bound those waits for
+// one transaction: the claim applies the settings, and a candidate whose
+// lock outlasts the bound is skipped instead of waited for.
+type ClaimLockWaits interface {
+	// ClaimSettingsSQL returns a select list that applies, to the current
+	// transaction only, a lock wait bound of wait (whole milliseconds, at
+	// least 1) and, with async, an asynchronous commit.
+	ClaimSettingsSQL(async bool, wait time.Duration) string
 }

@@ -484,3 +484,16 @@ func hasPlainFallback(pc *pgx.ConnConfig) bool {
 	}
 	return false
 }
+
+// ClaimSettingsSQL: set_config(..., is_local = true) of lock_timeout and,
+// with async, synchronous_commit off (dialect.ClaimLockWaits).
+func (pgDialect) ClaimSettingsSQL(async bool, wait time.Duration) string {
+	ms := int64((wait + time.Millisecond - 1) / time.Millisecond)
+	s := `set_config('lock_timeout', '` + strconv.FormatInt(max(ms, 1), 10) + `', true) AS w`
+	if async {
+		s = `set_config('synchronous_commit', 'off', true) AS v, ` + s
+	}
+	return s
+}
+
+var _ dialect.ClaimLockWaits = pgDialect{}
