@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo/duroxide"
 
 	"github.com/agentstore/agentstore/agentstoretest"
@@ -146,7 +147,7 @@ func TestListenerLostAndReconnectLogged(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if err := other.Provider().EnqueueForWorker(ctx, activity("relisten", 1, 1)); err != nil {
+	if err := other.Provider().EnqueueForWorker(ctx, testkit.Activity("relisten", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -199,7 +200,7 @@ func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if err := other.Provider().EnqueueForWorker(ctx, activity("fallback", 1, 1)); err != nil {
+	if err := other.Provider().EnqueueForWorker(ctx, testkit.Activity("fallback", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
