@@ -38,9 +38,10 @@ func (e *pEnv) ext(t *testing.T) duroxide.ProviderAdminExt {
 // GetQueueDepthsEstimate with the default cap equal GetSystemMetrics and
 // GetQueueDepths, every figure exact; with a cap of 2 the figures below 2
 // stay exact and the others are an estimate or exactly "at least 2", never
-// below the cap; after ANALYZE of the tables (statistics exist on both
-// databases) the table totals are estimated from them; a negative cap is
-// ErrInvalidInput. Store.ProviderAdminExt is the same admin.
+// below the cap; once the database has statistics of the tables
+// (DatabaseOps.RefreshStatistics) the table totals are estimated from them;
+// a negative cap is ErrInvalidInput. Store.ProviderAdminExt, where the
+// handle has it, is the same admin.
 func testProviderAdminEstimates(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	x := e.ext(t)
@@ -92,7 +93,7 @@ func testProviderAdminEstimates(t *testing.T, h *harness) {
 	if err != nil || capped.Exact() {
 		t.Fatalf("cap-2 estimate = %+v, %v", capped, err)
 	}
-	checkCapped("before ANALYZE", capped)
+	checkCapped("before RefreshStatistics", capped)
 	if err := h.ops(t).RefreshStatistics(e.ctx, e.st, models.TableInstances, models.TableExecutions, models.TableHistory); err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +101,10 @@ func testProviderAdminEstimates(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCapped("after ANALYZE", capped)
+	checkCapped("after RefreshStatistics", capped)
 	for name, c := range map[string]duroxide.Count{"instances": capped.TotalInstances, "executions": capped.TotalExecutions, "events": capped.TotalEvents} {
 		if c.Kind != duroxide.CountEstimated {
-			t.Fatalf("after ANALYZE: %s = %v (%s), want estimated from the statistics", name, c, c.Kind)
+			t.Fatalf("after RefreshStatistics: %s = %v (%s), want estimated from the statistics", name, c, c.Kind)
 		}
 	}
 	if _, err := x.GetSystemMetricsEstimate(e.ctx, duroxide.EstimateOptions{Cap: -1}); !errors.Is(err, agentstore.ErrInvalidInput) {

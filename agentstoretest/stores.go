@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -351,8 +352,8 @@ func where(w Row) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-// exec runs a statement on st's database.
-func exec(ctx context.Context, st Store, q func(s *agentstore.Store) (string, []any)) error {
+// execOn runs the statement q builds on st's database.
+func execOn(ctx context.Context, st Store, q func(s *agentstore.Store) (string, []any)) error {
 	s, err := storeOf(st)
 	if err != nil {
 		return err
@@ -363,7 +364,7 @@ func exec(ctx context.Context, st Store, q func(s *agentstore.Store) (string, []
 
 // Insert stores row in table.
 func (b *storeBackend) Insert(ctx context.Context, st Store, table string, row Row) error {
-	return exec(ctx, st, func(s *agentstore.Store) (string, []any) {
+	return execOn(ctx, st, func(s *agentstore.Store) (string, []any) {
 		cols := make([]string, 0, len(row))
 		for c := range row {
 			cols = append(cols, c)
@@ -380,7 +381,7 @@ func (b *storeBackend) Insert(ctx context.Context, st Store, table string, row R
 
 // Update sets the columns of set on the selected rows.
 func (b *storeBackend) Update(ctx context.Context, st Store, table string, w, set Row) error {
-	return exec(ctx, st, func(s *agentstore.Store) (string, []any) {
+	return execOn(ctx, st, func(s *agentstore.Store) (string, []any) {
 		cols := make([]string, 0, len(set))
 		for c := range set {
 			cols = append(cols, c)
@@ -398,7 +399,7 @@ func (b *storeBackend) Update(ctx context.Context, st Store, table string, w, se
 
 // Delete deletes the selected rows.
 func (b *storeBackend) Delete(ctx context.Context, st Store, table string, w Row) error {
-	return exec(ctx, st, func(s *agentstore.Store) (string, []any) {
+	return execOn(ctx, st, func(s *agentstore.Store) (string, []any) {
 		cond, args := where(w)
 		return "DELETE FROM " + quoted(s, table) + " WHERE " + cond, args
 	})
@@ -441,13 +442,13 @@ func (b *storeBackend) Values(ctx context.Context, st Store, table string, w Row
 
 // DropTable drops table.
 func (b *storeBackend) DropTable(ctx context.Context, st Store, table string) error {
-	return exec(ctx, st, func(s *agentstore.Store) (string, []any) { return "DROP TABLE " + quoted(s, table), nil })
+	return execOn(ctx, st, func(s *agentstore.Store) (string, []any) { return "DROP TABLE " + quoted(s, table), nil })
 }
 
 // RefreshStatistics runs ANALYZE on each table.
 func (b *storeBackend) RefreshStatistics(ctx context.Context, st Store, tables ...string) error {
 	for _, table := range tables {
-		if err := exec(ctx, st, func(s *agentstore.Store) (string, []any) { return "ANALYZE " + quoted(s, table), nil }); err != nil {
+		if err := execOn(ctx, st, func(s *agentstore.Store) (string, []any) { return "ANALYZE " + quoted(s, table), nil }); err != nil {
 			return err
 		}
 	}
@@ -466,10 +467,7 @@ func (b *storeBackend) LockRows(ctx context.Context, st Store, table string, w R
 		return fmt.Errorf("LockRows of %s: no column selects the rows", table)
 	}
 	cond, args := where(w)
-	var col string
-	for c := range w {
-		col = c
-	}
+	col := slices.Sorted(maps.Keys(w))[0]
 	return s.DB(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("UPDATE "+quoted(s, table)+" SET "+quoteColumn(col)+" = "+quoteColumn(col)+" WHERE "+cond, args...).Error; err != nil {
 			return err
@@ -621,13 +619,16 @@ func (b *storeBackend) DamageSchema(ctx context.Context, st Store) (want []strin
 	expect := func(kind agentstore.IssueKind, base, object string) {
 		want = append(want, fmt.Sprintf("%s %s %s", kind, prefix+base, object))
 	}
-	info := func(m any) *schema.Schema {
+	schemas := map[string]*schema.Schema{}
+	for _, m := range []any{&models.Session{}, &models.QueueItem{}, &models.Message{}, &models.OrchestratorQueueItem{},
+		&models.Todo{}, &models.Compact{}, &models.Summary{}, &models.Plan{}} {
 		sch, err := modelInfo(m, prefix)
-		if err != nil && failed == nil {
-			failed = err
+		if err != nil {
+			return nil, err
 		}
-		return sch
+		schemas[fmt.Sprintf("%T", m)] = sch
 	}
+	info := func(m any) *schema.Schema { return schemas[fmt.Sprintf("%T", m)] }
 
 	// A dropped index.
 	sess := info(&models.Session{})

@@ -44,11 +44,9 @@ func testTimeoutOptionsValidate(t *testing.T, h *harness) {
 			t.Fatalf("Open with a bad timeout = %v, want ErrInvalidConfig", err)
 		}
 	}
+	h.New(t) // migrated
 	h.Open(t, withStatementTimeout(time.Millisecond), withLockTimeout(time.Millisecond))
 	st, _ := h.store(t, agentstore.WithStatementTimeout(0), agentstore.WithLockTimeout(0))
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := st.Sessions().List(ctx, repo.ListParams{}); err != nil {
 		t.Fatalf("list with timeouts off: %v", err)
 	}
