@@ -186,7 +186,7 @@ type DatabaseOps interface {
 	// driver had returned it.
 	InjectFault(st Store, fault func() error) error
 	// ValidatesJSON reports whether the database itself refuses invalid
-	// JSON in the JSON columns (message content and usage).
+	// JSON in its JSON columns (a message's content).
 	ValidatesJSON() bool
 }
 
