@@ -58,6 +58,7 @@ func leaks(s, pw string) bool {
 // formatted Store, or in anything the GORM logger prints at Info level
 // while migrating, working and failing against a reachable server.
 func TestHostileSecretsNeverInErrorsOrLogs(t *testing.T) {
+	t.Parallel()
 	const pw = "Pw-d0nt-l3ak-9f3e"
 	ctx := context.Background()
 	tried, leaked := 0, 0
@@ -153,6 +154,7 @@ func TestHostileSecretsNeverInErrorsOrLogs(t *testing.T) {
 // --json), with the DSN given by flag or by AGENTSTORE_DSN, against a
 // reachable and an unreachable server, never print the password.
 func TestHostileSecretsNeverInCLIOutput(t *testing.T) {
+	t.Parallel()
 	requirePostgres(t)
 	const pw = "Cl1-pw-n3ver-sh0wn"
 	bin := buildCLI(t)

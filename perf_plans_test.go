@@ -18,6 +18,7 @@ import (
 // made the worker and orchestrator queues O(n) per claim before their
 // indexes were fixed.
 func TestPerfClaimPlansUseIndexes(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const n = 100000
 		st := h.New(t)

@@ -162,7 +162,9 @@ func TestListenerLostAndReconnectLogged(t *testing.T) {
 // without WithDirectDSN, a Store logs the wake-up fallback (Warn
 // wakeup_fallback) when its first fetch waits, still works (an enqueue by
 // another Store is found by the fallback re-check), and Migrate refuses
-// the CONCURRENTLY step with ErrInvalidConfig.
+// the CONCURRENTLY step of a database at V1 with ErrInvalidConfig (an
+// empty database is migrated in one transaction, which a transaction
+// pooler carries: that works).
 func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 	dsn := os.Getenv("AGENTSTORE_TEST_PGBOUNCER_DSN")
 	if dsn == "" {
@@ -174,13 +176,26 @@ func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, agentstore.Postgres)
+	fresh := newHarness(t, agentstore.Postgres)
+	pooledFresh, err := agentstore.Open(ctx, dsn, agentstore.WithSchema(fresh.Schema), agentstore.WithPgBouncer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pooledFresh.Close()
+	if err := pooledFresh.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate of an empty database through PgBouncer without WithDirectDSN: %v", err)
+	}
+	testkit.VerifyClean(t, pooledFresh)
+	if err := h.Open(t).MigrateTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 	pooled, err := agentstore.Open(ctx, dsn, agentstore.WithSchema(h.Schema), agentstore.WithPgBouncer())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pooled.Close()
 	if err := pooled.Migrate(ctx); !errors.Is(err, agentstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithDirectDSN") {
-		t.Fatalf("Migrate through PgBouncer without WithDirectDSN = %v, want ErrInvalidConfig naming WithDirectDSN", err)
+		t.Fatalf("Migrate of a V1 database through PgBouncer without WithDirectDSN = %v, want ErrInvalidConfig naming WithDirectDSN", err)
 	}
 	h.New(t) // migrate directly
 	rec := &slogRecorder{}

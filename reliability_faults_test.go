@@ -59,6 +59,7 @@ func installFailTrigger(t *testing.T, h *harness, st *agentstore.Store, base, co
 // bump, and the in-memory session is left as it was so it can be saved
 // again once the bad message is removed.
 func TestReliabilityHalfWaySessionWritesLeaveNothing(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
 		st := h.New(t)
@@ -169,6 +170,7 @@ func equalStrPtr(a, b *string) bool {
 // history, status and queues are unchanged, and the work is handed out
 // again once the lock expires, then completes exactly once.
 func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		e := newPEnv(t, h)
 		installFailTrigger(t, h, e.st, models.TableWorkerQueue, "work_item")

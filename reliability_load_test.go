@@ -98,6 +98,7 @@ func (x *exactlyOnce) check(t *testing.T, want int) (lost, dup int) {
 // item completed after exactly one attempt (leases are long, so a second
 // attempt would mean a double hand-out).
 func TestReliabilityExactlyOnceSessionQueue(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const consumers, producers, sessions = 16, 4, 16
 		n := scaled(t, 20000, 400)
@@ -192,6 +193,7 @@ func TestReliabilityExactlyOnceSessionQueue(t *testing.T) {
 // ack them. Every item must be acked exactly once and the queue must be
 // empty afterwards; every fetch must be the item's first attempt.
 func TestReliabilityExactlyOnceWorkerQueue(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const consumers, producers = 16, 4
 		n := scaled(t, 20000, 400)
@@ -278,6 +280,7 @@ func TestReliabilityExactlyOnceWorkerQueue(t *testing.T) {
 // sub-orchestration with exactly one completion pointing at it, and no
 // completion without its scheduling event.
 func TestReliabilityOrchestrations(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const loops, fanOut = 4, 5
 		n := scaled(t, 500, 40)
@@ -433,6 +436,7 @@ func checkHistory(hist []duroxide.Event) string {
 // each writer's messages keep their order, and the session row's counters
 // match.
 func TestReliabilityConcurrentAppendsOneSession(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const writers, handles = 16, 4
 		per := scaled(t, 100, 20)

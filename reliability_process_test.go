@@ -274,6 +274,7 @@ func (hp *helperProc) output() string {
 // handed out again with attempt counts raised to 2, the dead process's
 // tokens are refused, and after completing everything nothing is missing.
 func TestReliabilityKillConsumerProcess(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const n = 3
 		const lease = 30 * time.Second // long: the takeover uses a later clock, not real waiting
@@ -413,6 +414,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 // orchestrations. No error (in particular no "database is locked") may
 // reach a caller, and the totals must add up.
 func TestReliabilitySQLiteMultiProcess(t *testing.T) {
+	requireLongTests(t)
 	const procs = 4
 	n := scaled(t, 200, 30)
 	h := newHarness(t, agentstore.SQLite)
@@ -525,6 +527,7 @@ func TestReliabilitySQLiteMultiProcess(t *testing.T) {
 // worker queue or completed in the orchestrator queue — never both, never
 // neither.
 func TestReliabilityKillMidWrite(t *testing.T) {
+	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const kills, work = 5, 1500
 		ctx := context.Background()

@@ -21,6 +21,7 @@ import (
 // with the dialect's one-statement fast paths and with the general
 // transaction paths (WithoutCapabilities(CapFastPaths)), so neither rots.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		agentstoretest.Run(t, agentstoretest.SQLite())

@@ -598,18 +598,18 @@ func TestTelemetryOffAddsNothing(t *testing.T) {
 	for _, c := range []struct {
 		got, want string
 	}{
-		{fmt.Sprintf("%T", off.Sessions()), "agentstore.sessionsAPI"},
-		{fmt.Sprintf("%T", off.SessionQueue()), "agentstore.sessionQueueAPI"},
-		{fmt.Sprintf("%T", off.ForTenant("t").Sessions()), "agentstore.sessionsAPI"},
-		{fmt.Sprintf("%T", off.Provider()), "*agentstore.gormProvider"},
-		{fmt.Sprintf("%T", off.ProviderAdmin()), "*agentstore.gormProvider"},
+		{fmt.Sprintf("%T", off.Sessions()), "engine.sessionsAPI"},
+		{fmt.Sprintf("%T", off.SessionQueue()), "engine.sessionQueueAPI"},
+		{fmt.Sprintf("%T", off.ForTenant("t").Sessions()), "engine.sessionsAPI"},
+		{fmt.Sprintf("%T", off.Provider()), "*engine.gormProvider"},
+		{fmt.Sprintf("%T", off.ProviderAdmin()), "*engine.gormProvider"},
 	} {
 		if c.got != c.want {
 			t.Errorf("without telemetry: %s, want %s", c.got, c.want)
 		}
 	}
 	on := h.Open(t, agentstore.WithTracerProvider(tracenoop.NewTracerProvider()))
-	if got := fmt.Sprintf("%T", on.Sessions()); got != "agentstore.tracedSessions" {
+	if got := fmt.Sprintf("%T", on.Sessions()); got != "engine.tracedSessions" {
 		t.Errorf("with a tracer provider: %s", got)
 	}
 	if on.Provider() != on.Provider() || on.Provider().Admin() != on.ProviderAdmin() {
@@ -740,6 +740,7 @@ func (a *spanAudit) OnEnd(s sdktrace.ReadOnlySpan) {
 // telemetry on (SDK providers), so the traced repositories behave exactly
 // as the plain ones, and audits every span the suite produces.
 func TestConformanceTelemetry(t *testing.T) {
+	t.Parallel()
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
@@ -784,6 +785,7 @@ func TestConformanceTelemetry(t *testing.T) {
 // queues of 100,000 rows, half of the session queue finished, without
 // statistics and after ANALYZE.
 func TestPerfTelemetryGaugePlans(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.New(t)
 		ctx := context.Background()

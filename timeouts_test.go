@@ -31,6 +31,7 @@ import (
 // refuses the options on PostgreSQL (and the timeouts add round trips on
 // purpose).
 func TestConformancePostgresTimeouts(t *testing.T) {
+	t.Parallel()
 	requirePostgres(t)
 	agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(),
 		agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(30*time.Second)))
@@ -40,6 +41,7 @@ func TestConformancePostgresTimeouts(t *testing.T) {
 // with generous statement and lock timeouts (every statement bounded, the
 // busy timeout set by WithLockTimeout).
 func TestConformanceSQLiteTimeouts(t *testing.T) {
+	t.Parallel()
 	agentstoretest.Run(t, agentstoretest.SQLite(agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(20*time.Second)))
 }
 
@@ -53,6 +55,7 @@ func TestConformanceSQLiteTimeouts(t *testing.T) {
 // ErrLockTimeout, with WithStatementTimeout alone with ErrStatementTimeout;
 // the caller's deadline (20 s) would give context.DeadlineExceeded instead.
 func TestPostgresTimeoutsBoundEveryStatement(t *testing.T) {
+	t.Parallel()
 	admin := requirePostgres(t)
 	ctx := context.Background()
 	h := newHarness(t, agentstore.Postgres)
@@ -229,6 +232,7 @@ func TestSQLiteLockTimeoutOtherConnection(t *testing.T) {
 // the server on an administrator's request (pg_cancel_backend, SQLSTATE
 // 57014 like a statement timeout) is ErrRetryable, not ErrStatementTimeout.
 func TestPostgresAdminCancelIsNotStatementTimeout(t *testing.T) {
+	t.Parallel()
 	admin := requirePostgres(t)
 	ctx := context.Background()
 	h := newHarness(t, agentstore.Postgres)

@@ -18,14 +18,14 @@ type PoolConfig struct {
 	MaxLifetime    time.Duration // recycle connections after this long
 }
 
-// DefaultPool is the seed's default preset: 10/1 connections, 30 s connect,
+// DefaultPool is the default preset: 10/1 connections, 30 s connect,
 // 600 s idle, 1800 s lifetime.
 func DefaultPool() PoolConfig {
 	return PoolConfig{MaxOpenConns: 10, MinIdleConns: 1, ConnectTimeout: 30 * time.Second,
 		IdleTimeout: 600 * time.Second, MaxLifetime: 1800 * time.Second}
 }
 
-// HighThroughputPool is the seed's high-throughput preset: 50/5
+// HighThroughputPool is the high-throughput preset: 50/5
 // connections, 10 s connect, 300 s idle, 900 s lifetime.
 func HighThroughputPool() PoolConfig {
 	return PoolConfig{MaxOpenConns: 50, MinIdleConns: 5, ConnectTimeout: 10 * time.Second,

@@ -136,8 +136,15 @@ type Catalog interface {
 	// SchemaName returns the schema Verify inspects ("" when the database
 	// has no schemas).
 	SchemaName(db *gorm.DB, configured string) (string, error)
-	// Load reads every table, column, index and foreign key of schema nsp.
-	Load(db *gorm.DB, nsp string) (map[string]*LiveTable, error)
+	// Load reads the columns, indexes and foreign keys of the tables of
+	// schema nsp named in names (at least those; absent when missing).
+	Load(db *gorm.DB, nsp string, names []string) (map[string]*LiveTable, error)
+	// LoadIndexes reads only the indexes of the named tables that exist
+	// (Migrate's check at head).
+	LoadIndexes(db *gorm.DB, nsp string, names []string) (map[string]*LiveTable, error)
+	// HasTable reports whether table name exists in schema nsp ("" = the
+	// connection's current schema), as the statement's snapshot sees it.
+	HasTable(db *gorm.DB, nsp, name string) (bool, error)
 	// ConnectionIssues reports per-connection settings that break the
 	// schema's guarantees (SQLite: foreign_keys OFF).
 	ConnectionIssues(db *gorm.DB) ([]SchemaIssue, error)
@@ -193,4 +200,12 @@ type AppendStatement interface {
 	// outside tc). The general path does the same in a transaction of
 	// three statements (lock, UPDATE, INSERT).
 	AppendOneSQL(vals, st, set, tc, ins string) string
+}
+
+// HealthReporter is implemented by a Waker that knows whether it currently
+// delivers wake-ups (a connected LISTEN, a running watcher): a fetch then
+// waits for a wake-up or its next due time instead of polling.
+type HealthReporter interface {
+	// Healthy reports whether wake-ups are delivered now.
+	Healthy() bool
 }

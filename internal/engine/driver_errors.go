@@ -84,3 +84,14 @@ func translateVia(db *gorm.DB, err error) error {
 	}
 	return err
 }
+
+// installTranslation makes db's Row and Rows calls translate their error
+// too: GORM's row callback stores the driver's error without AddError, so
+// the dialector's Translate does not see it.
+func installTranslation(db *gorm.DB) error {
+	return db.Callback().Row().After("gorm:row").Register("agentstore:translate_error", func(tx *gorm.DB) {
+		if tx.Error != nil {
+			tx.Error = translateVia(tx, tx.Error)
+		}
+	})
+}

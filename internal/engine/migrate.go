@@ -145,19 +145,31 @@ func (s *Store) Migrate(ctx context.Context) error { return s.MigrateTo(ctx, Sch
 
 // MigrateTo applies the dialect's migrations (the embedded files of
 // package migrations, rendered for the Store's table prefix and schema) up
-// to version target, in order, each in its own transaction (a migration
-// marked executeInTransaction=false, such as a PostgreSQL CREATE INDEX
-// CONCURRENTLY, runs statement by statement). Each step takes the
-// migration lock (a PostgreSQL advisory lock keyed by schema and prefix,
-// SQLite's write lock), re-reads the recorded version and skips a step
-// another process applied meanwhile, so concurrent callers are safe. A
-// step interrupted part-way (a crash, a cancelled context) left nothing
-// recorded: the next call applies it again, first dropping the INVALID
-// indexes an interrupted CONCURRENTLY build leaves. It creates the
-// PostgreSQL schema if missing. At SchemaVersion it then repairs index
-// drift (see Verify): missing, differently defined and INVALID indexes are
-// rebuilt, and indexes agentstore no longer declares (named
-// idx_<prefix>...) dropped; indexes hold no data, rows are never touched.
+// to version target, in order, each recording its version.
+//
+// An empty database (no version recorded) gets the whole chain up to
+// target in one transaction, all or nothing: V1 creates every table, so
+// the indexes later steps build CONCURRENTLY elsewhere are built on empty
+// tables inside the transaction (through a transaction pooler too:
+// WithPgBouncer needs no WithDirectDSN for it). A database at an older
+// version gets each later step in its own transaction (a migration marked
+// executeInTransaction=false, such as a PostgreSQL CREATE INDEX
+// CONCURRENTLY, runs statement by statement instead, so a populated table
+// stays writable). Each step takes the migration lock (a PostgreSQL
+// advisory lock keyed by schema and prefix, SQLite's write lock), re-reads
+// the recorded version and skips a step another process applied
+// meanwhile, so concurrent callers are safe. A step interrupted part-way
+// (a crash, a cancelled context) left nothing recorded: the next call
+// applies it again, first dropping the INVALID indexes an interrupted
+// CONCURRENTLY build leaves. It creates the PostgreSQL schema if missing.
+//
+// At SchemaVersion it then repairs index drift (see Verify), reading only
+// the index catalog of agentstore's tables, so on an up-to-date database
+// it is a handful of SELECTs and changes nothing: missing, differently
+// defined and INVALID indexes are rebuilt, and indexes agentstore no
+// longer declares (named idx_<prefix>...) dropped; indexes hold no data,
+// rows are never touched. (Right after migrating an empty database there
+// is nothing to repair, and it does not look.)
 //
 // It refuses a database whose recorded version is ahead of target or of
 // SchemaVersion with a *SchemaVersionError (ErrSchemaAhead) and a target
@@ -186,6 +198,18 @@ func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 		if cur > SchemaVersion || cur > target {
 			return fmt.Errorf("migrate: %w", &SchemaVersionError{Database: cur, Expected: min(target, SchemaVersion)})
 		}
+		if cur == 0 {
+			// An empty database: the whole chain up to target in one
+			// transaction (V1 creates every table, so every later step
+			// runs on empty tables and needs no CONCURRENTLY build).
+			if m, err := s.applyWithRetry(ctx, func() (migrations.Migration, error) { return s.applyFresh(ctx, chain[:target]) }); err != nil {
+				return migrationError(m.Version, m.Description, err)
+			}
+			if fresh, err := s.recordedVersion(s.db.WithContext(ctx)); err == nil && fresh == target {
+				return nil // the chain is the head's catalog: nothing to repair
+			}
+			continue
+		}
 		if cur >= target {
 			if target == SchemaVersion {
 				err := s.repairIndexes(ctx)
@@ -201,18 +225,19 @@ func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 			return nil
 		}
 		m := chain[cur]
-		if err := s.applyWithRetry(ctx, m); err != nil {
+		if _, err := s.applyWithRetry(ctx, func() (migrations.Migration, error) { return m, s.applyMigration(ctx, m) }); err != nil {
 			return migrationError(m.Version, m.Description, err)
 		}
 	}
 }
 
-// applyWithRetry applies m, retrying (up to 5 times) a transient failure
-// (a deadlock between a concurrent migrator's transaction and a
-// CONCURRENTLY index build) and, when no advisory lock serialises
-// migrators, a collision with a concurrent one.
-func (s *Store) applyWithRetry(ctx context.Context, m migrations.Migration) error {
-	err := s.applyMigration(ctx, m)
+// applyWithRetry runs apply (which returns the migration it failed in),
+// retrying (up to 5 times) a transient failure (a deadlock between a
+// concurrent migrator's transaction and a CONCURRENTLY index build) and,
+// when no advisory lock serialises migrators, a collision with a
+// concurrent one.
+func (s *Store) applyWithRetry(ctx context.Context, apply func() (migrations.Migration, error)) (migrations.Migration, error) {
+	m, err := apply()
 	unlocked := !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter)
 	retry := func(err error) bool {
 		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -229,9 +254,49 @@ func (s *Store) applyWithRetry(ctx context.Context, m migrations.Migration) erro
 		case <-ctx.Done():
 		case <-time.After(time.Duration(i*20+rand.IntN(40)) * time.Millisecond):
 		}
-		err = s.applyMigration(ctx, m)
+		m, err = apply()
 	}
-	return err
+	return m, err
+}
+
+// applyFresh applies chain, which starts at V1, to an empty database in
+// one transaction under the migration lock, all or nothing: V1 creates
+// every table, so the indexes of later steps are built on empty tables,
+// by a plain CREATE INDEX inside the transaction (a step's CREATE/DROP
+// INDEX CONCURRENTLY run without CONCURRENTLY). If another migrator
+// recorded a version meanwhile, it does nothing (Migrate continues from
+// that version). On failure it returns the migration whose statement
+// failed.
+func (s *Store) applyFresh(ctx context.Context, chain []migrations.Migration) (migrations.Migration, error) {
+	var failed migrations.Migration
+	if len(chain) > 0 {
+		failed = chain[0]
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.d.MigrateLock(tx, s.env()); err != nil {
+			return err
+		}
+		cur, err := s.recordedVersion(tx)
+		if err != nil {
+			return err
+		}
+		if cur > 0 {
+			return nil // a concurrent migrator got there first
+		}
+		for _, m := range chain {
+			failed = m
+			for _, st := range migrations.Statements(migrations.Render(m.SQL, s.cfg.Prefix, s.cfg.Schema)) {
+				if m.NoTransaction {
+					st = concurrentlyRE.ReplaceAllString(st, "${1}INDEX ")
+				}
+				if err := tx.Exec(st).Error; err != nil {
+					return &dialect.StmtError{Stmt: st, Err: err}
+				}
+			}
+		}
+		return nil
+	})
+	return failed, translateError(err)
 }
 
 // applyMigration applies one migration unless it is already recorded.
@@ -278,16 +343,35 @@ func (s *Store) applyMigration(ctx context.Context, m migrations.Migration) erro
 // agentstore generates for this prefix ("idx_<prefix>..."; an index a DBA
 // added under another name is reported by Verify, never dropped). Indexes
 // hold no data, so this repairs drift a pre-release or hand-edited
-// database has without touching rows. It runs in one transaction under
-// the migration lock. (Without advisory locks, INVALID indexes are left to
-// Verify: one may be a concurrent migrator's build in progress.)
+// database has without touching rows. It reads only the index catalog of
+// the models' tables (one query; not a whole Verify), so on an up-to-date
+// database it costs a few milliseconds and changes nothing. Repairs run in
+// one transaction under the migration lock. (Without advisory locks,
+// INVALID indexes are left to Verify: one may be a concurrent migrator's
+// build in progress.)
 func (s *Store) repairIndexes(ctx context.Context) error {
-	rep, err := s.Verify(ctx)
+	db := s.db.WithContext(ctx)
+	cat := s.d.Catalog()
+	nsp, err := cat.SchemaName(db, s.cfg.Schema)
 	if err != nil {
 		return err
 	}
+	exps, names, err := s.expectedTables()
+	if err != nil {
+		return err
+	}
+	live, err := cat.LoadIndexes(db, nsp, names)
+	if err != nil {
+		return err
+	}
+	var issues []SchemaIssue
+	for _, exp := range exps {
+		if lt := live[exp.name]; lt != nil {
+			issues = append(issues, s.indexIssues(db, exp, lt)...)
+		}
+	}
 	var fixes []string
-	for _, is := range rep.Issues {
+	for _, is := range issues {
 		switch is.Kind {
 		case IssueInvalidIndex:
 			if !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter) {
@@ -339,7 +423,11 @@ func (s *Store) RecordedSchemaVersion(ctx context.Context) (int64, error) {
 // recordedVersion returns the highest version in the schema_version table,
 // 0 when the table does not exist or is empty.
 func (s *Store) recordedVersion(db *gorm.DB) (int64, error) {
-	if !db.Migrator().HasTable(&models.SchemaVersionRow{}) {
+	ok, err := s.d.Catalog().HasTable(db, s.cfg.Schema, s.cfg.Prefix+models.TableSchemaVersion)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if !ok {
 		return 0, nil
 	}
 	var v *int64

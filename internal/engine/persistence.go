@@ -587,6 +587,9 @@ func newStore(d dialect.Dialect, conn *dialect.Conn, cfg *Config) (*Store, error
 	if err := gdb.Use(d.ColumnTypes()); err != nil {
 		return nil, fmt.Errorf("initialise gorm: %w", err)
 	}
+	if err := installTranslation(gdb); err != nil {
+		return nil, fmt.Errorf("initialise gorm: %w", err)
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	*st = Store{db: gdb, sqlDB: conn.SQLDB, d: d, caps: d.Capabilities() &^ cfg.CapsOff, cfg: cfg, namer: namer, bg: bg, bgCancel: cancel,
 		sessWrite: make(chan struct{}, 1)}

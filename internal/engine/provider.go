@@ -154,8 +154,8 @@ func (s *Store) provider() *gormProvider {
 			p.work.waiting = w.Waiting
 			// A Store on its own clock (WithClock) cannot turn a due time
 			// into a wait: it keeps re-checking every poll interval.
-			if h, ok := w.(interface{ healthy() bool }); ok && !s.cfg.CustomClock {
-				p.orch.healthy, p.work.healthy = h.healthy, h.healthy
+			if h, ok := w.(dialect.HealthReporter); ok && !s.cfg.CustomClock {
+				p.orch.healthy, p.work.healthy = h.Healthy, h.Healthy
 				p.orch.nextDue, p.work.nextDue = p.orchNextDue, p.workNextDue
 			}
 		}

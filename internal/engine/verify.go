@@ -115,15 +115,15 @@ func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	rep.Schema = nsp
-	live, err = cat.Load(db, nsp)
+	exps, names, err := s.expectedTables()
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	live, err = cat.Load(db, nsp, names)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", translateError(err))
 	}
-	for _, m := range models.All() {
-		exp, err := s.expectedTable(m)
-		if err != nil {
-			return nil, fmt.Errorf("verify: %w", err)
-		}
+	for _, exp := range exps {
 		rep.Tables++
 		rep.Issues = append(rep.Issues, s.compareTable(db, exp, live[exp.name])...)
 	}
@@ -189,6 +189,23 @@ type expectedTable struct {
 	pk      []string
 	indexes []expectedIndex
 	fks     []expectedFK
+}
+
+// expectedTables returns what the models of both domains require, in
+// models.All() order, and the (unqualified, prefixed) table names.
+func (s *Store) expectedTables() ([]*expectedTable, []string, error) {
+	all := models.All()
+	exps := make([]*expectedTable, 0, len(all))
+	names := make([]string, 0, len(all))
+	for _, m := range all {
+		exp, err := s.expectedTable(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		exps = append(exps, exp)
+		names = append(names, exp.name)
+	}
+	return exps, names, nil
 }
 
 // expectedTable parses model m with the store's GORM handle (so its naming
@@ -342,37 +359,7 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *dialect.LiveTa
 			Expected: "(" + strings.Join(exp.pk, ", ") + ")", Actual: "(" + strings.Join(lt.PK, ", ") + ")",
 			Fix: s.rebuildOr(exp.name, fmt.Sprintf(`ALTER TABLE %s ADD PRIMARY KEY ("%s")`, qt, strings.Join(exp.pk, `", "`)))})
 	}
-	for _, ei := range exp.indexes {
-		li, ok := lt.Indexes[ei.name]
-		create := func() string {
-			return s.fixSQL(db, func(m gorm.Migrator) error { return m.CreateIndex(exp.model, ei.name) })
-		}
-		if !ok {
-			out = append(out, SchemaIssue{Kind: IssueMissingIndex, Table: exp.name, Object: ei.name, Expected: describeIndex(ei.unique, ei.cols, ei.where), Fix: create()})
-			continue
-		}
-		if li.Invalid {
-			out = append(out, SchemaIssue{Kind: IssueInvalidIndex, Table: exp.name, Object: ei.name,
-				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: "INVALID",
-				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
-			continue
-		}
-		if li.Unique != ei.unique || !slices.Equal(li.Cols, ei.cols) || normPredicate(li.Where) != normPredicate(ei.where) {
-			out = append(out, SchemaIssue{Kind: IssueIndexMismatch, Table: exp.name, Object: ei.name,
-				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: describeIndex(li.Unique, li.Cols, li.Where),
-				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
-		}
-	}
-	declared := map[string]bool{}
-	for _, ei := range exp.indexes {
-		declared[ei.name] = true
-	}
-	for _, name := range sortedKeys(lt.Indexes) {
-		if li := lt.Indexes[name]; !declared[name] && !li.Constraint {
-			out = append(out, SchemaIssue{Kind: IssueExtraIndex, Table: exp.name, Object: name,
-				Actual: describeIndex(li.Unique, li.Cols, li.Where), Fix: fmt.Sprintf("DROP INDEX %s", s.quotedIndex(name))})
-		}
-	}
+	out = append(out, s.indexIssues(db, exp, lt)...)
 	for _, fk := range exp.fks {
 		want := describeFK(fk.cols, fk.refTable, fk.refCols, fk.onDelete)
 		var found *dialect.LiveFK
@@ -402,6 +389,46 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *dialect.LiveTa
 			}
 			out = append(out, SchemaIssue{Kind: IssueForeignKeyMismatch, Table: exp.name, Object: fk.name, Expected: want,
 				Actual: describeFK(found.Cols, found.RefTable, found.RefCols, found.OnDelete), Fix: fix})
+		}
+	}
+	return out
+}
+
+// indexIssues lists the differences between the indexes exp declares and
+// those of the live table lt: missing, INVALID and differently defined
+// indexes, and indexes the models do not declare (not those backing a
+// PRIMARY KEY or UNIQUE constraint).
+func (s *Store) indexIssues(db *gorm.DB, exp *expectedTable, lt *dialect.LiveTable) []SchemaIssue {
+	var out []SchemaIssue
+	for _, ei := range exp.indexes {
+		li, ok := lt.Indexes[ei.name]
+		create := func() string {
+			return s.fixSQL(db, func(m gorm.Migrator) error { return m.CreateIndex(exp.model, ei.name) })
+		}
+		if !ok {
+			out = append(out, SchemaIssue{Kind: IssueMissingIndex, Table: exp.name, Object: ei.name, Expected: describeIndex(ei.unique, ei.cols, ei.where), Fix: create()})
+			continue
+		}
+		if li.Invalid {
+			out = append(out, SchemaIssue{Kind: IssueInvalidIndex, Table: exp.name, Object: ei.name,
+				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: "INVALID",
+				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
+			continue
+		}
+		if li.Unique != ei.unique || !slices.Equal(li.Cols, ei.cols) || normPredicate(li.Where) != normPredicate(ei.where) {
+			out = append(out, SchemaIssue{Kind: IssueIndexMismatch, Table: exp.name, Object: ei.name,
+				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: describeIndex(li.Unique, li.Cols, li.Where),
+				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
+		}
+	}
+	declared := map[string]bool{}
+	for _, ei := range exp.indexes {
+		declared[ei.name] = true
+	}
+	for _, name := range sortedKeys(lt.Indexes) {
+		if li := lt.Indexes[name]; !declared[name] && !li.Constraint {
+			out = append(out, SchemaIssue{Kind: IssueExtraIndex, Table: exp.name, Object: name,
+				Actual: describeIndex(li.Unique, li.Cols, li.Where), Fix: fmt.Sprintf("DROP INDEX %s", s.quotedIndex(name))})
 		}
 	}
 	return out

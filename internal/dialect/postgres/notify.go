@@ -151,7 +151,8 @@ func (n *pgNotifier) listen() {
 
 // healthy reports whether the LISTEN subscriber is up (used by longPoll
 // to re-check the database less often).
-func (n *pgNotifier) healthy() bool { return n.up.Load() }
+// Healthy reports whether the listener is connected (dialect.HealthReporter).
+func (n *pgNotifier) Healthy() bool { return n.up.Load() }
 
 func (n *pgNotifier) listener() {
 	defer n.wg.Done()

@@ -339,3 +339,11 @@ func (pgDialect) AppendOneSQL(vals, st, set, tc, ins string) string {
 		" WHERE s.id = o.id RETURNING s.id, o.last_seq, o.current_leaf_id), i AS (" + ins + "a, v)" +
 		" SELECT last_seq, current_leaf_id FROM a"
 }
+
+// The optional parts of the contract PostgreSQL implements.
+var (
+	_ dialect.DriverErrorTranslator    = pgDialect{}
+	_ dialect.ConnectFailureClassifier = pgDialect{}
+	_ dialect.AppendStatement          = pgDialect{}
+	_ dialect.HealthReporter           = (*pgNotifier)(nil)
+)

@@ -115,8 +115,75 @@ func loadSQLiteCatalog(db *gorm.DB) (map[string]*dialect.LiveTable, error) {
 // schemaName: SQLite has no schemas.
 func (liteCatalog) SchemaName(*gorm.DB, string) (string, error) { return "", nil }
 
-func (liteCatalog) Load(db *gorm.DB, _ string) (map[string]*dialect.LiveTable, error) {
+// load reads every table of the database (SQLite's catalog is small and
+// holds no dead rows); Verify looks up the named ones.
+func (liteCatalog) Load(db *gorm.DB, _ string, _ []string) (map[string]*dialect.LiveTable, error) {
 	return loadSQLiteCatalog(db)
+}
+
+// loadIndexes reads the indexes of the named tables that exist, in one
+// query over the pragma table-valued functions.
+func (liteCatalog) LoadIndexes(db *gorm.DB, _ string, names []string) (map[string]*dialect.LiveTable, error) {
+	var rows []struct {
+		Tbl    string
+		Idx    *string
+		Unique int
+		Origin string
+		Seqno  *int64 // nil: the index has no key column row
+		Col    *string
+		Desc   int
+		SQL    *string
+	}
+	if err := db.Raw(`SELECT m.name AS tbl, l.name AS idx, COALESCE(l."unique", 0) AS "unique", COALESCE(l.origin, '') AS origin,
+			x.seqno AS seqno, x.name AS col, COALESCE(x."desc", 0) AS "desc", im.sql AS sql
+		FROM sqlite_master AS m
+		LEFT JOIN pragma_index_list(m.name) AS l
+		LEFT JOIN pragma_index_xinfo(l.name) AS x ON x."key" = 1
+		LEFT JOIN sqlite_master AS im ON im.type = 'index' AND im.name = l.name
+		WHERE m.type = 'table' AND m.name IN ?
+		ORDER BY m.name, l.name, x.seqno`, names).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read indexes: %w", err)
+	}
+	tables := map[string]*dialect.LiveTable{}
+	for _, r := range rows {
+		t := tables[r.Tbl]
+		if t == nil {
+			t = dialect.NewLiveTable()
+			tables[r.Tbl] = t
+		}
+		if r.Idx == nil {
+			continue // a table without indexes
+		}
+		li, ok := t.Indexes[*r.Idx]
+		if !ok {
+			// origin "c": CREATE INDEX; "u"/"pk": a UNIQUE or PRIMARY KEY constraint
+			li = dialect.LiveIndex{Unique: r.Unique != 0, Constraint: r.Origin != "c"}
+			if r.SQL != nil {
+				if m := reWhere.FindStringSubmatch(*r.SQL); m != nil {
+					li.Where = strings.TrimSpace(m[1])
+				}
+			}
+		}
+		if r.Seqno != nil {
+			col := "-"
+			if r.Col != nil {
+				col = *r.Col
+			}
+			if r.Desc != 0 {
+				col += " DESC"
+			}
+			li.Cols = append(li.Cols, col)
+		}
+		t.Indexes[*r.Idx] = li
+	}
+	return tables, nil
+}
+
+// hasTable reports whether table name exists.
+func (liteCatalog) HasTable(db *gorm.DB, _, name string) (bool, error) {
+	var n int64
+	err := db.Raw(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&n).Error
+	return n > 0, err
 }
 
 // connectionIssues reports foreign_keys=OFF on the connection: foreign

@@ -174,3 +174,9 @@ func (liteDialect) NormalizeDDL(stmt string) string { return normalizeSQLiteDDL(
 func (liteDialect) ApplyNoTx(context.Context, *dialect.Env, int64, []string) error {
 	return errors.New("SQLite migrations run in transactions; a migration marked executeInTransaction=false has no SQLite form")
 }
+
+// The optional parts of the contract SQLite implements.
+var (
+	_ dialect.DriverErrorTranslator = liteDialect{}
+	_ dialect.HealthReporter        = (*liteWatcher)(nil)
+)

@@ -267,7 +267,8 @@ func liteFileEvents(ctx context.Context, conn *sql.Conn) (map[string]bool, *fsno
 
 // healthy reports whether the watcher is watching on a connection (used
 // by longPoll to re-check the database less often).
-func (w *liteWatcher) healthy() bool { return w.up.Load() }
+// Healthy reports whether the watcher runs (dialect.HealthReporter).
+func (w *liteWatcher) Healthy() bool { return w.up.Load() }
 
 // wait blocks until the watcher goroutine has stopped. The Store's
 // background context must already be cancelled.
