@@ -15,8 +15,9 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Sessions",
+// sessionsPagingTests are the Sessions area's tests of this file.
+func sessionsPagingTests() []test {
+	return tests(
 		test{"SessionsPaging", testSessionsPaging},
 	)
 }
