@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 
 	"github.com/agentstore/agentstore/agentstoretest"

@@ -154,6 +154,9 @@ func (b *storeBackend) options(cfg Config, sl *stmtLogger) []agentstore.Option {
 	if cfg.StatementTimeout != 0 {
 		opts = append(opts, agentstore.WithStatementTimeout(cfg.StatementTimeout))
 	}
+	if cfg.MaxContentBytes != 0 {
+		opts = append(opts, agentstore.WithMaxContentBytes(cfg.MaxContentBytes))
+	}
 	if cfg.MaxConns != 0 {
 		opts = append(opts, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: cfg.MaxConns, MinIdleConns: 1}))
 	}
@@ -417,14 +420,41 @@ func (b *storeBackend) Count(ctx context.Context, st Store, table string, w Row)
 	return n, err
 }
 
-// Values reads column of the selected rows as text.
+// primaryKeyOrder returns the ORDER BY list of the primary key of the
+// model whose table is base.
+func primaryKeyOrder(base string) (string, error) {
+	for _, m := range models.All() {
+		sch, err := modelInfo(m, "")
+		if err != nil {
+			return "", err
+		}
+		if sch.Table != base {
+			continue
+		}
+		var cols []string
+		for _, f := range sch.PrimaryFields {
+			cols = append(cols, quoteColumn(f.DBName))
+		}
+		if len(cols) == 0 {
+			return "", fmt.Errorf("table %s has no primary key", base)
+		}
+		return strings.Join(cols, ", "), nil
+	}
+	return "", fmt.Errorf("no model has the table %s", base)
+}
+
+// Values reads column of the selected rows as text, in primary-key order.
 func (b *storeBackend) Values(ctx context.Context, st Store, table string, w Row, column string) ([]string, error) {
 	s, err := storeOf(st)
 	if err != nil {
 		return nil, err
 	}
+	order, err := primaryKeyOrder(table)
+	if err != nil {
+		return nil, err
+	}
 	cond, args := where(w)
-	rows, err := s.DB(ctx).Raw("SELECT "+quoteColumn(column)+" FROM "+quoted(s, table)+" WHERE "+cond, args...).Rows()
+	rows, err := s.DB(ctx).Raw("SELECT "+quoteColumn(column)+" FROM "+quoted(s, table)+" WHERE "+cond+" ORDER BY "+order, args...).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -455,8 +485,9 @@ func (b *storeBackend) RefreshStatistics(ctx context.Context, st Store, tables .
 	return nil
 }
 
-// LockRows updates the selected rows to themselves in a transaction (a row
-// lock on PostgreSQL, the database write lock on SQLite) and holds it
+// LockRows locks the selected rows in a transaction — SELECT ... FOR
+// UPDATE on a database with row locks, an update of the rows to
+// themselves (the database write lock) on SQLite — and holds the lock
 // while hold runs.
 func (b *storeBackend) LockRows(ctx context.Context, st Store, table string, w Row, hold func()) error {
 	s, err := storeOf(st)
@@ -469,12 +500,92 @@ func (b *storeBackend) LockRows(ctx context.Context, st Store, table string, w R
 	cond, args := where(w)
 	col := slices.Sorted(maps.Keys(w))[0]
 	return s.DB(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("UPDATE "+quoted(s, table)+" SET "+quoteColumn(col)+" = "+quoteColumn(col)+" WHERE "+cond, args...).Error; err != nil {
-			return err
+		var n int64
+		if s.Capabilities().Has(agentstore.CapRowLocks) {
+			var got []int
+			if err := tx.Raw("SELECT 1 FROM "+quoted(s, table)+" WHERE "+cond+" FOR UPDATE", args...).Scan(&got).Error; err != nil {
+				return err
+			}
+			n = int64(len(got))
+		} else {
+			res := tx.Exec("UPDATE "+quoted(s, table)+" SET "+quoteColumn(col)+" = "+quoteColumn(col)+" WHERE "+cond, args...)
+			if res.Error != nil {
+				return res.Error
+			}
+			n = res.RowsAffected
+		}
+		if n == 0 {
+			return fmt.Errorf("LockRows of %s: no row %v", table, w)
 		}
 		hold()
 		return nil
 	})
+}
+
+// LockTable locks table against other transactions' writes in a
+// transaction (PostgreSQL: LOCK TABLE ... IN EXCLUSIVE MODE; SQLite: an
+// empty DELETE, which takes the database write lock; other dialects: every
+// row FOR UPDATE), holds the lock while hold runs, then rolls back.
+func (b *storeBackend) LockTable(ctx context.Context, st Store, table string, hold func()) error {
+	s, err := storeOf(st)
+	if err != nil {
+		return err
+	}
+	errRollback := errors.New("agentstoretest: roll back")
+	err = s.DB(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		switch s.Dialect() {
+		case agentstore.Postgres:
+			err = tx.Exec("LOCK TABLE " + quoted(s, table) + " IN EXCLUSIVE MODE").Error
+		case agentstore.SQLite:
+			err = tx.Exec("DELETE FROM " + quoted(s, table) + " WHERE 1 = 0").Error
+		default:
+			err = tx.Exec("SELECT * FROM " + quoted(s, table) + " FOR UPDATE").Error
+		}
+		if err != nil {
+			return err
+		}
+		hold()
+		return errRollback
+	})
+	if errors.Is(err, errRollback) {
+		return nil
+	}
+	return err
+}
+
+// BeforeStatement registers GORM callbacks before every raw statement,
+// row query and query of st that pass the statement's text to hook.
+func (b *storeBackend) BeforeStatement(st Store, hook func(text string)) error {
+	s, err := storeOf(st)
+	if err != nil {
+		return err
+	}
+	cb := s.DB(context.Background()).Callback()
+	name := "agentstoretest:before:" + uuid.NewString()
+	fn := func(tx *gorm.DB) { hook(tx.Statement.SQL.String()) }
+	if err := cb.Row().Before("gorm:row").Register(name, fn); err != nil {
+		return err
+	}
+	if err := cb.Raw().Before("gorm:raw").Register(name, fn); err != nil {
+		return err
+	}
+	return cb.Query().Before("gorm:query").Register(name, fn)
+}
+
+// UnreadableTimestamp appends "x" to the stored text of column on SQLite,
+// whose columns hold any type; other databases refuse it (false).
+func (b *storeBackend) UnreadableTimestamp(ctx context.Context, st Store, table string, w Row, column string) (bool, error) {
+	s, err := storeOf(st)
+	if err != nil {
+		return false, err
+	}
+	if s.Dialect() != agentstore.SQLite {
+		return false, nil
+	}
+	cond, args := where(w)
+	c := quoteColumn(column)
+	return true, s.DB(ctx).Exec("UPDATE "+quoted(s, table)+" SET "+c+" = CAST("+c+" AS TEXT) || 'x' WHERE "+cond, args...).Error
 }
 
 // InjectFault registers a GORM callback before every row query of st.

@@ -62,7 +62,7 @@ type Backend interface {
 	// an error matching ErrNotSupported when it cannot honour cfg (the test
 	// is then skipped), and an error matching agentstore.ErrInvalidConfig
 	// when cfg is invalid (a negative timeout, or one below a millisecond
-	// or above 24 hours).
+	// or above 24 hours; a MaxContentBytes out of range).
 	Open(t testing.TB, cfg Config) (Store, error)
 }
 
@@ -83,6 +83,11 @@ type Config struct {
 	// statement (agentstore.WithLockTimeout, WithStatementTimeout): the
 	// calls then fail with repo.ErrLockTimeout and repo.ErrStatementTimeout.
 	LockTimeout, StatementTimeout time.Duration
+	// MaxContentBytes, if not 0, is the largest message or queue-item
+	// content the handle accepts (agentstore.WithMaxContentBytes); a
+	// negative value or one above agentstore.MaxContentBytesLimit is
+	// invalid.
+	MaxContentBytes int
 	// MaxConns, if not 0, limits the handle's open database connections
 	// (agentstore.WithPool with MaxOpenConns MaxConns and MinIdleConns 1).
 	MaxConns int
@@ -170,7 +175,7 @@ type DatabaseOps interface {
 	// Count returns the number of rows of table that where selects.
 	Count(ctx context.Context, st Store, table string, where Row) (int64, error)
 	// Values returns column of the rows of table that where selects, as
-	// stored, in text form.
+	// stored, in text form, in the order of the table's primary key.
 	Values(ctx context.Context, st Store, table string, where Row, column string) ([]string, error)
 	// DropTable drops table.
 	DropTable(ctx context.Context, st Store, table string) error
@@ -178,9 +183,29 @@ type DatabaseOps interface {
 	// tables (ANALYZE).
 	RefreshStatistics(ctx context.Context, st Store, tables ...string) error
 	// LockRows takes the write lock of the rows of table that where
-	// selects (where must name at least one column) in a transaction of
-	// st, calls hold while it holds the lock and commits when hold returns.
+	// selects (where must name at least one column and select at least one
+	// row) in a transaction of st, calls hold while it holds the lock and
+	// commits when hold returns. On a database with row locks it is the
+	// strongest row lock (SELECT ... FOR UPDATE on PostgreSQL): every other
+	// transaction's lock or write of those rows waits for it.
 	LockRows(ctx context.Context, st Store, table string, where Row, hold func()) error
+	// LockTable takes, in a transaction of st, a lock that makes other
+	// transactions' writes to table wait (their plain reads go on where the
+	// database tells them apart: a table lock in EXCLUSIVE mode on
+	// PostgreSQL, the database's one write lock on SQLite), calls hold
+	// while it holds the lock and rolls back when hold returns.
+	LockTable(ctx context.Context, st Store, table string, hold func()) error
+	// BeforeStatement calls hook with the text of every statement st sends
+	// as text (raw statements and row queries), before it is sent, from
+	// now on (for the rest of the test).
+	BeforeStatement(st Store, hook func(text string)) error
+	// UnreadableTimestamp makes the timestamp column of the rows of table
+	// that where selects unreadable as a timestamp while keeping each
+	// row's place in the column's order (the stored text with a suffix),
+	// and reports true, on a database whose columns can hold a value of
+	// another type (SQLite); on others it changes nothing and reports
+	// false.
+	UnreadableTimestamp(ctx context.Context, st Store, table string, where Row, column string) (bool, error)
 	// InjectFault makes every row query of st call fault first from now on
 	// (for the rest of the test); a non-nil error fails the query as if the
 	// driver had returned it.
@@ -230,19 +255,19 @@ func tests(ts ...test) []test { return ts }
 // Areas returns the suite's areas, sorted by name, each with its tests.
 func Areas() []Area {
 	return []Area{
-		{"ActivitySessions", concat(activitySessionsTests(), activitySessionsDefectTests())},
+		{"ActivitySessions", concat(activitySessionsTests(), activitySessionsDefectTests(), activitySessionsLeaseTests())},
 		{"Admin", concat(adminTests(), adminExtTests(), adminDefectTests(), providerPagingTests())},
-		{"Errors", concat(errorsTests(), errorsDriverTests(), errorsDefectTests())},
+		{"Errors", concat(errorsTests(), errorsDriverTests(), errorsDefectTests(), closedTests())},
 		{"Hostile", hostileTests()},
 		{"KV", kvTests()},
-		{"Orchestration", concat(orchestrationTests(), orchestrationDefectTests())},
+		{"Orchestration", concat(orchestrationTests(), orchestrationDefectTests(), orchestrationContractTests(), orchestrationLeaseTests())},
 		{"Schema", schemaTests()},
 		{"SessionErrors", sessionErrorsTests()},
 		{"SessionQueue", concat(groupCommitQueueTests(), sessionQueueTests(), sessionQueueRetentionTests(), sessionQueueReadsTests())},
-		{"Sessions", concat(sessionsTests(), sessionsAppendTests(), sessionsDataTests(), sessionsPagingTests(), sessionsReadsTests())},
+		{"Sessions", concat(sessionsTests(), sessionsAppendTests(), sessionsDataTests(), sessionsLimitsTests(), sessionsPagingTests(), sessionsReadsTests())},
 		{"Tenancy", tenancyTests()},
 		{"Timeouts", timeoutsTests()},
-		{"WorkerQueue", concat(groupCommitWorkerTests(), workerQueueDefectTests(), workerQueueTests())},
+		{"WorkerQueue", concat(groupCommitWorkerTests(), workerQueueDefectTests(), workerQueueTests(), workerQueueContractTests(), workerQueueLeaseTests())},
 	}
 }
 
@@ -313,6 +338,7 @@ func withPollInterval(d time.Duration) option     { return func(c *Config) { c.P
 func withLockTimeout(d time.Duration) option      { return func(c *Config) { c.LockTimeout = d } }
 func withStatementTimeout(d time.Duration) option { return func(c *Config) { c.StatementTimeout = d } }
 func withMaxConns(n int) option                   { return func(c *Config) { c.MaxConns = n } }
+func withMaxContentBytes(n int) option            { return func(c *Config) { c.MaxContentBytes = n } }
 func withStatements(r *stmtRecorder) option       { return func(c *Config) { c.OnStatement = r.add } }
 func withRoundTrips(fn func(Statement)) option    { return func(c *Config) { c.OnRoundTrip = fn } }
 
