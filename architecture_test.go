@@ -40,7 +40,8 @@ func importRules() map[string][]string {
 }
 
 // libraryPackages are the packages the rules cover (programs, examples,
-// the test suite and the benchmarks are not the library).
+// the test suite, its shared test helpers and the benchmarks are not the
+// library).
 func libraryPackages(t *testing.T) []string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "./...").Output()
@@ -55,7 +56,7 @@ func libraryPackages(t *testing.T) []string {
 		}
 		switch {
 		case strings.HasPrefix(rel, "cmd"), strings.HasPrefix(rel, "examples"), strings.HasPrefix(rel, "bench"),
-			strings.HasPrefix(rel, "agentstoretest"), strings.HasPrefix(rel, "orchloop"), strings.HasPrefix(rel, "interop"):
+			strings.HasPrefix(rel, "agentstoretest"), rel == "internal/testkit", strings.HasPrefix(rel, "orchloop"), strings.HasPrefix(rel, "interop"):
 			continue
 		}
 		pkgs = append(pkgs, rel)

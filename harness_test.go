@@ -14,6 +14,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 )
 
 // defaultPostgresDSN is used when AGENTSTORE_TEST_POSTGRES_DSN is not set.
@@ -58,28 +59,9 @@ func requirePostgres(t testing.TB) *sql.DB {
 }
 
 // testClock is a settable clock for WithClock.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type testClock = testkit.Clock
 
-func newTestClock() *testClock {
-	return &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-// Now returns the clock's time.
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newTestClock() *testClock { return testkit.NewClock() }
 
 // harness builds stores of one dialect for one test.
 type harness struct {

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -112,7 +113,7 @@ func TestIdleFetchCost(t *testing.T) {
 			done <- err
 		}()
 		time.Sleep(50 * time.Millisecond) // let the fetch wait
-		if err := other.Provider().EnqueueForOrchestrator(ctx, startItem("idle-delayed", nil), delay); err != nil {
+		if err := other.Provider().EnqueueForOrchestrator(ctx, testkit.StartItem("idle-delayed", nil), delay); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-done; err != nil {
@@ -139,7 +140,7 @@ func TestIdleFetchCost(t *testing.T) {
 			}()
 			time.Sleep(100 * time.Millisecond)
 			sent := time.Now()
-			if err := other.Provider().EnqueueForWorker(ctx, activity("idle-wake", 1, uint64(i+1))); err != nil {
+			if err := other.Provider().EnqueueForWorker(ctx, testkit.Activity("idle-wake", 1, uint64(i+1))); err != nil {
 				t.Fatal(err)
 			}
 			lat = append(lat, (<-got).Sub(sent))
@@ -157,7 +158,7 @@ func TestIdleFetchCost(t *testing.T) {
 		// holds a visible message back. (On SQLite the ack's commit also
 		// wakes it through data_version; on PostgreSQL only that interval
 		// does: without it the fetch waits for the 1 s re-check.)
-		if err := other.Provider().EnqueueForOrchestrator(ctx, startItem("idle-blocked", nil), 0); err != nil {
+		if err := other.Provider().EnqueueForOrchestrator(ctx, testkit.StartItem("idle-blocked", nil), 0); err != nil {
 			t.Fatal(err)
 		}
 		turn, err := other.Provider().FetchOrchestrationItem(ctx, time.Minute, time.Second, nil)
@@ -178,9 +179,9 @@ func TestIdleFetchCost(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the fetch waits: the instance is locked
 		acked := time.Now()
 		if err := other.Provider().AckOrchestrationItem(ctx, turn.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []duroxide.Event{startedEv("idle-blocked", 1, 1, nil)},
-			Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusRunning), OrchestrationName: sp("Orch"),
-				OrchestrationVersion: sp("1.0.0")}}); err != nil {
+			HistoryDelta: []duroxide.Event{testkit.StartedEv("idle-blocked", 1, 1, nil)},
+			Metadata: duroxide.ExecutionMetadata{Status: testkit.Sp(duroxide.StatusRunning), OrchestrationName: testkit.Sp("Orch"),
+				OrchestrationVersion: testkit.Sp("1.0.0")}}); err != nil {
 			t.Fatal(err)
 		}
 		if el := (<-next).Sub(acked); el > 400*time.Millisecond {

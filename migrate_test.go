@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/migrations"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
@@ -67,7 +68,7 @@ func upgradeData(t *testing.T, h *harness, st *agentstore.Store, version int64) 
 	events := []duroxide.Event{ev(1, &duroxide.OrchestrationStartedEvent{Name: "Orch", Version: "1.0.0", Input: "{}"}),
 		ev(2, &duroxide.OrchestrationCompletedEvent{Output: "done"})}
 	if version >= 5 {
-		if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: "up-1", Orchestration: "Orch", Input: "{}", Version: sp("1.0.0"), ExecutionID: 1}, 0); err != nil {
+		if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: "up-1", Orchestration: "Orch", Input: "{}", Version: testkit.Sp("1.0.0"), ExecutionID: 1}, 0); err != nil {
 			t.Fatal(err)
 		}
 		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -75,7 +76,7 @@ func upgradeData(t *testing.T, h *harness, st *agentstore.Store, version int64) 
 			t.Fatalf("fetch: %v %v", it, err)
 		}
 		if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1, HistoryDelta: events,
-			Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("done"), OrchestrationName: sp("Orch"), OrchestrationVersion: sp("1.0.0")}}); err != nil {
+			Metadata: duroxide.ExecutionMetadata{Status: testkit.Sp(duroxide.StatusCompleted), Output: testkit.Sp("done"), OrchestrationName: testkit.Sp("Orch"), OrchestrationVersion: testkit.Sp("1.0.0")}}); err != nil {
 			t.Fatal(err)
 		}
 	} else {
@@ -163,7 +164,7 @@ func TestMigrateUpgradeFromEveryRelease(t *testing.T) {
 				if got := anonCatalog(t, st, hv); got != want {
 					t.Fatalf("upgraded from V%d, the catalog differs from a fresh install at %s", v, firstDiff(want, got))
 				}
-				verifyClean(t, st)
+				testkit.VerifyClean(t, st)
 				check(t, st)
 			})
 		}
@@ -200,7 +201,7 @@ func TestMigrateRepairsIndexDrift(t *testing.T) {
 				t.Fatalf("%s: %v", stmt, err)
 			}
 		}
-		rep := mustVerify(t, st)
+		rep := testkit.MustVerify(t, st)
 		kinds := map[agentstore.IssueKind]int{}
 		for _, is := range rep.Issues {
 			kinds[is.Kind]++
@@ -211,7 +212,7 @@ func TestMigrateRepairsIndexDrift(t *testing.T) {
 		if err := st.Migrate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		rep = mustVerify(t, st)
+		rep = testkit.MustVerify(t, st)
 		if len(rep.Issues) != 1 || rep.Issues[0].Kind != agentstore.IssueExtraIndex || rep.Issues[0].Object != "dba_sessions_created" {
 			t.Fatalf("after Migrate, want only the DBA's index reported: %v", rep)
 		}
@@ -264,7 +265,7 @@ func TestMigrateRefusesAheadAndBadTargets(t *testing.T) {
 		if catalogSnapshot(t, st) != before {
 			t.Fatal("a refused Migrate changed the catalog")
 		}
-		rep := mustVerify(t, st)
+		rep := testkit.MustVerify(t, st)
 		if len(rep.Issues) != 1 || rep.Issues[0].Kind != agentstore.IssueSchemaVersionAhead {
 			t.Fatalf("Verify of an ahead database: %v", rep)
 		}
@@ -298,7 +299,7 @@ func TestMigrateCompletesInterruptedConcurrentIndex(t *testing.T) {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate after an interrupted CONCURRENTLY build: %v", err)
 	}
-	verifyClean(t, st)
+	testkit.VerifyClean(t, st)
 	fresh := newHarness(t, agentstore.Postgres)
 	fst := fresh.New(t)
 	if got, want := anonCatalog(t, st, h), anonCatalog(t, fst, fresh); got != want {
@@ -311,7 +312,7 @@ func TestMigrateCompletesInterruptedConcurrentIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = st.SQLDB().ExecContext(ctx, `CREATE UNIQUE INDEX CONCURRENTLY "`+idx+`" ON `+ex+` ("status")`)
-	rep := mustVerify(t, st)
+	rep := testkit.MustVerify(t, st)
 	if len(rep.Issues) != 1 || rep.Issues[0].Kind != agentstore.IssueInvalidIndex || !strings.Contains(rep.Issues[0].Fix, "DROP INDEX") {
 		t.Fatalf("Verify of an INVALID index: %v", rep)
 	}
@@ -334,7 +335,7 @@ func TestVerifyFindsExtraColumnsAndDefaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rep := mustVerify(t, st)
+		rep := testkit.MustVerify(t, st)
 		var extra, dflt *agentstore.SchemaIssue
 		for i, is := range rep.Issues {
 			switch is.Kind {
@@ -357,7 +358,7 @@ func TestVerifyFindsExtraColumnsAndDefaults(t *testing.T) {
 				t.Fatalf("fix %q: %v", is.Fix, err)
 			}
 		}
-		verifyClean(t, st)
+		testkit.VerifyClean(t, st)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 
@@ -147,7 +148,7 @@ func TestListenerLostAndReconnectLogged(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if err := other.Provider().EnqueueForWorker(ctx, activity("relisten", 1, 1)); err != nil {
+	if err := other.Provider().EnqueueForWorker(ctx, testkit.Activity("relisten", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -185,7 +186,7 @@ func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 	if err := pooledFresh.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate of an empty database through PgBouncer without WithDirectDSN: %v", err)
 	}
-	verifyClean(t, pooledFresh)
+	testkit.VerifyClean(t, pooledFresh)
 	if err := h.Open(t).MigrateTo(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestPgBouncerWithoutDirectDSN(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if err := other.Provider().EnqueueForWorker(ctx, activity("fallback", 1, 1)); err != nil {
+	if err := other.Provider().EnqueueForWorker(ctx, testkit.Activity("fallback", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -32,7 +33,7 @@ func BenchmarkProviderWorkerQueue(b *testing.B) {
 			i := uint64(0)
 			for b.Loop() {
 				i++
-				if err := p.EnqueueForWorker(ctx, activity("bench", 1, i)); err != nil {
+				if err := p.EnqueueForWorker(ctx, testkit.Activity("bench", 1, i)); err != nil {
 					b.Fatal(err)
 				}
 				l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -41,29 +42,6 @@ func TestProviderErrorContract(t *testing.T) {
 // custom-table-prefix half of this test is the conformance test
 // Errors/ProviderCustomTablePrefix.)
 func TestProviderMemoryStore(t *testing.T) {
-	cycle := func(t *testing.T, st *agentstore.Store) {
-		t.Helper()
-		ctx := context.Background()
-		p := st.Provider()
-		if err := p.EnqueueForOrchestrator(ctx, startItem("i1", nil), 0); err != nil {
-			t.Fatal(err)
-		}
-		it, err := p.FetchOrchestrationItem(ctx, testLock, 0, nil)
-		if err != nil || it == nil {
-			t.Fatalf("fetch: %v %v", it, err)
-		}
-		if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, WorkerItems: []duroxide.WorkItem{activity("i1", 1, 2)}, Metadata: runningMeta(nil)}); err != nil {
-			t.Fatal(err)
-		}
-		l, err := p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{})
-		if err != nil || l == nil {
-			t.Fatalf("worker fetch: %v %v", l, err)
-		}
-		if ids, err := st.ProviderAdmin().ListInstances(ctx); err != nil || len(ids) != 1 {
-			t.Fatalf("list = %v %v", ids, err)
-		}
-	}
 	t.Run("sqlite-memory", func(t *testing.T) {
 		st, err := agentstore.Open(context.Background(), "sqlite::memory:")
 		if err != nil {
@@ -73,6 +51,6 @@ func TestProviderMemoryStore(t *testing.T) {
 		if err := st.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		cycle(t, st)
+		testkit.ProviderCycle(t, st.Provider(), st.ProviderAdmin())
 	})
 }

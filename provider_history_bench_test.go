@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -36,7 +37,7 @@ func BenchmarkProviderHistory(b *testing.B) {
 			p := st.Provider()
 			ctx := context.Background()
 			const inst = "long"
-			if err := p.EnqueueForOrchestrator(ctx, startItem(inst, nil), 0); err != nil {
+			if err := p.EnqueueForOrchestrator(ctx, testkit.StartItem(inst, nil), 0); err != nil {
 				b.Fatal(err)
 			}
 			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -44,7 +45,7 @@ func BenchmarkProviderHistory(b *testing.B) {
 				b.Fatalf("fetch: %v %v", it, err)
 			}
 			if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-				HistoryDelta: []duroxide.Event{startedEv(inst, 1, 1, nil)}, Metadata: runningMeta(nil)}); err != nil {
+				HistoryDelta: []duroxide.Event{testkit.StartedEv(inst, 1, 1, nil)}, Metadata: testkit.RunningMeta(nil)}); err != nil {
 				b.Fatal(err)
 			}
 			evs := make([]duroxide.Event, 0, n)
@@ -52,12 +53,12 @@ func BenchmarkProviderHistory(b *testing.B) {
 				var k duroxide.EventKind = &duroxide.ActivityScheduledEvent{Name: "charge-card", Input: `{"order":"` + strconv.FormatUint(id, 10) + `","amount_cents":1999,"currency":"EUR"}`}
 				if id%2 == 1 {
 					src := id - 1
-					e := ev(inst, 1, id, &duroxide.ActivityCompletedEvent{Result: `{"ok":true,"receipt":"r-` + strconv.FormatUint(src, 10) + `"}`})
+					e := testkit.Ev(inst, 1, id, &duroxide.ActivityCompletedEvent{Result: `{"ok":true,"receipt":"r-` + strconv.FormatUint(src, 10) + `"}`})
 					e.SourceEventID = &src
 					evs = append(evs, e)
 					continue
 				}
-				evs = append(evs, ev(inst, 1, id, k))
+				evs = append(evs, testkit.Ev(inst, 1, id, k))
 			}
 			if err := p.AppendWithExecution(ctx, inst, 1, evs); err != nil {
 				b.Fatal(err)

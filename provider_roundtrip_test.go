@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -23,9 +24,9 @@ func TestProviderFetchSnapshotOlderThanLock(t *testing.T) {
 	h := newHarness(t, agentstore.Postgres)
 	admin := requirePostgres(t)
 	e := newPEnv(t, h)
-	e.startInstance(t, "snap", nil)
-	e.enqueue(t, &duroxide.ExternalRaised{Instance: "snap", Name: "x", Data: "1"})
-	now := e.clock.Now().UnixMilli()
+	e.StartInstance(t, "snap", nil)
+	e.Enqueue(t, &duroxide.ExternalRaised{Instance: "snap", Name: "x", Data: "1"})
+	now := e.Clock.Now().UnixMilli()
 	locks, inst, hist := quote(e.st, models.TableInstanceLocks), quote(e.st, models.TableInstances), quote(e.st, models.TableHistory)
 	e.exec(t, "INSERT INTO "+locks+" (instance_id, lock_token, locked_until, locked_at) VALUES ('snap', 'old', ?, ?)", now-1, now-1000)
 	ctx := context.Background()
@@ -34,7 +35,7 @@ func TestProviderFetchSnapshotOlderThanLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	data, err := json.Marshal(ev("snap", 1, 2, &duroxide.ExternalEventEvent{Name: "late", Data: "ack"}))
+	data, err := json.Marshal(testkit.Ev("snap", 1, 2, &duroxide.ExternalEventEvent{Name: "late", Data: "ack"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestProviderFetchSnapshotOlderThanLock(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		it, err := e.p.FetchOrchestrationItem(ctx, testLock, 0, nil)
+		it, err := e.P.FetchOrchestrationItem(ctx, testLock, 0, nil)
 		done <- result{it, err}
 	}()
 	// wait until the fetch waits for T's row lock

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -174,28 +175,28 @@ func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
 		e := newPEnv(t, h)
 		installFailTrigger(t, h, e.st, models.TableWorkerQueue, "work_item")
 		installFailTrigger(t, h, e.st, models.TableOrchestratorQueue, "work_item")
-		e.startInstance(t, "i1", nil)
-		e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "go", Data: "x"})
-		histBefore, err := e.p.Read(e.ctx, "i1")
+		e.StartInstance(t, "i1", nil)
+		e.Enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "go", Data: "x"})
+		histBefore, err := e.P.Read(e.Ctx, "i1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		it := e.fetch(t)
+		it := e.Fetch(t)
 		badAck := duroxide.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "ok"}),
-				ev("i1", 1, 3, &duroxide.ActivityScheduledEvent{Name: "act", Input: failMarker}),
-				ev("i1", 1, 4, &duroxide.CustomStatusUpdatedEvent{Status: sp("nope")})},
+			HistoryDelta: []duroxide.Event{testkit.Ev("i1", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "ok"}),
+				testkit.Ev("i1", 1, 3, &duroxide.ActivityScheduledEvent{Name: "act", Input: failMarker}),
+				testkit.Ev("i1", 1, 4, &duroxide.CustomStatusUpdatedEvent{Status: testkit.Sp("nope")})},
 			WorkerItems: []duroxide.WorkItem{&duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 2, Name: "act", Input: "ok"},
 				&duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 3, Name: "act", Input: failMarker}},
-			Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("should not stick")}}
-		err = e.p.AckOrchestrationItem(e.ctx, it.LockToken, badAck)
+			Metadata: duroxide.ExecutionMetadata{Status: testkit.Sp(duroxide.StatusCompleted), Output: testkit.Sp("should not stick")}}
+		err = e.P.AckOrchestrationItem(e.Ctx, it.LockToken, badAck)
 		if err == nil {
 			t.Fatal("ack with a failing worker insert succeeded")
 		}
 		if errors.Is(err, agentstore.ErrInvalidLockToken) {
 			t.Fatalf("forced failure reported as a lock problem: %v", err)
 		}
-		hist, err := e.p.Read(e.ctx, "i1")
+		hist, err := e.P.Read(e.Ctx, "i1")
 		if err != nil || len(hist) != len(histBefore) {
 			t.Fatalf("history after the failed ack: %d events (%v), want %d", len(hist), err, len(histBefore))
 		}
@@ -205,29 +206,29 @@ func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
 		if n := e.count(t, models.TableOrchestratorQueue); n != 1 {
 			t.Fatalf("%d orchestrator messages after the failed ack, want the 1 fetched", n)
 		}
-		info, err := e.a.GetInstanceInfo(e.ctx, "i1")
+		info, err := e.A.GetInstanceInfo(e.Ctx, "i1")
 		if err != nil || info.Status != duroxide.StatusRunning {
 			t.Fatalf("instance after the failed ack: %+v %v, want Running", info, err)
 		}
-		if cs, err := e.p.GetCustomStatus(e.ctx, "i1", 0); err != nil || cs != nil {
+		if cs, err := e.P.GetCustomStatus(e.Ctx, "i1", 0); err != nil || cs != nil {
 			t.Fatalf("custom status after the failed ack: %+v %v, want none", cs, err)
 		}
 		// The batch comes back (after the lock expires, at the latest) and a good ack goes through once.
-		e.clock.Advance(testLock + time.Second)
-		it2 := e.fetch(t)
+		e.Clock.Advance(testLock + time.Second)
+		it2 := e.Fetch(t)
 		if it2.Instance != "i1" || len(it2.Messages) != 1 || it2.AttemptCount != 2 {
 			t.Fatalf("refetch: %s with %d messages, attempt %d; want i1, 1, 2", it2.Instance, len(it2.Messages), it2.AttemptCount)
 		}
-		e.ack(t, it2, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{ev("i1", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "ok"})},
+		e.Ack(t, it2, duroxide.OrchestrationAck{HistoryDelta: []duroxide.Event{testkit.Ev("i1", 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "ok"})},
 			WorkerItems: []duroxide.WorkItem{&duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 2, Name: "act", Input: "ok"}},
-			Metadata:    runningMeta(nil)})
+			Metadata:    testkit.RunningMeta(nil)})
 
 		// AckWorkItem: delete the item, then enqueueing the completion fails.
-		l, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, duroxide.TagFilter{})
+		l, err := e.P.FetchWorkItem(e.Ctx, testLock, 0, nil, duroxide.TagFilter{})
 		if err != nil || l == nil {
 			t.Fatalf("fetch work: %v %v", l, err)
 		}
-		if err := e.p.AckWorkItem(e.ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: failMarker}); err == nil {
+		if err := e.P.AckWorkItem(e.Ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: failMarker}); err == nil {
 			t.Fatal("work ack with a failing completion insert succeeded")
 		}
 		if n := e.count(t, models.TableWorkerQueue); n != 1 {
@@ -236,12 +237,12 @@ func TestReliabilityHalfWayProviderAcksLeaveNothing(t *testing.T) {
 		if n := e.count(t, models.TableOrchestratorQueue); n != 0 {
 			t.Fatalf("%d orchestrator messages after the failed work ack, want 0", n)
 		}
-		e.clock.Advance(testLock + time.Second)
-		l2, err := e.p.FetchWorkItem(e.ctx, testLock, 0, nil, duroxide.TagFilter{})
+		e.Clock.Advance(testLock + time.Second)
+		l2, err := e.P.FetchWorkItem(e.Ctx, testLock, 0, nil, duroxide.TagFilter{})
 		if err != nil || l2 == nil || l2.AttemptCount != 2 {
 			t.Fatalf("refetch work: %+v %v, want attempt 2", l2, err)
 		}
-		if err := e.p.AckWorkItem(e.ctx, l2.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: "done"}); err != nil {
+		if err := e.P.AckWorkItem(e.Ctx, l2.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: "done"}); err != nil {
 			t.Fatal(err)
 		}
 		if n := e.count(t, models.TableOrchestratorQueue); n != 1 {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo"
@@ -185,7 +186,7 @@ func TestReliabilityPostgresRestart(t *testing.T) {
 				if j := i / step; i%step == 0 && j < norch {
 					for call("start_orchestration", func(c context.Context) error {
 						return st.Provider().EnqueueForOrchestrator(c, &duroxide.StartOrchestration{Instance: orchIDs[j], Orchestration: "fan",
-							Input: orchIDs[j], Version: sp("1.0.0"), ExecutionID: 1}, 0)
+							Input: orchIDs[j], Version: testkit.Sp("1.0.0"), ExecutionID: 1}, 0)
 					}) != nil {
 						time.Sleep(20 * time.Millisecond)
 					}

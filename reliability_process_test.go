@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -167,7 +168,7 @@ func TestReliabilityHelperProcess(t *testing.T) {
 				}
 				r.Acks++
 			}
-			if err := p.EnqueueForOrchestrator(ctx, startItem("mp-"+tag, nil), 0); err != nil {
+			if err := p.EnqueueForOrchestrator(ctx, testkit.StartItem("mp-"+tag, nil), 0); err != nil {
 				fail("start orchestration", err)
 			}
 			oi, err := p.FetchOrchestrationItem(ctx, time.Hour, 0, nil)
@@ -175,7 +176,7 @@ func TestReliabilityHelperProcess(t *testing.T) {
 				fail("fetch orchestration", err)
 			}
 			if oi != nil {
-				if err := p.AckOrchestrationItem(ctx, oi.LockToken, completeTurn(oi)); err != nil {
+				if err := p.AckOrchestrationItem(ctx, oi.LockToken, testkit.CompleteTurn(oi)); err != nil {
 					fail("ack orchestration", err)
 				}
 				r.Orchs++
@@ -187,14 +188,6 @@ func TestReliabilityHelperProcess(t *testing.T) {
 	}
 	fmt.Printf("HELPER ERR unknown role %q\n", role)
 	os.Exit(3)
-}
-
-// completeTurn is the ack of a one-turn orchestration: started + completed.
-func completeTurn(oi *duroxide.OrchestrationItem) duroxide.OrchestrationAck {
-	return duroxide.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []duroxide.Event{startedEv(oi.Instance, 1, 1, nil), ev(oi.Instance, 1, 2, &duroxide.OrchestrationCompletedEvent{Output: "ok"})},
-		Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("ok"), OrchestrationName: sp("Orch"),
-			OrchestrationVersion: sp("1.0.0")}}
 }
 
 // isLockedErr reports whether err is SQLite's "database is locked" / busy.
@@ -299,7 +292,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := st.Provider().EnqueueForOrchestrator(ctx, startItem("victim", nil), 0); err != nil {
+		if err := st.Provider().EnqueueForOrchestrator(ctx, testkit.StartItem("victim", nil), 0); err != nil {
 			t.Fatal(err)
 		}
 
@@ -384,7 +377,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 			}
 			reworked++
 		}
-		if err := p.AckOrchestrationItem(ctx, hw.OrchLock, completeTurn(&duroxide.OrchestrationItem{Instance: hw.OrchInst})); !errors.Is(err, agentstore.ErrInvalidLockToken) {
+		if err := p.AckOrchestrationItem(ctx, hw.OrchLock, testkit.CompleteTurn(&duroxide.OrchestrationItem{Instance: hw.OrchInst})); !errors.Is(err, agentstore.ErrInvalidLockToken) {
 			t.Fatalf("ack with the dead process's expired instance lock: %v, want ErrInvalidLockToken", err)
 		}
 		oi, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -394,7 +387,7 @@ func TestReliabilityKillConsumerProcess(t *testing.T) {
 		if oi.AttemptCount != 2 {
 			t.Errorf("orchestration item: attempt %d after the takeover, want 2", oi.AttemptCount)
 		}
-		if err := p.AckOrchestrationItem(ctx, oi.LockToken, completeTurn(oi)); err != nil {
+		if err := p.AckOrchestrationItem(ctx, oi.LockToken, testkit.CompleteTurn(oi)); err != nil {
 			t.Fatal(err)
 		}
 		if redone != n || reworked != n {
@@ -493,7 +486,7 @@ func TestReliabilitySQLiteMultiProcess(t *testing.T) {
 		if oi == nil {
 			break
 		}
-		if err := st.Provider().AckOrchestrationItem(ctx, oi.LockToken, completeTurn(oi)); err != nil {
+		if err := st.Provider().AckOrchestrationItem(ctx, oi.LockToken, testkit.CompleteTurn(oi)); err != nil {
 			t.Fatal(err)
 		}
 		total.Orchs++
@@ -544,7 +537,7 @@ func TestReliabilityKillMidWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := st.Provider()
-		if err := p.EnqueueForOrchestrator(ctx, startItem("churn", nil), 0); err != nil {
+		if err := p.EnqueueForOrchestrator(ctx, testkit.StartItem("churn", nil), 0); err != nil {
 			t.Fatal(err)
 		}
 		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -552,7 +545,7 @@ func TestReliabilityKillMidWrite(t *testing.T) {
 			t.Fatalf("fetch: %v %v", it, err)
 		}
 		if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []duroxide.Event{startedEv("churn", 1, 1, nil)}, Metadata: runningMeta(nil)}); err != nil {
+			HistoryDelta: []duroxide.Event{testkit.StartedEv("churn", 1, 1, nil)}, Metadata: testkit.RunningMeta(nil)}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range work {

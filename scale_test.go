@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -216,24 +217,24 @@ func TestScaleFetchLockedBacklog(t *testing.T) {
 			}
 			clock := newTestClock()
 			st := h.New(t, append(opts, agentstore.WithClock(clock.Now))...)
-			e := &pEnv{h: h, st: st, p: st.Provider(), a: st.ProviderAdmin(), clock: clock, ctx: context.Background()}
-			e.startInstance(t, "busy", nil)
-			e.startInstance(t, "other", nil)
-			e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
-			held := e.fetch(t) // busy stays locked for the whole measurement
-			e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+			e := newPEnvOn(h, st, clock)
+			e.StartInstance(t, "busy", nil)
+			e.StartInstance(t, "other", nil)
+			e.Enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+			held := e.Fetch(t) // busy stays locked for the whole measurement
+			e.Enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
 			oq := st.Table(models.TableOrchestratorQueue)
 			measure := func() (time.Duration, time.Duration) {
 				var fetchOnly []time.Duration
 				d := median(15, func() time.Duration {
-					e.enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
+					e.Enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
 					t0 := time.Now()
-					it := e.fetch(t)
+					it := e.Fetch(t)
 					fetchOnly = append(fetchOnly, time.Since(t0))
 					if it.Instance != "other" {
 						t.Fatalf("fetched %s", it.Instance)
 					}
-					e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
+					e.Ack(t, it, duroxide.OrchestrationAck{Metadata: testkit.RunningMeta(nil)})
 					return time.Since(t0)
 				})
 				return d, median(len(fetchOnly), func() time.Duration { v := fetchOnly[0]; fetchOnly = fetchOnly[1:]; return v })
@@ -244,7 +245,7 @@ func TestScaleFetchLockedBacklog(t *testing.T) {
 				e.exec(t, `INSERT INTO `+oq+` (instance_id, work_item, visible_at, created_at, attempt_count)`+
 					` SELECT instance_id, work_item, visible_at, created_at, 0 FROM `+oq+` WHERE instance_id = 'busy' AND lock_token IS NULL`)
 			}
-			st.DB(e.ctx).Exec("ANALYZE")
+			st.DB(e.Ctx).Exec("ANALYZE")
 			d, f := measure()
 			t.Logf("%s: Fetch+Ack (Fetch alone) while a locked instance holds 16384 queued messages ahead: median %v (%v); with 1 message: %v (%v)",
 				name, d, f, d0, f0)
@@ -296,14 +297,14 @@ func TestScaleFetchLockedBacklogDecades(t *testing.T) {
 			}
 			clock := newTestClock()
 			st := h.New(t, append(opts, agentstore.WithClock(clock.Now))...)
-			e := &pEnv{h: h, st: st, p: st.Provider(), a: st.ProviderAdmin(), clock: clock, ctx: context.Background()}
-			e.startInstance(t, "busy", nil)
-			e.startInstance(t, "other", nil)
-			e.enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
-			_ = e.fetch(t) // busy stays locked for the whole measurement
+			e := newPEnvOn(h, st, clock)
+			e.StartInstance(t, "busy", nil)
+			e.StartInstance(t, "other", nil)
+			e.Enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+			_ = e.Fetch(t) // busy stays locked for the whole measurement
 			oq := st.Table(models.TableOrchestratorQueue)
 			var work string
-			if err := st.DB(e.ctx).Raw(`SELECT work_item FROM ` + oq + ` WHERE instance_id = 'busy' LIMIT 1`).Scan(&work).Error; err != nil || work == "" {
+			if err := st.DB(e.Ctx).Raw(`SELECT work_item FROM ` + oq + ` WHERE instance_id = 'busy' LIMIT 1`).Scan(&work).Error; err != nil || work == "" {
 				t.Fatalf("busy's message: %q %v", work, err)
 			}
 			var plant string
@@ -322,14 +323,14 @@ func TestScaleFetchLockedBacklogDecades(t *testing.T) {
 				analyzeTables(t, st, models.TableOrchestratorQueue, models.TableInstanceLocks, models.TableInstances)
 				var fetchOnly []time.Duration
 				d := median(21, func() time.Duration {
-					e.enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
+					e.Enqueue(t, &duroxide.ExternalRaised{Instance: "other", Name: "x", Data: "d"})
 					t0 := time.Now()
-					it := e.fetch(t)
+					it := e.Fetch(t)
 					fetchOnly = append(fetchOnly, time.Since(t0))
 					if it.Instance != "other" {
 						t.Fatalf("fetched %s", it.Instance)
 					}
-					e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
+					e.Ack(t, it, duroxide.OrchestrationAck{Metadata: testkit.RunningMeta(nil)})
 					return time.Since(t0)
 				})
 				all = append(all, d)

@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/migrations"
 )
 
@@ -221,7 +222,7 @@ func TestDDLExported_AppliedByCLIVerifiesClean(t *testing.T) {
 					hh.DSN = "sqlite:" + filepath.Join(t.TempDir(), fmt.Sprintf("ddl%d.db", i))
 				}
 				st := storeFromExportedDDL(t, &hh, c)
-				rep := verifyClean(t, st)
+				rep := testkit.VerifyClean(t, st)
 				if rep.DatabaseVersion != agentstore.SchemaVersion {
 					t.Fatalf("database version %d, want %d", rep.DatabaseVersion, agentstore.SchemaVersion)
 				}
@@ -352,7 +353,7 @@ func TestDDLExported_MigrateChangesNothing(t *testing.T) {
 				if before != after {
 					t.Errorf("Migrate changed the catalog of the exported schema at %s", firstDiff(before, after))
 				}
-				verifyClean(t, st)
+				testkit.VerifyClean(t, st)
 			})
 		}
 	})
@@ -379,7 +380,7 @@ func TestDDLExported_MatchesMigrate(t *testing.T) {
 			}
 			// Verify reports the schema it inspected; pg_get_expr omits
 			// schemas on the search_path, so drop the qualifier everywhere.
-			rep := mustVerify(t, st)
+			rep := testkit.MustVerify(t, st)
 			return strings.ReplaceAll(snap, rep.Schema+".", "")
 		}
 		a, b := anon(migrated, catalogSnapshot(t, migrated)), anon(exported, catalogSnapshot(t, exported))

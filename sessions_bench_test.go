@@ -3,7 +3,6 @@ package agentstore_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )
@@ -33,13 +33,6 @@ import (
 // drains 10,000 items with 8 goroutines (dequeue + complete) and reports
 // items/s.
 
-// textMsg returns a user or assistant message with one text block (a copy
-// of the conformance suite's helper; the session tests moved there).
-func textMsg(id string, role repo.Role, text string) repo.Message {
-	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
-	return repo.Message{ID: id, Role: role, Content: b}
-}
-
 // benchSession creates a store and a session holding n messages.
 func benchSession(b *testing.B, d agentstore.Dialect, n int) (*agentstore.Store, *repo.Session) {
 	b.Helper()
@@ -54,7 +47,7 @@ func benchSession(b *testing.B, d agentstore.Dialect, n int) (*agentstore.Store,
 	for done := 0; done < n; done += batch {
 		msgs := make([]repo.Message, 0, batch)
 		for i := done; i < min(n, done+batch); i++ {
-			m := textMsg(fmt.Sprintf("m-%d", i), repo.RoleUser, "some message text of moderate length for the benchmark")
+			m := testkit.TextMsg(fmt.Sprintf("m-%d", i), repo.RoleUser, "some message text of moderate length for the benchmark")
 			m.Usage = &repo.TokenUsage{InputTokens: 100, OutputTokens: 20}
 			msgs = append(msgs, m)
 		}
@@ -80,7 +73,7 @@ func BenchmarkSessionsAppend(b *testing.B) {
 			for done := 0; done < 10000; done += 1000 {
 				msgs := make([]repo.Message, 1000)
 				for i := range msgs {
-					msgs[i] = textMsg(fmt.Sprintf("m-%d", done+i), repo.RoleUser, "some message text of moderate length for the benchmark")
+					msgs[i] = testkit.TextMsg(fmt.Sprintf("m-%d", done+i), repo.RoleUser, "some message text of moderate length for the benchmark")
 				}
 				if _, err := r.AppendMessages(ctx, big.ID, msgs...); err != nil {
 					b.Fatal(err)
@@ -90,11 +83,11 @@ func BenchmarkSessionsAppend(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				t0 := time.Now()
-				if _, err := r.AppendMessages(ctx, small.ID, textMsg(fmt.Sprint("s-", i), repo.RoleAssistant, "reply")); err != nil {
+				if _, err := r.AppendMessages(ctx, small.ID, testkit.TextMsg(fmt.Sprint("s-", i), repo.RoleAssistant, "reply")); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if _, err := r.AppendMessages(ctx, big.ID, textMsg(fmt.Sprint("b-", i), repo.RoleAssistant, "reply")); err != nil {
+				if _, err := r.AppendMessages(ctx, big.ID, testkit.TextMsg(fmt.Sprint("b-", i), repo.RoleAssistant, "reply")); err != nil {
 					b.Fatal(err)
 				}
 				tSmall += t1.Sub(t0)
@@ -112,7 +105,7 @@ func BenchmarkSessionsAppend(b *testing.B) {
 				ctx := context.Background()
 				i := 0
 				for b.Loop() {
-					if _, err := r.AppendMessages(ctx, s.ID, textMsg(fmt.Sprintf("b-%d", i), repo.RoleAssistant, "reply")); err != nil {
+					if _, err := r.AppendMessages(ctx, s.ID, testkit.TextMsg(fmt.Sprintf("b-%d", i), repo.RoleAssistant, "reply")); err != nil {
 						b.Fatal(err)
 					}
 					i++
@@ -128,7 +121,7 @@ func BenchmarkSessionsAppend(b *testing.B) {
 				}
 				i := 0
 				for b.Loop() {
-					loaded.AddMessage(textMsg(fmt.Sprintf("s-%d", i), repo.RoleAssistant, "reply"))
+					loaded.AddMessage(testkit.TextMsg(fmt.Sprintf("s-%d", i), repo.RoleAssistant, "reply"))
 					if err := r.Save(ctx, loaded); err != nil {
 						b.Fatal(err)
 					}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/agentstoretest"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -195,7 +196,7 @@ func TestTelemetrySpans(t *testing.T) {
 		if err := e.st.Sessions().Save(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.st.Sessions().AppendMessages(ctx, s.ID, textMsg("m1", repo.RoleUser, secret)); err != nil {
+		if _, err := e.st.Sessions().AppendMessages(ctx, s.ID, testkit.TextMsg("m1", repo.RoleUser, secret)); err != nil {
 			t.Fatal(err)
 		}
 		missing := uuid.New()
@@ -203,7 +204,7 @@ func TestTelemetrySpans(t *testing.T) {
 			t.Fatalf("load missing: %v", err)
 		}
 		if _, err := e.st.Sessions().AppendMessagesWith(ctx, s.ID, repo.AppendOptions{ExpectedVersion: 999},
-			textMsg("m2", repo.RoleUser, secret)); !errors.Is(err, agentstore.ErrStaleVersion) {
+			testkit.TextMsg("m2", repo.RoleUser, secret)); !errors.Is(err, agentstore.ErrStaleVersion) {
 			t.Fatalf("stale append: %v", err)
 		}
 		q := e.st.SessionQueue()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/agentstoretest"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -26,23 +27,14 @@ import (
 // transaction and every single statement goes through the timeout path
 // (SET LOCAL in the BEGIN message, autocommit statements in a transaction
 // of their own): nothing may behave differently. The round-trip count test
-// is skipped: it wraps its own handle with New, which refuses the options
-// on PostgreSQL, and counts round trips the timeouts add on purpose.
+// runs its calls uncounted: counting wraps its own handle with New, which
+// refuses the options on PostgreSQL (and the timeouts add round trips on
+// purpose).
 func TestConformancePostgresTimeouts(t *testing.T) {
 	t.Parallel()
 	requirePostgres(t)
-	agentstoretest.Run(t, skipNew{agentstoretest.Postgres(postgresDSN(),
-		agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(30*time.Second))})
-}
-
-// skipNew skips the suite's tests that make their Store with New.
-type skipNew struct{ agentstoretest.Harness }
-
-func (h skipNew) NewDatabase(t testing.TB) agentstoretest.Database {
-	if strings.HasSuffix(t.Name(), "/ProviderRoundTripsPerTurn") {
-		t.Skip("makes its Store with New, which refuses WithStatementTimeout/WithLockTimeout on PostgreSQL")
-	}
-	return h.Harness.NewDatabase(t)
+	agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(),
+		agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(30*time.Second)))
 }
 
 // TestConformanceSQLiteTimeouts runs the whole conformance suite on SQLite
@@ -301,7 +293,7 @@ func BenchmarkTimeouts(b *testing.B) {
 				i := uint64(0)
 				for b.Loop() {
 					i++
-					if err := p.EnqueueForWorker(ctx, activity("bench", 1, i)); err != nil {
+					if err := p.EnqueueForWorker(ctx, testkit.Activity("bench", 1, i)); err != nil {
 						b.Fatal(err)
 					}
 					l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})

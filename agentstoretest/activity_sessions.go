@@ -7,8 +7,9 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("ActivitySessions",
+// activitySessionsTests are the ActivitySessions area's tests of this file.
+func activitySessionsTests() []test {
+	return tests(
 		test{"ProviderSessionAffinity", testProviderSessionAffinity},
 		test{"ProviderSessionConflictMovesOnToNextItem", testProviderSessionConflictMovesOnToNextItem},
 		test{"ProviderSessionRenewAndCleanup", testProviderSessionRenewAndCleanup},

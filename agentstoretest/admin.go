@@ -9,8 +9,9 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Admin",
+// adminTests are the Admin area's tests of this file.
+func adminTests() []test {
+	return tests(
 		test{"ProviderAdminQueries", testProviderAdminQueries},
 		test{"ProviderAdminDelete", testProviderAdminDelete},
 		test{"ProviderAdminDeleteBulk", testProviderAdminDeleteBulk},

@@ -15,20 +15,21 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Admin",
+// adminExtTests are the Admin area's tests of this file.
+func adminExtTests() []test {
+	return tests(
 		test{"ProviderAdminEstimates", testProviderAdminEstimates},
 		test{"ProviderAdminTreeStatements", testProviderAdminTreeStatements},
 		test{"ProviderAdminChildrenAndHistoryPaging", testProviderAdminChildrenAndHistoryPaging},
 	)
 }
 
-// ext returns e's admin with agentstore's extensions.
+// ext returns e's admin with agentstore's extensions, or skips t.
 func (e *pEnv) ext(t *testing.T) duroxide.ProviderAdminExt {
 	t.Helper()
 	x, ok := e.a.(duroxide.ProviderAdminExt)
 	if !ok {
-		t.Fatalf("ProviderAdmin %T does not implement duroxide.ProviderAdminExt", e.a)
+		t.Skipf("agentstoretest: ProviderAdmin %T does not implement duroxide.ProviderAdminExt", e.a)
 	}
 	return x
 }
@@ -37,13 +38,16 @@ func (e *pEnv) ext(t *testing.T) duroxide.ProviderAdminExt {
 // GetQueueDepthsEstimate with the default cap equal GetSystemMetrics and
 // GetQueueDepths, every figure exact; with a cap of 2 the figures below 2
 // stay exact and the others are an estimate or exactly "at least 2", never
-// below the cap; after ANALYZE of the tables (statistics exist on both
-// databases) the table totals are estimated from them; a negative cap is
-// ErrInvalidInput. Store.ProviderAdminExt is the same admin.
+// below the cap; once the database has statistics of the tables
+// (DatabaseOps.RefreshStatistics) the table totals are estimated from them;
+// a negative cap is ErrInvalidInput. Store.ProviderAdminExt, where the
+// handle has it, is the same admin.
 func testProviderAdminEstimates(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	x := e.ext(t)
-	if e.st.ProviderAdminExt() == nil {
+	if xs, ok := e.st.(interface {
+		ProviderAdminExt() duroxide.ProviderAdminExt
+	}); ok && xs.ProviderAdminExt() == nil {
 		t.Fatal("Store.ProviderAdminExt is nil")
 	}
 	empty, err := x.GetSystemMetricsEstimate(e.ctx, duroxide.EstimateOptions{})
@@ -89,18 +93,18 @@ func testProviderAdminEstimates(t *testing.T, h *harness) {
 	if err != nil || capped.Exact() {
 		t.Fatalf("cap-2 estimate = %+v, %v", capped, err)
 	}
-	checkCapped("before ANALYZE", capped)
-	for _, base := range []string{models.TableInstances, models.TableExecutions, models.TableHistory} {
-		e.exec(t, "ANALYZE "+quotedTable(h, e.st, base))
+	checkCapped("before RefreshStatistics", capped)
+	if err := h.ops(t).RefreshStatistics(e.ctx, e.st, models.TableInstances, models.TableExecutions, models.TableHistory); err != nil {
+		t.Fatal(err)
 	}
 	capped, err = x.GetSystemMetricsEstimate(e.ctx, duroxide.EstimateOptions{Cap: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCapped("after ANALYZE", capped)
+	checkCapped("after RefreshStatistics", capped)
 	for name, c := range map[string]duroxide.Count{"instances": capped.TotalInstances, "executions": capped.TotalExecutions, "events": capped.TotalEvents} {
 		if c.Kind != duroxide.CountEstimated {
-			t.Fatalf("after ANALYZE: %s = %v (%s), want estimated from the statistics", name, c, c.Kind)
+			t.Fatalf("after RefreshStatistics: %s = %v (%s), want estimated from the statistics", name, c, c.Kind)
 		}
 	}
 	if _, err := x.GetSystemMetricsEstimate(e.ctx, duroxide.EstimateOptions{Cap: -1}); !errors.Is(err, agentstore.ErrInvalidInput) {
@@ -141,8 +145,8 @@ func testProviderAdminEstimates(t *testing.T, h *harness) {
 // instance listed once. DeleteInstance removes the whole tree.
 func testProviderAdminTreeStatements(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
-	rec := &sqlRecorder{}
-	counted := h.Open(t, agentstore.WithClock(e.clock.Now), agentstore.WithLogger(rec)).ProviderAdmin()
+	rec := &stmtRecorder{}
+	counted := h.Open(t, withClock(e.clock.Now), withStatements(rec)).ProviderAdmin()
 	// a chain root0 -> c1 -> c2 -> c3 -> c4
 	parent := "chain"
 	e.startInstance(t, parent, nil)
@@ -193,7 +197,7 @@ func testProviderAdminTreeStatements(t *testing.T, h *harness) {
 		if len(stmts) == 0 || len(stmts) > 2 {
 			var sqls []string
 			for _, s := range stmts {
-				sqls = append(sqls, s.SQL)
+				sqls = append(sqls, s.Text)
 			}
 			t.Fatalf("tree of %s (%d instances) ran %d statements, want 1 or 2:\n%s", root, len(want), len(stmts), strings.Join(sqls, "\n"))
 		}
@@ -207,7 +211,7 @@ func testProviderAdminTreeStatements(t *testing.T, h *harness) {
 	// white-box: a parent cycle (chain's parent set to its own
 	// descendant) cannot come from acks, but the walk still ends, listing
 	// each instance once
-	e.exec(t, "UPDATE "+quotedTable(h, e.st, models.TableInstances)+" SET parent_instance_id = ? WHERE instance_id = ?", "chain-4", "chain")
+	e.update(t, models.TableInstances, Row{"instance_id": "chain"}, Row{"parent_instance_id": "chain-4"})
 	if tree, err := e.a.GetInstanceTree(e.ctx, "chain"); err != nil || !slices.Equal(tree.AllIDs, chain) {
 		t.Fatalf("tree of a cycle = %v, %v; want %v", tree, err, chain)
 	}
@@ -328,8 +332,8 @@ func testProviderAdminChildrenAndHistoryPaging(t *testing.T, h *harness) {
 		}
 	}
 	// event 25 undecodable: the page holding it fails, the ones before read
-	e.exec(t, "UPDATE "+quotedTable(h, e.st, models.TableHistory)+" SET event_data = ? WHERE instance_id = ? AND execution_id = ? AND event_id = ?",
-		`{"event_id":25,"type":"NoSuchKind"}`, "parent", 1, 25)
+	e.update(t, models.TableHistory, Row{"instance_id": "parent", "execution_id": 1, "event_id": 25},
+		Row{"event_data": `{"event_id":25,"type":"NoSuchKind"}`})
 	first, next, err := x.ReadHistoryPage(e.ctx, "parent", 1, repo.PageParams{Limit: 20})
 	if err != nil || len(first) != 20 || next == "" {
 		t.Fatalf("page before the corrupt row: %d events, %q, %v", len(first), next, err)

@@ -8,20 +8,24 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Errors",
+// closedTests are the Errors area's tests of this file.
+func closedTests() []test {
+	return tests(
 		test{"CallsAfterCloseAreErrClosed", testCallsAfterCloseAreErrClosed},
 		test{"WaitingFetchEndsWithErrClosed", testWaitingFetchEndsWithErrClosed},
 	)
 }
 
-// driverWords are fragments of database driver and database/sql messages
-// that must never reach a caller.
-var driverWords = []string{"sql: ", "database is closed", "connection is already closed", "SQLSTATE", "ERROR:", "sqlite3", "pgx", "conn closed"}
+// closedDriverWords returns fragments of database driver and database/sql
+// messages that must never reach a caller.
+func closedDriverWords() []string {
+	return []string{"sql: ", "database is closed", "connection is already closed", "SQLSTATE", "ERROR:", "sqlite3", "pgx", "conn closed"}
+}
 
 // wantClosed fails t unless err matches ErrClosed, is not retryable and
 // holds no driver text.
@@ -34,22 +38,33 @@ func wantClosed(t *testing.T, what string, err error) {
 	if agentstore.IsRetryable(err) {
 		t.Errorf("%s after Close is retryable: %v", what, err)
 	}
-	for _, w := range driverWords {
+	for _, w := range closedDriverWords() {
 		if strings.Contains(err.Error(), w) {
 			t.Errorf("%s after Close: message %q carries driver text %q", what, err.Error(), w)
 		}
 	}
 }
 
-// testCallsAfterCloseAreErrClosed: after Store.Close every call through
-// the Store — sessions, session queue, tenant view, provider, admin,
-// key-value reads, Migrate, Verify, the recorded version and Store.DB's
-// GORM handle — fails with an error matching ErrClosed (not retryable, no
+// testCallsAfterCloseAreErrClosed: after Close every call through the
+// handle — sessions, session queue, tenant view, provider, admin,
+// key-value reads and, on an agentstore Store (a StoreBackend), Migrate,
+// Verify, the recorded version and Store.DB's GORM handle (through
+// DatabaseOps) — fails with an error matching ErrClosed (not retryable, no
 // driver text; a *repo.Error or *duroxide.ProviderError naming the call
 // where the API has one), and a second Close returns nil.
 func testCallsAfterCloseAreErrClosed(t *testing.T, h *harness) {
-	st := h.New(t)
 	ctx := context.Background()
+	var st Store
+	var raw *agentstore.Store // the agentstore Store, when the backend opens them
+	if _, ok := h.b.(StoreBackend); ok {
+		raw, st = h.store(t)
+		if err := raw.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+	} else {
+		st = h.New(t)
+		t.Logf("the backend %T is no StoreBackend: Migrate, Verify and Store.DB after Close are not tested", h.b)
+	}
 	s := repo.NewSession()
 	s.AddMessage(textMsg("m1", repo.RoleUser, "hi"))
 	mustSave(t, st.Sessions(), s)
@@ -124,14 +139,18 @@ func testCallsAfterCloseAreErrClosed(t *testing.T, h *harness) {
 			t.Errorf("%s after Close = %#v, want a permanent *duroxide.ProviderError naming the call", what, err)
 		}
 	}
-	wantClosed(t, "Migrate", st.Migrate(ctx))
-	_, err = st.Verify(ctx)
+	if raw == nil {
+		return
+	}
+	wantClosed(t, "Migrate", raw.Migrate(ctx))
+	_, err = raw.Verify(ctx)
 	wantClosed(t, "Verify", err)
-	_, err = st.RecordedSchemaVersion(ctx)
+	_, err = raw.RecordedSchemaVersion(ctx)
 	wantClosed(t, "RecordedSchemaVersion", err)
-	wantClosed(t, "DB().Exec", st.DB(ctx).Exec("DELETE FROM "+st.Table("sessions")).Error)
-	var n int64
-	wantClosed(t, "DB().Count", st.DB(ctx).Table(st.Table("sessions")).Count(&n).Error)
+	ops := h.ops(t)
+	wantClosed(t, "DB().Exec", ops.Delete(ctx, st, models.TableSessions, nil))
+	_, err = ops.Count(ctx, st, models.TableSessions, nil)
+	wantClosed(t, "DB().Count", err)
 }
 
 // testWaitingFetchEndsWithErrClosed: fetches long-polling empty queues

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Errors",
+// errorsTests are the Errors area's tests of this file.
+func errorsTests() []test {
+	return tests(
 		test{"ProviderCallerDeadlineIsNotRetryable", testProviderCallerDeadlineIsNotRetryable},
 		test{"ProviderCustomTablePrefix", testProviderCustomTablePrefix},
 		test{"ProviderRejectsInvalidUTF8", testProviderRejectsInvalidUTF8},
@@ -39,37 +41,12 @@ func testProviderCallerDeadlineIsNotRetryable(t *testing.T, h *harness) {
 	}
 }
 
-// providerPrefixCycle runs one start turn with a worker item through st's
-// provider (enqueue, fetch, ack, worker fetch) and lists the instance.
-func providerPrefixCycle(t *testing.T, st *agentstore.Store) {
-	t.Helper()
-	ctx := context.Background()
-	p := st.Provider()
-	if err := p.EnqueueForOrchestrator(ctx, startItem("i1", nil), 0); err != nil {
-		t.Fatal(err)
-	}
-	it, err := p.FetchOrchestrationItem(ctx, testLock, 0, nil)
-	if err != nil || it == nil {
-		t.Fatalf("fetch: %v %v", it, err)
-	}
-	if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []duroxide.Event{startedEv("i1", 1, 1, nil)}, WorkerItems: []duroxide.WorkItem{activity("i1", 1, 2)}, Metadata: runningMeta(nil)}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{})
-	if err != nil || l == nil {
-		t.Fatalf("worker fetch: %v %v", l, err)
-	}
-	if ids, err := st.ProviderAdmin().ListInstances(ctx); err != nil || len(ids) != 1 {
-		t.Fatalf("list = %v %v", ids, err)
-	}
-}
-
 // testProviderCustomTablePrefix: the provider works end to end (start
 // turn, worker item, admin list) on a store migrated with a custom table
 // prefix.
 func testProviderCustomTablePrefix(t *testing.T, h *harness) {
-	providerPrefixCycle(t, h.New(t, agentstore.WithTablePrefix("orch_")))
+	st := h.New(t, withTablePrefix("orch_"))
+	testkit.ProviderCycle(t, st.Provider(), st.ProviderAdmin())
 }
 
 // testProviderRejectsInvalidUTF8: invalid UTF-8 in an enqueued message, a
@@ -94,8 +71,9 @@ func testProviderRejectsInvalidUTF8(t *testing.T, h *harness) {
 	}
 }
 
-func init() {
-	register("Errors", test{"ProviderDriverErrorsCarryNoDriverText", testProviderDriverErrorsCarryNoDriverText})
+// errorsDriverTests is the Errors area's test of a driver error.
+func errorsDriverTests() []test {
+	return tests(test{"ProviderDriverErrorsCarryNoDriverText", testProviderDriverErrorsCarryNoDriverText})
 }
 
 // testProviderDriverErrorsCarryNoDriverText: a provider call that meets a
@@ -107,7 +85,9 @@ func testProviderDriverErrorsCarryNoDriverText(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.startInstance(t, "i1", nil)
 	// plant: the key-value delta table disappears.
-	e.exec(t, "DROP TABLE "+quotedTable(h, e.st, models.TableKVDelta))
+	if err := h.ops(t).DropTable(e.ctx, e.st, models.TableKVDelta); err != nil {
+		t.Fatal(err)
+	}
 	_, err := e.p.GetKVAllValues(e.ctx, "i1")
 	var pe *duroxide.ProviderError
 	if !errors.As(err, &pe) || !errors.Is(err, agentstore.ErrSchemaBehind) || pe.Op == "" {

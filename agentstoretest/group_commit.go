@@ -21,13 +21,18 @@ import (
 // (CapGroupCommit); these tests hold whether they are or not: each call
 // reports its own outcome, exactly as it would alone.
 
-func init() {
-	register("SessionQueue",
+// groupCommitQueueTests are the SessionQueue area's tests of this file.
+func groupCommitQueueTests() []test {
+	return tests(
 		test{"SessionsQueueConcurrentCompletesOwnOutcome", testSessionsQueueConcurrentCompletesOwnOutcome},
 		test{"SessionsQueueCompleteCancelledOrClosed", testSessionsQueueCompleteCancelledOrClosed},
 		test{"SessionsQueueConcurrentDequeuesOwnItems", testSessionsQueueConcurrentDequeuesOwnItems},
 	)
-	register("WorkerQueue",
+}
+
+// groupCommitWorkerTests are the WorkerQueue area's tests of this file.
+func groupCommitWorkerTests() []test {
+	return tests(
 		test{"ProviderWorkerConcurrentAcksOwnOutcome", testProviderWorkerConcurrentAcksOwnOutcome},
 		test{"ProviderWorkerConcurrentFetchesOwnItems", testProviderWorkerConcurrentFetchesOwnItems},
 	)
@@ -54,9 +59,9 @@ type completeCase struct {
 // rounds.
 func testSessionsQueueConcurrentCompletesOwnOutcome(t *testing.T, h *harness) {
 	clock := newTestClock()
-	stores := []*agentstore.Store{h.New(t, agentstore.WithClock(clock.Now)), h.Open(t, agentstore.WithClock(clock.Now)),
-		h.Open(t, agentstore.WithClock(clock.Now))}
-	reader := h.Open(t, agentstore.WithClock(clock.Now)).SessionQueue()
+	stores := []Store{h.New(t, withClock(clock.Now)), h.Open(t, withClock(clock.Now)),
+		h.Open(t, withClock(clock.Now))}
+	reader := h.Open(t, withClock(clock.Now)).SessionQueue()
 	ctx := context.Background()
 	s := repo.NewSession()
 	mustSave(t, stores[0].Sessions(), s)
@@ -363,7 +368,7 @@ type ackCase struct {
 func testProviderWorkerConcurrentAcksOwnOutcome(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	providers := []duroxide.Provider{e.p, e.other(t), e.other(t)}
-	reader := h.Open(t, agentstore.WithClock(e.clock.Now))
+	reader := h.Open(t, withClock(e.clock.Now))
 	const items = 40
 	for id := uint64(1); id <= items; id++ {
 		if err := e.p.EnqueueForWorker(e.ctx, activity("gc", 1, id)); err != nil {
@@ -476,21 +481,18 @@ func testProviderWorkerConcurrentAcksOwnOutcome(t *testing.T, h *harness) {
 	wantCompletions++ // the twin's
 	// Another Store sees exactly the completions of the successful acks,
 	// and exactly the worker items whose acks failed.
-	var got []struct{ WorkItem string }
-	if err := reader.DB(e.ctx).Table(reader.Table(models.TableOrchestratorQueue)).Select("work_item").Scan(&got).Error; err != nil {
-		t.Fatal(err)
-	}
+	got := h.values(t, reader, models.TableOrchestratorQueue, nil, "work_item")
 	if len(got) != wantCompletions {
 		t.Errorf("%d completions enqueued, want %d", len(got), wantCompletions)
 	}
 	for _, g := range got {
-		if strings.Contains(g.WorkItem, "stale") || strings.Contains(g.WorkItem, "again") || strings.Contains(g.WorkItem, "forged") {
-			t.Errorf("the completion of a refused ack was enqueued: %s", g.WorkItem)
+		if strings.Contains(g, "stale") || strings.Contains(g, "again") || strings.Contains(g, "forged") {
+			t.Errorf("the completion of a refused ack was enqueued: %s", g)
 		}
 	}
 	// left: the items of the expired leases (fetched again: in leases), the
 	// forged ones, and the untouched rest of leases
-	if n, want := tableCount(t, reader, models.TableWorkerQueue, ""), int64(items-3-1-len(validIDs)); n != want {
+	if n, want := h.count(t, reader, models.TableWorkerQueue, nil), int64(items-3-1-len(validIDs)); n != want {
 		t.Errorf("%d worker items left, want %d", n, want)
 	}
 	for _, l := range forgedLeases {
@@ -513,9 +515,9 @@ func testProviderWorkerConcurrentAcksOwnOutcome(t *testing.T, h *harness) {
 // one of a drained queue nil. Afterwards every item is completed.
 func testSessionsQueueConcurrentDequeuesOwnItems(t *testing.T, h *harness) {
 	clock := newTestClock()
-	stores := []*agentstore.Store{h.New(t, agentstore.WithClock(clock.Now)), h.Open(t, agentstore.WithClock(clock.Now)),
-		h.Open(t, agentstore.WithClock(clock.Now))}
-	reader := h.Open(t, agentstore.WithClock(clock.Now)).SessionQueue()
+	stores := []Store{h.New(t, withClock(clock.Now)), h.Open(t, withClock(clock.Now)),
+		h.Open(t, withClock(clock.Now))}
+	reader := h.Open(t, withClock(clock.Now)).SessionQueue()
 	ctx := context.Background()
 	s := repo.NewSession()
 	mustSave(t, stores[0].Sessions(), s)
@@ -645,7 +647,7 @@ func testSessionsQueueConcurrentDequeuesOwnItems(t *testing.T, h *harness) {
 // once, to a worker whose filter admits it, with a lock token no other
 // fetch got and attempt count 1; every lease acks; the queue ends empty.
 func testProviderWorkerConcurrentFetchesOwnItems(t *testing.T, h *harness) {
-	stores := []*agentstore.Store{h.New(t), h.Open(t), h.Open(t)}
+	stores := []Store{h.New(t), h.Open(t), h.Open(t)}
 	ctx := context.Background()
 	const n = 240
 	gpu := "gpu"

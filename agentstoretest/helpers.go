@@ -2,27 +2,30 @@ package agentstoretest
 
 import (
 	"context"
-	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/google/uuid"
 
-	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo"
 )
 
+// testClock is a settable clock for Config.Clock.
+type testClock = testkit.Clock
+
+func newTestClock() *testClock { return testkit.NewClock() }
+
 // textMsg returns a user or assistant message with one text block.
 func textMsg(id string, role repo.Role, text string) repo.Message {
-	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
-	return repo.Message{ID: id, Role: role, Content: b}
+	return testkit.TextMsg(id, role, text)
 }
 
-// newSessionsStore returns a migrated store with a test clock.
-func newSessionsStore(t *testing.T, h *harness) (*agentstore.Store, *testClock) {
+// newSessionsStore returns a handle with a test clock.
+func newSessionsStore(t *testing.T, h *harness) (Store, *testClock) {
 	t.Helper()
 	clock := newTestClock()
-	return h.New(t, agentstore.WithClock(clock.Now)), clock
+	return h.New(t, withClock(clock.Now)), clock
 }
 
 func mustSave(t *testing.T, r repo.Sessions, s *repo.Session) {
@@ -57,49 +60,12 @@ func msgSeqs(ms []repo.Message) []int64 {
 	return out
 }
 
-// tableCounts counts the rows of every table of both domains.
-func tableCounts(t *testing.T, st *agentstore.Store) map[string]int64 {
+// mustInt parses a stored integer (DatabaseOps.Values returns text).
+func mustInt(t testing.TB, s string) int64 {
 	t.Helper()
-	out := map[string]int64{}
-	for _, b := range []string{models.TableSessions, models.TableMessages, models.TableCompacts, models.TableSummaries, models.TableQueue,
-		models.TableTodos, models.TablePlans, models.TableInstances, models.TableExecutions, models.TableHistory,
-		models.TableOrchestratorQueue, models.TableWorkerQueue, models.TableInstanceLocks, models.TableActivitySessions} {
-		out[b] = tableCount(t, st, b, "")
-	}
-	return out
-}
-
-func mapsEqual(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// quotedTable returns the quoted, qualified name of table base of st.
-func quotedTable(h *harness, st *agentstore.Store, base string) string {
-	name := `"` + st.TablePrefix() + base + `"`
-	if h.Schema != "" {
-		return `"` + h.Schema + `".` + name
-	}
-	return name
-}
-
-// tableCount counts the rows of table base matching where (may be "").
-func tableCount(t testing.TB, st *agentstore.Store, base, where string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	q := st.DB(context.Background()).Table(st.Table(base))
-	if where != "" {
-		q = q.Where(where, args...)
-	}
-	if err := q.Count(&n).Error; err != nil {
-		t.Fatalf("count %s where %q: %v", base, where, err)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("stored value %q is not an integer: %v", s, err)
 	}
 	return n
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,13 +13,15 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Hostile",
+// hostileTests are the Hostile area's tests of this file.
+func hostileTests() []test {
+	return tests(
 		test{"HostileIdentifiers", testHostileIdentifiers},
 		test{"HostileCorruptRows", testHostileCorruptRows},
 		test{"HostilePayload5MB", testHostilePayload5MB},
@@ -32,36 +35,12 @@ func hostileLogf(t testing.TB, format string, args ...any) {
 	t.Logf("RELIABILITY: %s: "+format, append([]any{t.Name()}, args...)...)
 }
 
-// hostileValue is one hostile string with a short name for messages.
-type hostileValue struct {
-	name string
-	v    string
-}
-
-// hostileValues are tried everywhere an id, tenant, key or name is accepted.
-func hostileValues() []hostileValue {
-	return []hostileValue{
-		{"single quote", "it's"},
-		{"double quote", `say "hi"`},
-		{"drop table", `x'; DROP TABLE agentstore_sessions; --`},
-		{"drop table dq", `x"; DROP TABLE "agentstore_history"; --`},
-		{"backslashes", `C:\path\n\u0000\x00`},
-		{"like wildcards", `100%_done*`},
-		{"unicode", "Grüße 🙂 中文 \u202e"},
-		{"10 KB", strings.Repeat("0123456789", 1024)},
-		{"invalid UTF-8", "bad\xff\xfe\xc3\x28"},
-		{"NUL byte", "nul\x00byte"},
-		{"only NUL", "\x00"},
-		{"newlines", "a\r\nb\tc"},
-	}
-}
-
 // hostilePlace stores v in one place and reads it back.
 type hostilePlace struct {
 	name string
 	// try stores v and reads it back; it calls mark right before the
 	// first write that involves v (setup writes come before it).
-	try func(ctx context.Context, st *agentstore.Store, v string, mark func()) (got string, err error)
+	try func(ctx context.Context, st Store, v string, mark func()) (got string, err error)
 }
 
 // newSaved saves a new session (through ss) and returns it.
@@ -72,7 +51,7 @@ func newSaved(ctx context.Context, ss repo.Sessions) (*repo.Session, error) {
 
 func sessionPlaces() []hostilePlace {
 	return []hostilePlace{
-		{"tenant (ForTenant + Save + Load + List)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"tenant (ForTenant + Save + Load + List)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			ss := st.ForTenant(v).Sessions()
 			mark()
 			s, err := newSaved(ctx, ss)
@@ -92,7 +71,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return got.TenantID, nil
 		}},
-		{"session tenant field (ListParams.TenantID)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"session tenant field (ListParams.TenantID)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s := repo.NewSession()
 			s.TenantID = v
 			if err := st.Sessions().Save(ctx, s); err != nil {
@@ -116,7 +95,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return found, nil
 		}},
-		{"message id (AppendMessages)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"message id (AppendMessages)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s, err := newSaved(ctx, st.Sessions())
 			if err != nil {
 				return "", err
@@ -131,7 +110,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return got.Messages[0].ID, nil
 		}},
-		{"message parent id, model, request id (Save)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"message parent id, model, request id (Save)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s := repo.NewSession()
 			s.AddMessage(repo.Message{ID: "m", ParentID: &v, Role: repo.RoleAssistant, Content: []byte(`"x"`), Model: &v, RequestID: &v})
 			if err := st.Sessions().Save(ctx, s); err != nil {
@@ -147,7 +126,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return *m.ParentID, nil
 		}},
-		{"message content text", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"message content text", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s, err := newSaved(ctx, st.Sessions())
 			if err != nil {
 				return "", err
@@ -167,7 +146,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return strings.TrimSuffix(strings.TrimPrefix(c, `[{"text":"`), `"}]`), nil
 		}},
-		{"subagent type and description", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"subagent type and description", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			p, err := newSaved(ctx, st.Sessions())
 			if err != nil {
 				return "", err
@@ -186,7 +165,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return got.Type.AgentType, nil
 		}},
-		{"summary, error, current leaf id", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"summary, error, current leaf id", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s := repo.NewSession()
 			s.Summary, s.Error, s.CurrentLeafID = &v, &v, &v
 			if err := st.Sessions().Save(ctx, s); err != nil {
@@ -201,7 +180,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return *got.CurrentLeafID, nil
 		}},
-		{"todo content (SetTodos)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"todo content (SetTodos)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s, err := newSaved(ctx, st.Sessions())
 			if err != nil {
 				return "", err
@@ -216,7 +195,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return got.Todos[0].Content, nil
 		}},
-		{"plan name and content", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"plan name and content", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s := repo.NewSession()
 			s.EnterPlanMode(v, v, time.Now())
 			if err := st.Sessions().Save(ctx, s); err != nil {
@@ -231,7 +210,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return *got.CurrentPlan.Name, nil
 		}},
-		{"summary snapshot (AddSummary)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"summary snapshot (AddSummary)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s, err := newSaved(ctx, st.Sessions())
 			if err != nil {
 				return "", err
@@ -249,7 +228,7 @@ func sessionPlaces() []hostilePlace {
 			}
 			return got[0].Summary, nil
 		}},
-		{"queue content and lease owner", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"queue content and lease owner", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			s, err := newSaved(ctx, st.Sessions())
 			if err != nil {
 				return "", err
@@ -285,7 +264,7 @@ func sessionPlaces() []hostilePlace {
 
 func providerPlaces() []hostilePlace {
 	return []hostilePlace{
-		{"instance id (start, fetch, ack, Read, GetInstanceInfo, ListInstances)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"instance id (start, fetch, ack, Read, GetInstanceInfo, ListInstances)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			mark()
 			if err := p.EnqueueForOrchestrator(ctx, startItem(v, nil), 0); err != nil {
@@ -305,7 +284,7 @@ func providerPlaces() []hostilePlace {
 				return s, fmt.Errorf("message names instance %.40q", s)
 			}
 			mark()
-			if err := p.AckOrchestrationItem(ctx, it.LockToken, completeTurn(it)); err != nil {
+			if err := p.AckOrchestrationItem(ctx, it.LockToken, testkit.CompleteTurn(it)); err != nil {
 				return "", err
 			}
 			hist, err := p.Read(ctx, v)
@@ -328,7 +307,7 @@ func providerPlaces() []hostilePlace {
 			}
 			return info.InstanceID, nil
 		}},
-		{"orchestration name and version", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"orchestration name and version", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			inst := fmt.Sprintf("named-%d", time.Now().UnixNano())
 			mark()
@@ -361,7 +340,7 @@ func providerPlaces() []hostilePlace {
 			}
 			return info.OrchestrationName, nil
 		}},
-		{"activity name and input (worker queue)", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"activity name and input (worker queue)", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			mark()
 			if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "w", ExecutionID: 1, ID: 1, Name: v, Input: v}); err != nil {
@@ -381,7 +360,7 @@ func providerPlaces() []hostilePlace {
 			}
 			return ae.Name, nil
 		}},
-		{"activity tag, session id and worker owner id", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"activity tag, session id and worker owner id", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			mark()
 			if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "w", ExecutionID: 1, ID: 1, Name: "a", Input: "i", Tag: &v, SessionID: &v}); err != nil {
@@ -406,7 +385,7 @@ func providerPlaces() []hostilePlace {
 			}
 			return *ae.Tag, nil
 		}},
-		{"external event name and data", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"external event name and data", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			inst := fmt.Sprintf("ext-%d", time.Now().UnixNano())
 			mark()
@@ -422,7 +401,7 @@ func providerPlaces() []hostilePlace {
 				return "", fmt.Errorf("fetch: %v %w", it, err)
 			}
 			mark()
-			if err := p.AckOrchestrationItem(ctx, it.LockToken, completeTurn(it)); err != nil {
+			if err := p.AckOrchestrationItem(ctx, it.LockToken, testkit.CompleteTurn(it)); err != nil {
 				return "", err
 			}
 			x := it.Messages[1].(*duroxide.ExternalRaised)
@@ -431,7 +410,7 @@ func providerPlaces() []hostilePlace {
 			}
 			return x.Name, nil
 		}},
-		{"custom status", func(ctx context.Context, st *agentstore.Store, v string, mark func()) (string, error) {
+		{"custom status", func(ctx context.Context, st Store, v string, mark func()) (string, error) {
 			p := st.Provider()
 			inst := fmt.Sprintf("cs-%d", time.Now().UnixNano())
 			mark()
@@ -460,14 +439,6 @@ func providerPlaces() []hostilePlace {
 	}
 }
 
-// completeTurn is the ack of a one-turn orchestration: started + completed.
-func completeTurn(oi *duroxide.OrchestrationItem) duroxide.OrchestrationAck {
-	return duroxide.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []duroxide.Event{startedEv(oi.Instance, 1, 1, nil), ev(oi.Instance, 1, 2, &duroxide.OrchestrationCompletedEvent{Output: "ok"})},
-		Metadata: duroxide.ExecutionMetadata{Status: sp(duroxide.StatusCompleted), Output: sp("ok"), OrchestrationName: sp("Orch"),
-			OrchestrationVersion: sp("1.0.0")}}
-}
-
 // testHostileIdentifiers stores every hostile value in every place that
 // accepts an id, tenant, key or name, on every dialect. Each attempt must
 // either read back exactly what was stored, or fail with ErrInvalidInput
@@ -479,40 +450,39 @@ func testHostileIdentifiers(t *testing.T, h *harness) {
 	places := append(sessionPlaces(), providerPlaces()...)
 	stored, rejected, wrong := 0, 0, 0
 	for _, pl := range places {
-		for _, hv := range hostileValues() {
+		for _, hv := range testkit.HostileValues() {
 			var before map[string]int64
 			// white-box: row counts of every table prove "no partial
 			// write"; no API counts the rows of all tables.
-			mark := func() { before = tableCounts(t, st) }
+			mark := func() { before = h.tableCounts(t, st) }
 			mark()
-			got, err := pl.try(ctx, st, hv.v, mark)
+			got, err := pl.try(ctx, st, hv.V, mark)
 			switch {
-			case err == nil && got == hv.v:
+			case err == nil && got == hv.V:
 				stored++
 			case err == nil:
 				wrong++
-				t.Errorf("%s / %s: stored %.40q but read back %.40q", pl.name, hv.name, hv.v, got)
+				t.Errorf("%s / %s: stored %.40q but read back %.40q", pl.name, hv.Name, hv.V, got)
 			case errors.Is(err, agentstore.ErrInvalidInput):
 				rejected++
-				if after := tableCounts(t, st); !mapsEqual(before, after) {
-					t.Errorf("%s / %s: rejected (%v) but rows changed: %v -> %v", pl.name, hv.name, err, before, after)
+				if after := h.tableCounts(t, st); !maps.Equal(before, after) {
+					t.Errorf("%s / %s: rejected (%v) but rows changed: %v -> %v", pl.name, hv.Name, err, before, after)
 				}
 			default:
 				wrong++
-				t.Errorf("%s / %s: neither stored exactly nor rejected with ErrInvalidInput: %v", pl.name, hv.name, err)
+				t.Errorf("%s / %s: neither stored exactly nor rejected with ErrInvalidInput: %v", pl.name, hv.Name, err)
 			}
 			// Locks left by a failed attempt would starve the next one.
 			// white-box: the API cannot drop queue rows and locks of
 			// instances that do not exist (admin deletes need the instance).
-			_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableInstanceLocks)).Error
-			_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableOrchestratorQueue)).Error
-			_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableWorkerQueue)).Error
-			_ = st.DB(ctx).Exec("DELETE FROM " + quotedTable(h, st, models.TableActivitySessions)).Error
+			for _, table := range []string{models.TableInstanceLocks, models.TableOrchestratorQueue, models.TableWorkerQueue, models.TableActivitySessions} {
+				_ = h.ops(t).Delete(ctx, st, table, nil)
+			}
 		}
 	}
-	tableCounts(t, st) // every table still answers
+	h.tableCounts(t, st) // every table still answers
 	hostileLogf(t, "hostile identifiers: %d values x %d places = %d attempts: %d stored and read back exactly, %d rejected with ErrInvalidInput (no partial write), %d neither (changed or untyped), injections 0",
-		len(hostileValues()), len(places), len(hostileValues())*len(places), stored, rejected, wrong)
+		len(testkit.HostileValues()), len(places), len(testkit.HostileValues())*len(places), stored, rejected, wrong)
 }
 
 // wantCorrupt fails t unless err is a CorruptRowError (errors.Is
@@ -550,77 +520,75 @@ func testHostileCorruptRows(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// white-box: exec and must plant the corrupt values (and repair them);
+	// white-box: set and must plant the corrupt values (and repair them);
 	// the API refuses to write them.
-	exec := func(q string, args ...any) error { return st.DB(ctx).Exec(q, args...).Error }
-	must := func(q string, args ...any) {
+	ops := h.ops(t)
+	set := func(table string, where, values Row) error { return ops.Update(ctx, st, table, where, values) }
+	must := func(table string, where, values Row) {
 		t.Helper()
-		if err := exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+		h.update(t, st, table, where, values)
 	}
 	tried := 0
 	twice := func(what string, read func() error, table, rowID, column string) {
 		t.Helper()
 		// white-box: no API counts the rows of every table ("nothing deleted").
-		before := tableCounts(t, st)
+		before := h.tableCounts(t, st)
 		for range 2 {
 			wantCorrupt(t, what, read(), table, rowID, column)
 		}
-		after := tableCounts(t, st)
+		after := h.tableCounts(t, st)
 		// a fetch that meets a corrupt message keeps the instance lock until it expires (documented)
 		delete(before, models.TableInstanceLocks)
 		delete(after, models.TableInstanceLocks)
-		if !mapsEqual(before, after) {
+		if !maps.Equal(before, after) {
 			t.Fatalf("%s: rows changed by reading a corrupt row: %v -> %v", what, before, after)
 		}
 		tried++
 	}
 	load := func() error { _, err := ss.Load(ctx, s.ID); return err }
-	mt, sid := quotedTable(h, st, models.TableMessages), s.ID.String()
+	sid := s.ID.String()
+	msg := func(seq int) Row { return Row{"session_id": s.ID, "seq": seq} }
 
-	// Truncated message content: SQLite stores it, PostgreSQL's json type refuses it.
-	err = exec(`UPDATE `+mt+` SET content = '[{"text":"hel' WHERE session_id = ? AND seq = 2`, s.ID)
-	if h.Dialect == agentstore.SQLite {
+	// Truncated message content: a database without JSON validation
+	// stores it, one with it (ValidatesJSON) refuses it.
+	err = set(models.TableMessages, msg(2), Row{"content": `[{"text":"hel`})
+	if !ops.ValidatesJSON() {
 		if err != nil {
 			t.Fatal(err)
 		}
 		twice("truncated content", load, models.TableMessages, sid+"/2", "content")
-		must(`UPDATE `+mt+` SET content = '[{"text":"hello"}]' WHERE session_id = ? AND seq = 2`, s.ID)
+		must(models.TableMessages, msg(2), Row{"content": `[{"text":"hello"}]`})
 	} else if err == nil {
-		t.Fatal("PostgreSQL accepted truncated JSON in a json column")
+		t.Fatal("a database that validates JSON accepted truncated JSON in a json column")
 	}
-	must(`UPDATE `+mt+` SET role = 'robot' WHERE session_id = ? AND seq = 3`, s.ID)
+	must(models.TableMessages, msg(3), Row{"role": "robot"})
 	twice("unknown role", load, models.TableMessages, sid+"/3", "role")
-	must(`UPDATE `+mt+` SET role = 'user' WHERE session_id = ? AND seq = 3`, s.ID)
-	must(`UPDATE `+quotedTable(h, st, models.TableSessions)+` SET state = 'hibernating' WHERE id = ?`, s.ID)
+	must(models.TableMessages, msg(3), Row{"role": "user"})
+	must(models.TableSessions, Row{"id": s.ID}, Row{"state": "hibernating"})
 	twice("unknown session state", load, models.TableSessions, sid, "state")
-	must(`UPDATE `+quotedTable(h, st, models.TableSessions)+` SET state = 'created' WHERE id = ?`, s.ID)
+	must(models.TableSessions, Row{"id": s.ID}, Row{"state": "created"})
 	cid := loaded.CompactHistory[0].ID
-	must(`UPDATE `+quotedTable(h, st, models.TableCompacts)+` SET "trigger" = 'cosmic-ray' WHERE id = ?`, cid)
+	must(models.TableCompacts, Row{"id": cid}, Row{"trigger": "cosmic-ray"})
 	twice("unknown compact trigger", load, models.TableCompacts, cid.String(), "trigger")
-	must(`UPDATE `+quotedTable(h, st, models.TableCompacts)+` SET "trigger" = 'manual' WHERE id = ?`, cid)
+	must(models.TableCompacts, Row{"id": cid}, Row{"trigger": "manual"})
 	if got, err := ss.Load(ctx, s.ID); err != nil || len(got.Messages) != 3 {
 		t.Fatalf("after repair: %v, %+v", err, got)
 	}
 
 	// Provider: history rows and queue rows.
 	e.startInstance(t, "c1", nil)
-	ht := quotedTable(h, st, models.TableHistory)
 	read := func() error { _, err := e.p.Read(ctx, "c1"); return err }
 	readAdmin := func() error { _, err := e.a.ReadHistory(ctx, "c1"); return err }
-	good := ""
 	// white-box: the stored JSON of the event, to truncate it and restore it
 	// byte for byte (the API returns decoded events only).
-	if err := st.DB(ctx).Raw(`SELECT event_data FROM `+ht+` WHERE instance_id = ? AND event_id = 1`, "c1").Scan(&good).Error; err != nil {
-		t.Fatal(err)
-	}
+	event1 := Row{"instance_id": "c1", "event_id": 1}
+	good := h.value(t, st, models.TableHistory, event1, "event_data")
 	for _, bad := range []struct{ name, data string }{
 		{"truncated event", good[:len(good)/2]},
 		{"unknown event type", `{"event_id":1,"type":"FromTheFuture","instance_id":"c1","execution_id":1,"timestamp_ms":1,"duroxide_version":"9"}`},
 		{"event of the wrong shape", `[1,2,3]`},
 	} {
-		must(`UPDATE `+ht+` SET event_data = ? WHERE instance_id = ? AND event_id = 1`, bad.data, "c1")
+		must(models.TableHistory, event1, Row{"event_data": bad.data})
 		twice(bad.name+" (Read)", read, models.TableHistory, "c1/1/1", "event_data")
 		twice(bad.name+" (admin ReadHistory)", readAdmin, models.TableHistory, "c1/1/1", "event_data")
 	}
@@ -633,7 +601,7 @@ func testHostileCorruptRows(t *testing.T, h *harness) {
 	if err := e.p.AbandonOrchestrationItem(ctx, it.LockToken, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	must(`UPDATE `+ht+` SET event_data = ? WHERE instance_id = ? AND event_id = 1`, good, "c1")
+	must(models.TableHistory, event1, Row{"event_data": good})
 	if hist, err := e.p.Read(ctx, "c1"); err != nil || len(hist) != 1 {
 		t.Fatalf("after repair: %d events, %v", len(hist), err)
 	}
@@ -642,46 +610,39 @@ func testHostileCorruptRows(t *testing.T, h *harness) {
 	e.ack(t, it, duroxide.OrchestrationAck{Metadata: runningMeta(nil)})
 
 	// Worker item: truncated JSON and an unknown variant.
-	wq := quotedTable(h, st, models.TableWorkerQueue)
 	if err := e.p.EnqueueForWorker(ctx, activity("c1", 1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	var wid int64
 	// white-box: the queue row's id, which the corruption targets and the
 	// CorruptRowError must name; the API does not expose it.
-	if err := st.DB(ctx).Raw(`SELECT id FROM ` + wq).Scan(&wid).Error; err != nil {
-		t.Fatal(err)
-	}
+	wid := h.value(t, st, models.TableWorkerQueue, nil, "id")
+	wrow := Row{"id": mustInt(t, wid)}
 	fetchWork := func() error {
 		e.clock.Advance(testLock + time.Second) // the failed fetch keeps the lock: wait it out
 		_, err := e.p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{})
 		return err
 	}
 	for _, bad := range []string{`{"ActivityExecute":{"instance":"c1","execution_id":1,"id":2,"na`, `{"NotAWorkItem":{}}`, `"just a string"`} {
-		must(`UPDATE `+wq+` SET work_item = ? WHERE id = ?`, bad, wid)
-		twice(fmt.Sprintf("worker item %.20q", bad), fetchWork, models.TableWorkerQueue, fmt.Sprint(wid), "work_item")
+		must(models.TableWorkerQueue, wrow, Row{"work_item": bad})
+		twice(fmt.Sprintf("worker item %.20q", bad), fetchWork, models.TableWorkerQueue, wid, "work_item")
 	}
-	must(`UPDATE `+wq+` SET work_item = ? WHERE id = ?`, `{"ActivityExecute":{"instance":"c1","execution_id":1,"id":2,"name":"act","input":"in"}}`, wid)
+	must(models.TableWorkerQueue, wrow, Row{"work_item": `{"ActivityExecute":{"instance":"c1","execution_id":1,"id":2,"name":"act","input":"in"}}`})
 	e.clock.Advance(testLock + time.Second)
 	if l, err := e.p.FetchWorkItem(ctx, testLock, 0, nil, duroxide.TagFilter{}); err != nil || l == nil || l.AttemptCount != 7 {
 		t.Fatalf("after repair: %+v %v, want the item with attempt 7 (6 failed fetches counted)", l, err)
 	}
 
 	// Orchestrator message of an unknown variant.
-	oq := quotedTable(h, st, models.TableOrchestratorQueue)
 	e.enqueue(t, &duroxide.ExternalRaised{Instance: "c1", Name: "y"})
-	var oid int64
 	// white-box: the queue row's id, as for the worker queue above.
-	if err := st.DB(ctx).Raw(`SELECT id FROM ` + oq).Scan(&oid).Error; err != nil {
-		t.Fatal(err)
-	}
-	must(`UPDATE `+oq+` SET work_item = ? WHERE id = ?`, `{"ExternalRaised":{"instance":"c1","na`, oid)
+	oid := h.value(t, st, models.TableOrchestratorQueue, nil, "id")
+	must(models.TableOrchestratorQueue, Row{"id": mustInt(t, oid)}, Row{"work_item": `{"ExternalRaised":{"instance":"c1","na`})
 	fetchOrch := func() error {
 		e.clock.Advance(testLock + time.Second)
 		_, err := e.p.FetchOrchestrationItem(ctx, testLock, 0, nil)
 		return err
 	}
-	twice("truncated orchestrator message", fetchOrch, models.TableOrchestratorQueue, fmt.Sprint(oid), "work_item")
+	twice("truncated orchestrator message", fetchOrch, models.TableOrchestratorQueue, oid, "work_item")
 	hostileLogf(t, "corrupt rows: %d corruptions (truncated JSON, unknown enums, unknown event/work-item variants) across sessions, messages, compacts, history, worker and orchestrator queues: each read twice -> CorruptRowError naming table/row/column, rows deleted 0, rows skipped 0", tried)
 }
 

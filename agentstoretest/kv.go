@@ -12,8 +12,9 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("KV",
+// kvTests are the KV area's tests of this file.
+func kvTests() []test {
+	return tests(
 		test{"ProviderKVDeltaMergedWhenExecutionEnds", testProviderKVDeltaMergedWhenExecutionEnds},
 		test{"ProviderKVEventsAppliedInHistoryOrder", testProviderKVEventsAppliedInHistoryOrder},
 		test{"ProviderKVLimitsRefusedBeforeSQL", testProviderKVLimitsRefusedBeforeSQL},
@@ -314,7 +315,7 @@ func testProviderInstanceStats(t *testing.T, h *harness) {
 		t.Fatalf("stats = %+v %v, want %+v", st, err, want)
 	}
 	// plant: a current-execution start event that does not decode
-	e.exec(t, `UPDATE `+e.st.Table(models.TableHistory)+` SET event_data = ? WHERE instance_id = ? AND execution_id = 2 AND event_id = 1`, "{not json", "i1")
+	e.update(t, models.TableHistory, Row{"instance_id": "i1", "execution_id": 2, "event_id": 1}, Row{"event_data": "{not json"})
 	_, err = e.p.GetInstanceStats(e.ctx, "i1")
 	wantErr(t, err, agentstore.ErrCorruptRow)
 }

@@ -10,30 +10,45 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Orchestration",
+// orchestrationDefectTests are the Orchestration area's tests of this file.
+func orchestrationDefectTests() []test {
+	return tests(
 		test{"ProviderAckOfStartWithoutMetadataWritesExecution", testProviderAckOfStartWithoutMetadataWritesExecution},
 		test{"ProviderSubMillisecondLocksLastOneMillisecond", testProviderSubMillisecondLocksLastOneMillisecond},
 		test{"ProviderDuplicateEventErrorNamesTheRow", testProviderDuplicateEventErrorNamesTheRow},
 	)
-	register("WorkerQueue",
+}
+
+// workerQueueDefectTests are the WorkerQueue area's tests of this file.
+func workerQueueDefectTests() []test {
+	return tests(
 		test{"ProviderWorkerSubMillisecondLocks", testProviderWorkerSubMillisecondLocks},
 	)
-	register("Admin",
+}
+
+// adminDefectTests are the Admin area's tests of this file.
+func adminDefectTests() []test {
+	return tests(
 		test{"ProviderAdminBulkDeleteWithLimitProgresses", testProviderAdminBulkDeleteWithLimitProgresses},
 		test{"ProviderAdminBulkPruneWithLimitProgresses", testProviderAdminBulkPruneWithLimitProgresses},
 	)
-	register("ActivitySessions",
+}
+
+// activitySessionsDefectTests are the ActivitySessions area's tests of this file.
+func activitySessionsDefectTests() []test {
+	return tests(
 		test{"ProviderSessionCleanupHonoursIdleTimeout", testProviderSessionCleanupHonoursIdleTimeout},
 		test{"ProviderDeleteInstanceRemovesItsSessions", testProviderDeleteInstanceRemovesItsSessions},
 	)
-	register("Errors",
+}
+
+// errorsDefectTests are the Errors area's tests of this file.
+func errorsDefectTests() []test {
+	return tests(
 		test{"ProviderLongPollRetriesStopAtTheDeadline", testProviderLongPollRetriesStopAtTheDeadline},
 	)
 }
@@ -330,11 +345,12 @@ func testProviderLongPollRetriesStopAtTheDeadline(t *testing.T, h *harness) {
 	var fail atomic.Bool
 	var attempts atomic.Int64
 	// fault: every row query of this Store fails with a lost connection
-	if err := e.st.DB(e.ctx).Callback().Row().Before("gorm:row").Register("agentstoretest:fault", func(tx *gorm.DB) {
+	if err := h.ops(t).InjectFault(e.st, func() error {
 		if fail.Load() {
 			attempts.Add(1)
-			_ = tx.AddError(driver.ErrBadConn)
+			return driver.ErrBadConn
 		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}

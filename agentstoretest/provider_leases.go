@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -23,19 +21,28 @@ import (
 // (or abandon, or poison) with it succeeds and no other fetcher gets the
 // item while it lasts.
 
-func init() {
-	register("Orchestration",
+// orchestrationLeaseTests are the Orchestration area's tests of this file.
+func orchestrationLeaseTests() []test {
+	return tests(
 		test{"ProviderLeaseValidAfterSlowClaim", testProviderLeaseValidAfterSlowClaimOrch},
 		test{"ProviderLeaseValidAfterWaitingBehindATransaction", testProviderLeaseValidAfterWaitOrch},
 		test{"ProviderLeasesValidUnderContention", testProviderLeasesValidUnderContentionOrch},
 		test{"ProviderFetchDoesNotWaitOnAHeldInstanceLockRow", testProviderFetchDoesNotWaitOnAHeldInstanceLockRow},
 	)
-	register("WorkerQueue",
+}
+
+// workerQueueLeaseTests are the WorkerQueue area's tests of this file.
+func workerQueueLeaseTests() []test {
+	return tests(
 		test{"ProviderWorkerLeaseValidAfterSlowClaim", testProviderLeaseValidAfterSlowClaimWork},
 		test{"ProviderWorkerLeaseValidAfterWaitingBehindATransaction", testProviderLeaseValidAfterWaitWork},
 		test{"ProviderWorkerLeasesValidUnderContention", testProviderLeasesValidUnderContentionWork},
 	)
-	register("ActivitySessions",
+}
+
+// activitySessionsLeaseTests are the ActivitySessions area's tests of this file.
+func activitySessionsLeaseTests() []test {
+	return tests(
 		test{"ProviderSessionLeaseValidAfterSlowClaim", testProviderLeaseValidAfterSlowClaimSession},
 		test{"ProviderSessionLeaseValidAfterWaitingBehindATransaction", testProviderLeaseValidAfterWaitSession},
 		test{"ProviderSessionLeasesValidUnderContention", testProviderLeasesValidUnderContentionSession},
@@ -47,25 +54,17 @@ func init() {
 // before it runs, after the fetch read its clock, as if the statement had
 // waited that long (on a lock, a busy database, a descheduled process). It
 // returns a function reporting whether the jump happened.
-func slowNextClaim(t *testing.T, st *agentstore.Store, clock *testClock, d time.Duration) func() bool {
+func slowNextClaim(t *testing.T, h *harness, st Store, clock *testClock, d time.Duration) func() bool {
 	t.Helper()
 	var armed, fired atomic.Bool
 	armed.Store(true)
-	hook := func(tx *gorm.DB) {
-		if strings.Contains(tx.Statement.SQL.String(), "lock_token") && armed.CompareAndSwap(true, false) {
+	hook := func(text string) {
+		if strings.Contains(text, "lock_token") && armed.CompareAndSwap(true, false) {
 			clock.Advance(d)
 			fired.Store(true)
 		}
 	}
-	cb := st.DB(context.Background()).Callback()
-	name := fmt.Sprintf("agentstoretest:slow-claim-%p", &armed)
-	if err := cb.Row().Before("gorm:row").Register(name, hook); err != nil {
-		t.Fatal(err)
-	}
-	if err := cb.Raw().Before("gorm:raw").Register(name, hook); err != nil {
-		t.Fatal(err)
-	}
-	if err := cb.Query().Before("gorm:query").Register(name, hook); err != nil {
+	if err := h.ops(t).BeforeStatement(st, hook); err != nil {
 		t.Fatal(err)
 	}
 	return fired.Load
@@ -81,7 +80,7 @@ func testProviderLeaseValidAfterSlowClaimOrch(t *testing.T, h *harness) {
 	other := e.other(t)
 	const lock = 10 * time.Second
 	e.enqueue(t, startItem("i1", nil))
-	fired := slowNextClaim(t, e.st, e.clock, lock+5*time.Second)
+	fired := slowNextClaim(t, h, e.st, e.clock, lock+5*time.Second)
 	it, err := e.p.FetchOrchestrationItem(e.ctx, lock, 0, nil)
 	if err != nil || it == nil {
 		t.Fatalf("fetch = %v, %v", it, err)
@@ -108,7 +107,7 @@ func testProviderLeaseValidAfterSlowClaimWork(t *testing.T, h *harness) {
 	if err := e.p.EnqueueForWorker(e.ctx, activity("i1", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	fired := slowNextClaim(t, e.st, e.clock, lock+5*time.Second)
+	fired := slowNextClaim(t, h, e.st, e.clock, lock+5*time.Second)
 	l := e.wfetch(t, e.p, lock, nil, duroxide.TagFilter{})
 	if l == nil {
 		t.Fatal("fetch: nothing")
@@ -142,7 +141,7 @@ func testProviderLeaseValidAfterSlowClaimSession(t *testing.T, h *harness) {
 	}
 	mine := &duroxide.SessionFetchConfig{OwnerID: "w1", LockTimeout: lock}
 	theirs := &duroxide.SessionFetchConfig{OwnerID: "w2", LockTimeout: lock}
-	fired := slowNextClaim(t, e.st, e.clock, lock+5*time.Second)
+	fired := slowNextClaim(t, h, e.st, e.clock, lock+5*time.Second)
 	l := e.wfetch(t, e.p, lock, mine, duroxide.TagFilter{})
 	if l == nil {
 		t.Fatal("fetch: nothing")
@@ -159,41 +158,35 @@ func testProviderLeaseValidAfterSlowClaimSession(t *testing.T, h *harness) {
 	}
 }
 
-// holdWrites runs, on its own Store handle, a transaction that blocks the
-// writes a fetch makes to table (PostgreSQL: LOCK TABLE ... IN EXCLUSIVE
-// MODE, which still lets plain reads through; SQLite: a write transaction,
-// which holds the database's only write lock; other dialects: every row of
-// table locked FOR UPDATE) for d, then rolls it back. It returns once the
-// lock is held; the returned channel is closed when it was released.
+// holdWrites runs, on its own handle, a transaction that blocks the
+// writes a fetch makes to table (DatabaseOps.LockTable: plain reads still
+// go through where the database tells them apart) for d, then rolls it
+// back. It returns once the lock is held; the returned channel is closed
+// when it was released.
 func holdWrites(t *testing.T, h *harness, table string, d time.Duration) <-chan struct{} {
 	t.Helper()
+	ops := h.ops(t)
 	st := h.Open(t)
-	held, done := make(chan error, 1), make(chan struct{})
+	held, done := make(chan struct{}), make(chan struct{})
+	failed := make(chan error, 1)
 	go func() {
 		defer close(done)
-		errStop := errors.New("rollback")
-		err := st.DB(context.Background()).Transaction(func(tx *gorm.DB) error {
-			var err error
-			switch h.Dialect {
-			case agentstore.Postgres:
-				err = tx.Exec(`LOCK TABLE ` + st.Table(table) + ` IN EXCLUSIVE MODE`).Error
-			case agentstore.SQLite:
-				err = tx.Exec(`DELETE FROM ` + st.Table(table) + ` WHERE 1 = 0`).Error
-			default:
-				err = tx.Exec(`SELECT * FROM ` + st.Table(table) + ` FOR UPDATE`).Error
-			}
-			held <- err
-			if err != nil {
-				return err
-			}
+		err := ops.LockTable(context.Background(), st, table, func() {
+			close(held)
 			time.Sleep(d)
-			return errStop
 		})
-		if err != nil && !errors.Is(err, errStop) {
-			t.Errorf("competing transaction: %v", err)
+		select {
+		case <-held: // the caller goes on: report here
+			if err != nil {
+				t.Errorf("competing transaction: %v", err)
+			}
+		default:
+			failed <- err
 		}
 	}()
-	if err := <-held; err != nil {
+	select {
+	case <-held:
+	case err := <-failed:
 		t.Fatalf("competing transaction: %v", err)
 	}
 	return done
@@ -476,13 +469,14 @@ func leasesUnderContention(t *testing.T, h *harness, sessions bool) {
 // holds the instance lock row of an instance (row-locked, for far longer
 // than any lease) does not hold up fetches: a fetch returns within a
 // bounded time, with nothing or another instance, never that one.
-// (SQLite has no row locks: a write transaction blocks every writer for
-// at most the busy timeout, which the waiting tests cover.)
+// (A database without row locks (CapRowLocks, e.g. SQLite) is skipped: a
+// write transaction blocks every writer for at most the busy timeout,
+// which the waiting tests cover.)
 func testProviderFetchDoesNotWaitOnAHeldInstanceLockRow(t *testing.T, h *harness) {
-	if h.Dialect == agentstore.SQLite {
-		t.Skip("SQLite has no row locks")
-	}
 	e := realEnv(t, h)
+	if !capable(e.st, agentstore.CapRowLocks) {
+		t.Skip("the backend has no row locks (agentstore.CapRowLocks)")
+	}
 	e.enqueue(t, startItem("i1", nil))
 	e.enqueue(t, startItem("i2", nil))
 	// an expired instance lock row for i1
@@ -492,12 +486,18 @@ func testProviderFetchDoesNotWaitOnAHeldInstanceLockRow(t *testing.T, h *harness
 	}
 	time.Sleep(50 * time.Millisecond)
 	st := h.Open(t)
-	tx := st.DB(e.ctx).Begin()
-	defer tx.Rollback()
-	var ids []string
-	if err := tx.Raw(`SELECT instance_id FROM `+st.Table(models.TableInstanceLocks)+` WHERE instance_id = ? FOR UPDATE`, "i1").Scan(&ids).Error; err != nil || len(ids) != 1 {
-		t.Fatalf("lock the instance lock row: %v %v", ids, err)
+	if n := h.count(t, st, models.TableInstanceLocks, Row{"instance_id": "i1"}); n != 1 {
+		t.Fatalf("instance lock rows of i1: %d, want 1", n)
 	}
+	ops := h.ops(t)
+	release := holdTx(t, func(ctx context.Context, held func()) error {
+		return ops.LockRows(ctx, st, models.TableInstanceLocks, Row{"instance_id": "i1"}, held)
+	})
+	defer func() {
+		if err := release(); err != nil {
+			t.Errorf("lock the instance lock row: %v", err)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -12,8 +12,9 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Admin",
+// providerPagingTests are the Admin area's tests of this file.
+func providerPagingTests() []test {
+	return tests(
 		test{"ProviderAdminPaging", testProviderAdminPaging},
 	)
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("SessionQueue",
+// sessionQueueTests are the SessionQueue area's tests of this file.
+func sessionQueueTests() []test {
+	return tests(
 		test{"SessionsQueueOrderAndLeases", testSessionsQueueOrderAndLeases},
 		test{"SessionsQueueConcurrentWorkers", testSessionsQueueConcurrentWorkers},
 	)
@@ -79,15 +80,11 @@ func testSessionsQueueOrderAndLeases(t *testing.T, h *harness) {
 	if err := q.Fail(ctx, b.Lease(), "boom"); err != nil {
 		t.Fatal(err)
 	}
-	var failed struct {
-		Status    string
-		LastError string
-	}
 	// white-box: no API returns an item once it has failed (PendingQueue
 	// lists pending items only), so its status and error are read directly.
-	st.DB(ctx).Raw("SELECT status, last_error FROM "+st.Table(models.TableQueue)+" WHERE id = ?", b.ID).Scan(&failed)
-	if failed.Status != "failed" || failed.LastError != "boom" {
-		t.Fatalf("failed item stored as %+v", failed)
+	if status, lastErr := h.value(t, st, models.TableQueue, Row{"id": b.ID}, "status"),
+		h.value(t, st, models.TableQueue, Row{"id": b.ID}, "last_error"); status != "failed" || lastErr != "boom" {
+		t.Fatalf("failed item stored as status %q, last error %q", status, lastErr)
 	}
 	if err := q.Release(ctx, b.Lease()); !errors.Is(err, agentstore.ErrLockLost) {
 		t.Fatalf("Release after Fail = %v, want ErrLockLost", err)
@@ -168,7 +165,7 @@ func testSessionsQueueOrderAndLeases(t *testing.T, h *harness) {
 // draining one session's queue of 120 items dequeue every item exactly once.
 func testSessionsQueueConcurrentWorkers(t *testing.T, h *harness) {
 	const items, workers, handles = 120, 8, 4
-	stores := make([]*agentstore.Store, handles)
+	stores := make([]Store, handles)
 	stores[0] = h.New(t)
 	for i := 1; i < handles; i++ {
 		stores[i] = h.Open(t)

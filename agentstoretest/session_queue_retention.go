@@ -14,8 +14,9 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("SessionQueue",
+// sessionQueueRetentionTests are the SessionQueue area's tests of this file.
+func sessionQueueRetentionTests() []test {
+	return tests(
 		test{"SessionsQueuePurgeFinished", testSessionsQueuePurgeFinished},
 	)
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Sessions",
+// sessionsTests are the Sessions area's tests of this file.
+func sessionsTests() []test {
+	return tests(
 		test{"SessionsSaveLoadRoundTrip", testSessionsSaveLoadRoundTrip},
 		test{"SessionsSubagentRoundTrip", testSessionsSubagentRoundTrip},
 		test{"SessionsLoadMissingIsNotFound", testSessionsLoadMissingIsNotFound},

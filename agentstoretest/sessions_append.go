@@ -5,19 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"gorm.io/gorm/logger"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Sessions",
+// sessionsAppendTests are the Sessions area's tests of this file.
+func sessionsAppendTests() []test {
+	return tests(
 		test{"SessionsAppendWritesOnlyNewRows", testSessionsAppendWritesOnlyNewRows},
 		test{"SessionsStaleSaveConflicts", testSessionsStaleSaveConflicts},
 		test{"SessionsConcurrentAppends", testSessionsConcurrentAppends},
@@ -36,10 +33,10 @@ func init() {
 // statements the store logs through WithLogger (which tables each writes,
 // and the rows it reports) and on the stored rows.
 func testSessionsAppendWritesOnlyNewRows(t *testing.T, h *harness) {
-	rec := &sqlRecorder{}
+	rec := &stmtRecorder{}
 	clock := newTestClock()
-	st := h.New(t, agentstore.WithClock(clock.Now), agentstore.WithLogger(rec))
-	r, pfx := st.Sessions(), st.TablePrefix()
+	st := h.New(t, withClock(clock.Now), withStatements(rec))
+	r := st.Sessions()
 	ctx := context.Background()
 	s := repo.NewSession()
 	s.Todos = []repo.TodoItem{{Content: "a", ActiveForm: "a-ing"}}
@@ -61,9 +58,9 @@ func testSessionsAppendWritesOnlyNewRows(t *testing.T, h *harness) {
 	if !slices.Equal(msgSeqs(got), []int64{1001, 1002}) || *got[1].ParentID != "n1" || *got[0].ParentID != "seed-999" {
 		t.Fatalf("appended seqs %v parents %v %v", msgSeqs(got), *got[0].ParentID, *got[1].ParentID)
 	}
-	assertOnlyWrites(t, stmts, pfx, "messages", "sessions")
-	assertWrites(t, stmts, pfx, "messages", 1, 2)
-	assertWrites(t, stmts, pfx, "sessions", 1, 1)
+	assertOnlyWrites(t, stmts, "messages", "sessions")
+	assertWrites(t, stmts, "messages", 1, 2)
+	assertWrites(t, stmts, "sessions", 1, 1)
 	// The rows themselves: exactly 2 new messages, the session row advanced
 	// once, the other session untouched (this also covers a statement that
 	// writes both tables, whose reported rows are not per table).
@@ -90,9 +87,9 @@ func testSessionsAppendWritesOnlyNewRows(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertOnlyWrites(t, stmts, pfx, "messages", "sessions")
-	assertWrites(t, stmts, pfx, "messages", 1, 3)
-	assertWrites(t, stmts, pfx, "sessions", 1, 1)
+	assertOnlyWrites(t, stmts, "messages", "sessions")
+	assertWrites(t, stmts, "messages", 1, 3)
+	assertWrites(t, stmts, "sessions", 1, 1)
 	if loaded.LastSeq != 1005 || loaded.MessageCount != 1005 || loaded.Messages[len(loaded.Messages)-1].Seq != 1005 {
 		t.Fatalf("after save lastSeq %d count %d", loaded.LastSeq, loaded.MessageCount)
 	}
@@ -152,7 +149,7 @@ func testSessionsStaleSaveConflicts(t *testing.T, h *harness) {
 // chain.
 func testSessionsConcurrentAppends(t *testing.T, h *harness) {
 	const goroutines, perG, handles = 16, 8, 4
-	stores := make([]*agentstore.Store, handles)
+	stores := make([]Store, handles)
 	stores[0] = h.New(t)
 	for i := 1; i < handles; i++ {
 		stores[i] = h.Open(t)
@@ -214,8 +211,8 @@ func testSessionsConcurrentAppends(t *testing.T, h *harness) {
 // from the root to the leaf (also with LastN), and Load runs the same number
 // of queries (at most 5) whatever the session's size.
 func testSessionsLoadOptions(t *testing.T, h *harness) {
-	rec := &sqlRecorder{}
-	st := h.New(t, agentstore.WithLogger(rec))
+	rec := &stmtRecorder{}
+	st := h.New(t, withStatements(rec))
 	r := st.Sessions()
 	ctx := context.Background()
 	s := repo.NewSession()
@@ -268,8 +265,7 @@ func testSessionsLoadOptions(t *testing.T, h *harness) {
 		mustLoad(t, r, s.ID)
 		n := 0
 		for _, st := range rec.stop() {
-			up := strings.ToUpper(strings.TrimSpace(st.SQL))
-			if strings.HasPrefix(up, "SELECT") || strings.HasPrefix(up, "WITH") {
+			if st.Query {
 				n++
 			}
 		}
@@ -362,7 +358,7 @@ func testSessionsFork(t *testing.T, h *harness) {
 // the version counts every save.
 func testSessionsConcurrentSavesNoLostUpdate(t *testing.T, h *harness) {
 	const goroutines, perG, handles = 8, 4, 4
-	stores := make([]*agentstore.Store, handles)
+	stores := make([]Store, handles)
 	stores[0] = h.New(t)
 	for i := 1; i < handles; i++ {
 		stores[i] = h.Open(t)
@@ -448,100 +444,57 @@ func testSessionsBranchWithCycleTerminates(t *testing.T, h *harness) {
 	}
 }
 
-// sqlRecorder is a GORM logger that records every statement and the rows it
-// affected, so tests can assert what a call wrote.
-type sqlRecorder struct {
+// stmtRecorder records the statements a handle reports
+// (Config.OnStatement) while it is on, so tests can assert what a call
+// wrote.
+type stmtRecorder struct {
 	mu    sync.Mutex
 	on    bool
-	stmts []recordedStmt
+	stmts []Statement
 }
 
-type recordedStmt struct {
-	SQL  string
-	Rows int64
-}
-
-func (r *sqlRecorder) LogMode(logger.LogLevel) logger.Interface { return r }
-func (r *sqlRecorder) Info(context.Context, string, ...any)     {}
-func (r *sqlRecorder) Warn(context.Context, string, ...any)     {}
-func (r *sqlRecorder) Error(context.Context, string, ...any)    {}
-func (r *sqlRecorder) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+// add records s when recording.
+func (r *stmtRecorder) add(s Statement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.on {
-		sql, rows := fc()
-		r.stmts = append(r.stmts, recordedStmt{SQL: sql, Rows: rows})
+		r.stmts = append(r.stmts, s)
 	}
 }
 
 // record clears the log and starts recording.
-func (r *sqlRecorder) record() {
+func (r *stmtRecorder) record() {
 	r.mu.Lock()
 	r.on, r.stmts = true, nil
 	r.mu.Unlock()
 }
 
 // stop stops recording and returns the statements.
-func (r *sqlRecorder) stop() []recordedStmt {
+func (r *stmtRecorder) stop() []Statement {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.on = false
 	return r.stmts
 }
 
-// writesTo returns the statements that write table (its base name; prefix
-// is the store's table prefix), see writeTargets.
-func writesTo(stmts []recordedStmt, prefix, table string) []recordedStmt {
-	var out []recordedStmt
+// writesTo returns the statements that write table (its base name).
+func writesTo(stmts []Statement, table string) []Statement {
+	var out []Statement
 	for _, s := range stmts {
-		if slices.Contains(writeTargets(s.SQL, prefix), table) {
+		if slices.Contains(s.Writes, table) {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// writeTargets returns the base names (without prefix, schema or quotes)
-// of the store's tables statement q writes: the table after each INSERT
-// INTO, UPDATE and DELETE FROM, in WITH items too. A table it only reads
-// (FROM, JOIN, a subquery, FOR UPDATE) is not one.
-func writeTargets(q, prefix string) []string {
-	up := strings.ToUpper(q)
-	var out []string
-	for _, kw := range []string{"INSERT INTO ", "UPDATE ", "DELETE FROM "} {
-		for i := 0; ; {
-			j := strings.Index(up[i:], kw)
-			if j < 0 {
-				break
-			}
-			at := i + j
-			i = at + len(kw)
-			if at > 0 && (up[at-1] == '_' || up[at-1] >= 'A' && up[at-1] <= 'Z' || up[at-1] >= '0' && up[at-1] <= '9') {
-				continue // part of a longer word
-			}
-			name := strings.TrimLeft(q[i:], " ")
-			if e := strings.IndexAny(name, " (\n\t"); e >= 0 {
-				name = name[:e]
-			}
-			if d := strings.LastIndexByte(name, '.'); d >= 0 {
-				name = name[d+1:]
-			}
-			name = strings.Trim(name, "\"`")
-			if strings.HasPrefix(name, prefix) {
-				out = append(out, strings.TrimPrefix(name, prefix))
-			}
-		}
-	}
-	return out
-}
-
 // assertOnlyWrites checks that stmts write no table but the given ones.
-func assertOnlyWrites(t *testing.T, stmts []recordedStmt, prefix string, tables ...string) {
+func assertOnlyWrites(t *testing.T, stmts []Statement, tables ...string) {
 	t.Helper()
 	for _, s := range stmts {
-		for _, w := range writeTargets(s.SQL, prefix) {
+		for _, w := range s.Writes {
 			if !slices.Contains(tables, w) {
-				t.Fatalf("unexpected write to %s: %s", w, s.SQL)
+				t.Fatalf("unexpected write to %s: %s", w, s.Text)
 			}
 		}
 	}
@@ -559,22 +512,21 @@ func seedMessages(t *testing.T, r repo.Sessions, s *repo.Session, n int) {
 	}
 }
 
-// assertWrites checks that stmts hold exactly n writes to table (base name,
-// prefix the store's table prefix), none a DELETE, affecting rows rows in
-// total. The rows a statement reports count only when it writes table
-// alone: a statement that writes several tables (data-modifying CTEs)
-// reports one count for all of them, and the caller checks its effect on
-// each table from the stored rows.
-func assertWrites(t *testing.T, stmts []recordedStmt, prefix, table string, n int, rows int64) {
+// assertWrites checks that stmts hold exactly n writes to table (base
+// name), none a DELETE, affecting rows rows in total. The rows a statement
+// reports count only when it writes table alone: a statement that writes
+// several tables (data-modifying CTEs) reports one count for all of them,
+// and the caller checks its effect on each table from the stored rows.
+func assertWrites(t *testing.T, stmts []Statement, table string, n int, rows int64) {
 	t.Helper()
-	w := writesTo(stmts, prefix, table)
+	w := writesTo(stmts, table)
 	var total int64
 	counted := false
 	for _, s := range w {
-		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(s.SQL)), "DELETE") {
-			t.Fatalf("unexpected delete on %s: %s", table, s.SQL)
+		if s.Delete {
+			t.Fatalf("unexpected delete on %s: %s", table, s.Text)
 		}
-		if len(writeTargets(s.SQL, prefix)) == 1 {
+		if len(s.Writes) == 1 {
 			total += s.Rows
 			counted = true
 		}

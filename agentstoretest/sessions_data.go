@@ -18,8 +18,9 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Sessions",
+// sessionsDataTests are the Sessions area's tests of this file.
+func sessionsDataTests() []test {
+	return tests(
 		test{"SessionsPlansKeepStatusAndHistory", testSessionsPlansKeepStatusAndHistory},
 		test{"SessionsTodosReplaceByID", testSessionsTodosReplaceByID},
 		test{"SessionsCorruptRowsSurfaceAndSurvive", testSessionsCorruptRowsSurfaceAndSurvive},
@@ -102,7 +103,7 @@ func testSessionsPlansKeepStatusAndHistory(t *testing.T, h *harness) {
 	// The database itself refuses a second active plan.
 	// white-box: the API never writes one (it cancels the old plan), so
 	// the schema's constraint is tried by a direct insert.
-	err = st.DB(ctx).Create(&models.Plan{ID: uuid.New(), SessionID: s.ID, Content: "x", Status: "executing", CreatedAt: clock.Now()}).Error
+	err = h.ops(t).Insert(ctx, st, models.TablePlans, Row{"id": uuid.New(), "session_id": s.ID, "content": "x", "status": "executing", "created_at": clock.Now()})
 	if err == nil {
 		t.Fatal("second active plan accepted by the schema")
 	}
@@ -169,7 +170,6 @@ func testSessionsCorruptRowsSurfaceAndSurvive(t *testing.T, h *harness) {
 	st, _ := newSessionsStore(t, h)
 	r := st.Sessions()
 	ctx := context.Background()
-	db := st.DB(ctx)
 	s := repo.NewSession()
 	s.AddMessage(textMsg("m1", repo.RoleUser, "1"))
 	s.AddMessage(textMsg("m2", repo.RoleAssistant, "2"))
@@ -189,17 +189,12 @@ func testSessionsCorruptRowsSurfaceAndSurvive(t *testing.T, h *harness) {
 			t.Fatalf("corrupt row = %s/%s/%s, want %s/%s/%s", ce.Table, ce.RowID, ce.Column, table, rowID, column)
 		}
 	}
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if err := db.Exec(sql, args...).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Direct writes below only plant values the API refuses to write, and
 	// repair them; every check goes through Load.
-	mt := st.Table(models.TableMessages)
+	msg := func(seq int) Row { return Row{"session_id": s.ID, "seq": seq} }
+	set := func(table string, where, values Row) { t.Helper(); h.update(t, st, table, where, values) }
 	// An unknown role (e.g. written by a newer version).
-	exec(`UPDATE `+mt+` SET role = 'developer' WHERE session_id = ? AND seq = 2`, s.ID)
+	set(models.TableMessages, msg(2), Row{"role": "developer"})
 	expectCorrupt("messages", s.ID.String()+"/2", "role")
 	// A later save from an older copy neither deletes nor rewrites it.
 	copyBefore.AddMessage(textMsg("m4", repo.RoleAssistant, "4"))
@@ -215,46 +210,45 @@ func testSessionsCorruptRowsSurfaceAndSurvive(t *testing.T, h *harness) {
 	if tail := mustLoad(t, r, s.ID, repo.LoadOptions{AfterSeq: 2}); !slices.Equal(msgIDs(tail.Messages), []string{"m3", "m4"}) {
 		t.Fatalf("tail = %v", msgIDs(tail.Messages))
 	}
-	exec(`UPDATE `+mt+` SET role = 'assistant' WHERE session_id = ? AND seq = 2`, s.ID)
+	set(models.TableMessages, msg(2), Row{"role": "assistant"})
 
-	// Usage of the wrong shape (valid JSON, so it is storable on both dialects).
-	exec(`UPDATE `+mt+` SET usage = '{"input_tokens":"many"}' WHERE session_id = ? AND seq = 3`, s.ID)
+	// Usage of the wrong shape (valid JSON, so it is storable everywhere).
+	set(models.TableMessages, msg(3), Row{"usage": `{"input_tokens":"many"}`})
 	expectCorrupt("messages", s.ID.String()+"/3", "usage")
-	exec(`UPDATE `+mt+` SET usage = NULL WHERE session_id = ? AND seq = 3`, s.ID)
+	set(models.TableMessages, msg(3), Row{"usage": nil})
 
-	// Content that is not JSON: SQLite stores it, PostgreSQL's json type refuses it.
-	err := db.Exec(`UPDATE `+mt+` SET content = '{not json' WHERE session_id = ? AND seq = 1`, s.ID).Error
-	if h.Dialect == agentstore.SQLite {
+	// Content that is not JSON: a database without JSON validation stores
+	// it, one with it (ValidatesJSON) refuses it.
+	err := h.ops(t).Update(ctx, st, models.TableMessages, msg(1), Row{"content": "{not json"})
+	if !h.ops(t).ValidatesJSON() {
 		if err != nil {
 			t.Fatal(err)
 		}
 		expectCorrupt("messages", s.ID.String()+"/1", "content")
-		exec(`UPDATE `+mt+` SET content = '[]' WHERE session_id = ? AND seq = 1`, s.ID)
+		set(models.TableMessages, msg(1), Row{"content": "[]"})
 	} else if err == nil {
-		t.Fatal("PostgreSQL accepted invalid JSON content")
+		t.Fatal("a database that validates JSON accepted invalid JSON content")
 	}
 
 	// An unknown todo status: Load fails, and replacing the todos keeps the row.
-	tt := st.Table(models.TableTodos)
 	badTodo := s.Todos[0].ID
-	exec(`UPDATE `+tt+` SET status = 'blocked' WHERE id = ?`, badTodo)
+	set(models.TableTodos, Row{"id": badTodo}, Row{"status": "blocked"})
 	expectCorrupt("todos", badTodo.String(), "status")
 	if _, err := r.SetTodos(ctx, s.ID, []repo.TodoItem{{Content: "new", ActiveForm: "n"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Neither deleted nor rewritten: Load still fails on that row.
 	expectCorrupt("todos", badTodo.String(), "status")
-	exec(`UPDATE `+tt+` SET status = 'pending' WHERE id = ?`, badTodo)
+	set(models.TableTodos, Row{"id": badTodo}, Row{"status": "pending"})
 
 	// An unknown session state and plan status.
-	exec(`UPDATE `+st.Table(models.TableSessions)+` SET state = 'paused' WHERE id = ?`, s.ID)
+	set(models.TableSessions, Row{"id": s.ID}, Row{"state": "paused"})
 	expectCorrupt("sessions", s.ID.String(), "state")
-	exec(`UPDATE `+st.Table(models.TableSessions)+` SET state = 'active' WHERE id = ?`, s.ID)
+	set(models.TableSessions, Row{"id": s.ID}, Row{"state": "active"})
 	planID := uuid.New()
-	exec(`INSERT INTO `+st.Table(models.TablePlans)+` (id, session_id, content, status, created_at) VALUES (?, ?, 'p', 'someday', ?)`,
-		planID, s.ID, time.Now().UTC())
+	h.insert(t, st, models.TablePlans, Row{"id": planID, "session_id": s.ID, "content": "p", "status": "someday", "created_at": time.Now().UTC()})
 	expectCorrupt("plans", planID.String(), "status")
-	exec(`UPDATE `+st.Table(models.TablePlans)+` SET status = 'completed' WHERE id = ?`, planID)
+	set(models.TablePlans, Row{"id": planID}, Row{"status": "completed"})
 	if got := mustLoad(t, r, s.ID); len(got.Messages) != 4 || len(got.Todos) != 2 {
 		t.Fatalf("after repair: %d messages %d todos", len(got.Messages), len(got.Todos))
 	}
@@ -264,9 +258,9 @@ func testSessionsCorruptRowsSurfaceAndSurvive(t *testing.T, h *harness) {
 // (and their child sessions) in DELETE batches of the given size, keeps
 // sessions without TTL or not yet expired, and reports how many it deleted.
 func testSessionsCleanupExpired(t *testing.T, h *harness) {
-	rec := &sqlRecorder{}
+	rec := &stmtRecorder{}
 	clock := newTestClock()
-	st := h.New(t, agentstore.WithClock(clock.Now), agentstore.WithLogger(rec))
+	st := h.New(t, withClock(clock.Now), withStatements(rec))
 	r := st.Sessions()
 	ctx := context.Background()
 	now := clock.Now()
@@ -299,7 +293,7 @@ func testSessionsCleanupExpired(t *testing.T, h *harness) {
 	}
 	deletes := 0
 	for _, s := range stmts {
-		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(s.SQL)), "DELETE") {
+		if s.Delete {
 			deletes++
 			if s.Rows > 3 {
 				t.Fatalf("a batch deleted %d rows (batch size 3)", s.Rows)
@@ -364,9 +358,7 @@ func testSessionsDeleteCascades(t *testing.T, h *harness) {
 	// white-box: a deleted session's rows are unreachable through the API
 	// (Load is ErrNotFound), so their absence is counted directly.
 	for _, tbl := range []string{models.TableMessages, models.TableTodos, models.TableCompacts, models.TablePlans, models.TableSummaries, models.TableQueue} {
-		var n int64
-		st.DB(ctx).Raw("SELECT COUNT(*) FROM "+st.Table(tbl)+" WHERE session_id = ?", p.ID).Scan(&n)
-		if n != 0 {
+		if n := h.count(t, st, tbl, Row{"session_id": p.ID}); n != 0 {
 			t.Fatalf("%d %s rows survived the delete", n, tbl)
 		}
 	}
@@ -546,7 +538,7 @@ func testSessionsInputValidation(t *testing.T, h *harness) {
 // tables; a default-prefix Store on the same database sees none of it.
 func testSessionsCustomPrefix(t *testing.T, h *harness) {
 	clock := newTestClock()
-	st := h.New(t, agentstore.WithTablePrefix("claude_"), agentstore.WithClock(clock.Now))
+	st := h.New(t, withTablePrefix("claude_"), withClock(clock.Now))
 	other := h.New(t) // default prefix, same database: must stay empty
 	r, q := st.Sessions(), st.SessionQueue()
 	ctx := context.Background()
@@ -580,8 +572,9 @@ func testSessionsCustomPrefix(t *testing.T, h *harness) {
 	}
 	// Four messages stored: two in the session, two in its fork.
 	n := len(mustLoad(t, r, s.ID).Messages) + len(mustLoad(t, r, fork.ID).Messages)
-	if n != 4 || !strings.Contains(st.Table(models.TableMessages), "claude_messages") {
-		t.Fatalf("%d messages through %s", n, st.Table(models.TableMessages))
+	// white-box: the rows are in the prefixed tables, none in the default ones.
+	if stored, dflt := h.count(t, st, models.TableMessages, nil), h.count(t, other, models.TableMessages, nil); n != 4 || stored != 4 || dflt != 0 {
+		t.Fatalf("%d messages loaded, %d stored under the prefix, %d under the default prefix", n, stored, dflt)
 	}
 	if page, _ := other.Sessions().List(ctx, repo.ListParams{}); len(page.Sessions) != 0 {
 		t.Fatalf("default-prefix tables saw %d sessions", len(page.Sessions))
@@ -598,10 +591,10 @@ func testSessionsCustomPrefix(t *testing.T, h *harness) {
 func testSessionsCleanupConcurrentSweepers(t *testing.T, h *harness) {
 	const sessions, sweepers = 40, 4
 	clock := newTestClock()
-	stores := make([]*agentstore.Store, sweepers)
-	stores[0] = h.New(t, agentstore.WithClock(clock.Now))
+	stores := make([]Store, sweepers)
+	stores[0] = h.New(t, withClock(clock.Now))
 	for i := 1; i < sweepers; i++ {
-		stores[i] = h.Open(t, agentstore.WithClock(clock.Now))
+		stores[i] = h.Open(t, withClock(clock.Now))
 	}
 	for range sessions {
 		s := repo.NewSession()

@@ -18,8 +18,9 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("SessionErrors",
+// sessionErrorsTests are the SessionErrors area's tests of this file.
+func sessionErrorsTests() []test {
+	return tests(
 		test{"SessionsEnqueueRacingDeleteIsNotFound", testSessionsEnqueueRacingDeleteIsNotFound},
 		test{"SessionsSetTodosDuplicateIDRefused", testSessionsSetTodosDuplicateIDRefused},
 		test{"SessionsMoneyExactRoundTrip", testSessionsMoneyExactRoundTrip},
@@ -38,8 +39,10 @@ func init() {
 
 // driverTexts are fragments of database-driver and GORM error text that
 // must never reach a caller of the session API.
-var driverTexts = []string{"SQLSTATE", "duplicated key", "sqlite3", "violates", "constraint", "UNIQUE", "FOREIGN KEY",
-	"cannot affect row", "numeric field overflow", "pq:", "pgconn"}
+func driverTexts() []string {
+	return []string{"SQLSTATE", "duplicated key", "sqlite3", "violates", "constraint", "UNIQUE", "FOREIGN KEY",
+		"cannot affect row", "numeric field overflow", "pq:", "pgconn"}
+}
 
 // checkCleanErr fails unless err is nil or matches one of the documented
 // sentinels, carries no driver text, and names every one of names.
@@ -61,7 +64,7 @@ func checkCleanErr(t *testing.T, what string, err error, names ...string) {
 	if !known {
 		t.Errorf("%s: error matches no documented sentinel: %v", what, err)
 	}
-	for _, d := range driverTexts {
+	for _, d := range driverTexts() {
 		if strings.Contains(err.Error(), d) {
 			t.Errorf("%s: driver text %q reached the caller: %v", what, d, err)
 		}
@@ -105,7 +108,7 @@ func testSessionsEnqueueRacingDeleteIsNotFound(t *testing.T, h *harness) {
 			checkCleanErr(t, "enqueue racing delete", err, s.ID.String())
 		}
 	}
-	if n := tableCount(t, st, models.TableQueue, ""); n != 0 {
+	if n := h.count(t, st, models.TableQueue, nil); n != 0 {
 		t.Fatalf("%d queue items outlived their sessions", n)
 	}
 	t.Logf("%d of 120 enqueues lost the race (ErrNotFound)", notFound)
@@ -126,7 +129,7 @@ func testSessionsSetTodosDuplicateIDRefused(t *testing.T, h *harness) {
 		t.Fatalf("duplicate todo id: %v, want ErrInvalidInput naming %s", err, id)
 	}
 	checkCleanErr(t, "set todos", err, s.ID.String())
-	if n := tableCount(t, st, models.TableTodos, ""); n != 0 {
+	if n := h.count(t, st, models.TableTodos, nil); n != 0 {
 		t.Fatalf("%d todos stored after a refused list", n)
 	}
 	s2 := mustLoad(t, r, s.ID)
@@ -175,7 +178,7 @@ func testSessionsMoneyExactRoundTrip(t *testing.T, h *harness) {
 			t.Fatalf("updated cost %.60s came back as %.60s", got.TotalCostUSD, again.TotalCostUSD)
 		}
 	}
-	before := tableCount(t, st, models.TableSessions, "")
+	before := h.count(t, st, models.TableSessions, nil)
 	for _, v := range []decimal.Decimal{decimal.New(1, -(repo.MaxCostFractionDigits + 1)), decimal.New(1, repo.MaxCostIntegerDigits)} {
 		s := repo.NewSession()
 		s.TotalCostUSD = v
@@ -185,7 +188,7 @@ func testSessionsMoneyExactRoundTrip(t *testing.T, h *harness) {
 		}
 		checkCleanErr(t, "save out-of-bound cost", err)
 	}
-	if n := tableCount(t, st, models.TableSessions, ""); n != before {
+	if n := h.count(t, st, models.TableSessions, nil); n != before {
 		t.Fatalf("refused costs were written: %d sessions, want %d", n, before)
 	}
 }
@@ -198,8 +201,8 @@ func testSessionsUpdatedAtNeverBackwards(t *testing.T, h *harness) {
 	late := newTestClock()
 	late.Advance(time.Hour)
 	early := newTestClock()
-	stLate := h.New(t, agentstore.WithClock(late.Now))
-	stEarly := h.Open(t, agentstore.WithClock(early.Now))
+	stLate := h.New(t, withClock(late.Now))
+	stEarly := h.Open(t, withClock(early.Now))
 	ctx := context.Background()
 	s := repo.NewSession()
 	mustSave(t, stLate.Sessions(), s)
@@ -248,9 +251,7 @@ func testSessionsForkFailureLeavesNoFork(t *testing.T, h *harness) {
 	s.AddMessage(textMsg("m2", repo.RoleAssistant, "2"))
 	mustSave(t, r, s)
 	// plant: an unknown role on the branch (the API refuses to write it).
-	if err := st.DB(ctx).Exec(`UPDATE `+st.Table(models.TableMessages)+` SET role = 'developer' WHERE session_id = ? AND seq = 1`, s.ID).Error; err != nil {
-		t.Fatal(err)
-	}
+	h.update(t, st, models.TableMessages, Row{"session_id": s.ID, "seq": 1}, Row{"role": "developer"})
 	for i := 0; i < 3; i++ {
 		f, err := r.Fork(ctx, s.ID, "")
 		if !errors.Is(err, agentstore.ErrCorruptRow) || f != nil {
@@ -262,7 +263,7 @@ func testSessionsForkFailureLeavesNoFork(t *testing.T, h *harness) {
 	if err != nil || len(kids) != 0 {
 		t.Fatalf("failed forks left %v (%v)", kids, err)
 	}
-	if n := tableCount(t, st, models.TableSessions, ""); n != 1 {
+	if n := h.count(t, st, models.TableSessions, nil); n != 1 {
 		t.Fatalf("%d sessions after failed forks, want 1", n)
 	}
 }
@@ -291,7 +292,7 @@ func testSessionsCleanupCountsExpiredDescendants(t *testing.T, h *harness) {
 		if err != nil || n != 3 {
 			t.Fatalf("batch %d: CleanupExpired = %d, %v; want 3 (parent, child, grandchild)", batch, n, err)
 		}
-		if c := tableCount(t, st, models.TableSessions, ""); c != 0 {
+		if c := h.count(t, st, models.TableSessions, nil); c != 0 {
 			t.Fatalf("batch %d: %d sessions left", batch, c)
 		}
 	}
@@ -347,16 +348,9 @@ func testSessionsCorruptRowIsNotInvalidInput(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := st.DB(ctx)
 	// plant: unknown enum values the API refuses to write.
-	for _, q := range []string{
-		`UPDATE ` + st.Table(models.TableSessions) + ` SET state = 'hibernating' WHERE id = ?`,
-		`UPDATE ` + st.Table(models.TableQueue) + ` SET status = 'parked' WHERE session_id = ?`,
-	} {
-		if err := db.Exec(q, s.ID).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.update(t, st, models.TableSessions, Row{"id": s.ID}, Row{"state": "hibernating"})
+	h.update(t, st, models.TableQueue, Row{"session_id": s.ID}, Row{"status": "parked"})
 	_, loadErr := r.Load(ctx, s.ID)
 	_, listErr := r.List(ctx, repo.ListParams{})
 	_, itemErr := st.SessionQueue().Item(ctx, it.ID)
@@ -406,7 +400,7 @@ func testSessionsAppendIdempotentWithIDs(t *testing.T, h *harness) {
 		}
 	}
 	got := mustLoad(t, r, s.ID)
-	if got.MessageCount != 3 || got.Version != v || tableCount(t, st, models.TableMessages, "") != 3 {
+	if got.MessageCount != 3 || got.Version != v || h.count(t, st, models.TableMessages, nil) != 3 {
 		t.Fatalf("retries wrote: count %d version %d (want 3, %d)", got.MessageCount, got.Version, v)
 	}
 	// Another message under a stored id.
@@ -426,7 +420,7 @@ func testSessionsAppendIdempotentWithIDs(t *testing.T, h *harness) {
 	if !errors.Is(err, agentstore.ErrInvalidInput) {
 		t.Fatalf("one id twice: %v, want ErrInvalidInput", err)
 	}
-	if tableCount(t, st, models.TableMessages, "") != 3 {
+	if h.count(t, st, models.TableMessages, nil) != 3 {
 		t.Fatal("refused appends wrote messages")
 	}
 	// Roles system and tool round-trip (and are part of the comparison).
@@ -703,7 +697,7 @@ func testSessionsNoDriverErrorUnderRaces(t *testing.T, h *harness) {
 			}
 		}
 	}
-	if n := tableCount(t, st, models.TableSessions, ""); n != 0 {
+	if n := h.count(t, st, models.TableSessions, nil); n != 0 {
 		t.Fatalf("%d sessions outlived the deletes (children or forks of deleted sessions?)", n)
 	}
 
@@ -764,7 +758,7 @@ func testSessionsNoDriverErrorUnderRaces(t *testing.T, h *harness) {
 			t.Fatalf("concurrent idempotent writes: seqs %v items %v; want [1 2] and one item for all", seqs, items)
 		}
 	}
-	if m, qi := tableCount(t, st, models.TableMessages, ""), tableCount(t, st, models.TableQueue, ""); m != 2 || qi != 1 {
+	if m, qi := h.count(t, st, models.TableMessages, nil), h.count(t, st, models.TableQueue, nil); m != 2 || qi != 1 {
 		t.Fatalf("concurrent idempotent writes stored %d messages, %d items; want 2, 1", m, qi)
 	}
 	// Duplicate inputs.

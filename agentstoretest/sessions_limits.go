@@ -9,31 +9,26 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"gorm.io/gorm/logger"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Sessions",
+// sessionsLimitsTests are the Sessions area's tests of this file.
+func sessionsLimitsTests() []test {
+	return tests(
 		test{"SessionsStaleVersionMessageIsTrue", testSessionsStaleVersionMessageIsTrue},
 		test{"SessionsContentSizeLimit", testSessionsContentSizeLimit},
 		test{"SessionsMessageContentShape", testSessionsMessageContentShape},
 	)
 }
 
-// countingLogger is a GORM logger that counts the statements a Store runs.
-type countingLogger struct{ n atomic.Int64 }
+// stmtCounter counts the statements a handle sends (Config.OnStatement).
+type stmtCounter struct{ n atomic.Int64 }
 
-func (l *countingLogger) LogMode(logger.LogLevel) logger.Interface { return l }
-func (l *countingLogger) Info(context.Context, string, ...any)     {}
-func (l *countingLogger) Warn(context.Context, string, ...any)     {}
-func (l *countingLogger) Error(context.Context, string, ...any)    {}
-func (l *countingLogger) Trace(context.Context, time.Time, func() (string, int64), error) {
-	l.n.Add(1)
+// withStatementCount counts the handle's statements in c.
+func withStatementCount(c *stmtCounter) option {
+	return func(cfg *Config) { cfg.OnStatement = func(Statement) { c.n.Add(1) } }
 }
 
 // testSessionsStaleVersionMessageIsTrue: the *StaleVersionError message
@@ -113,11 +108,13 @@ func ptr[T any](v T) *T { return &v }
 // refused with ErrInvalidInput before any SQL runs (no statement logged,
 // nothing written), the message naming the size and the limit; without
 // the option the limit is DefaultMaxContentBytes; a limit outside
-// 1..MaxContentBytesLimit is ErrInvalidConfig.
+// 1..MaxContentBytesLimit is ErrInvalidConfig (Config.MaxContentBytes,
+// and agentstore.WithMaxContentBytes on a StoreBackend, where 0 is tested
+// too).
 func testSessionsContentSizeLimit(t *testing.T, h *harness) {
 	const limit = 1000
-	var stmts countingLogger
-	st := h.New(t, agentstore.WithMaxContentBytes(limit), agentstore.WithLogger(&stmts))
+	var stmts stmtCounter
+	st := h.New(t, withMaxContentBytes(limit), withStatementCount(&stmts))
 	r, q := st.Sessions(), st.SessionQueue()
 	ctx := context.Background()
 	s := repo.NewSession()
@@ -179,8 +176,18 @@ func testSessionsContentSizeLimit(t *testing.T, h *harness) {
 	if _, err := def.Sessions().AppendMessages(ctx, s.ID, repo.Message{Role: repo.RoleUser, Content: content(2 * limit)}); err != nil {
 		t.Fatalf("content under the default limit: %v", err)
 	}
+	for _, n := range []int{-1, agentstore.MaxContentBytesLimit + 1} {
+		if _, err := h.tryOpen(t, withMaxContentBytes(n)); !errors.Is(err, agentstore.ErrInvalidConfig) {
+			t.Fatalf("Config.MaxContentBytes %d = %v, want ErrInvalidConfig", n, err)
+		}
+	}
+	sb, ok := h.b.(StoreBackend)
+	if !ok {
+		t.Logf("the backend %T is no StoreBackend: agentstore.WithMaxContentBytes(0) is not tested", h.b)
+		return
+	}
 	for _, n := range []int{0, -1, agentstore.MaxContentBytesLimit + 1} {
-		if _, err := agentstore.Open(ctx, h.DSN, append(append([]agentstore.Option(nil), h.opts...), agentstore.WithMaxContentBytes(n))...); !errors.Is(err, agentstore.ErrInvalidConfig) {
+		if _, _, err := sb.OpenStore(t, agentstore.WithMaxContentBytes(n)); !errors.Is(err, agentstore.ErrInvalidConfig) {
 			t.Fatalf("WithMaxContentBytes(%d) = %v, want ErrInvalidConfig", n, err)
 		}
 	}

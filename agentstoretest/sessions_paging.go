@@ -12,12 +12,15 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Sessions",
+// sessionsPagingTests are the Sessions area's tests of this file.
+func sessionsPagingTests() []test {
+	return tests(
 		test{"SessionsPaging", testSessionsPaging},
+		test{"SessionsListWalksPastCorruptRows", testSessionsListWalksPastCorruptRows},
 	)
 }
 
@@ -201,12 +204,6 @@ func testSessionsPaging(t *testing.T, h *harness) {
 	}
 }
 
-func init() {
-	register("Sessions",
-		test{"SessionsListWalksPastCorruptRows", testSessionsListWalksPastCorruptRows},
-	)
-}
-
 // listWalk walks List from the first page at limit in order and returns
 // the ids of every row (sessions and corrupt rows, in the order of the
 // walk), the ids of the corrupt rows, and the number of pages. Each page
@@ -278,8 +275,9 @@ func listWalk(t *testing.T, r repo.Sessions, order repo.ListOrder, limit int, ke
 // row: each page returns its decodable sessions, lists its corrupt rows
 // in ListPage.Corrupt (table, id, column) with an error matching
 // ErrCorruptRow, and a Next cursor past them; at every page size, in both
-// orders, every row appears exactly once and none is deleted. On SQLite a
-// row whose order timestamp itself does not read (text edited by hand) is
+// orders, every row appears exactly once and none is deleted. Where the
+// database can hold it (DatabaseOps.UnreadableTimestamp: SQLite) a row
+// whose order timestamp itself does not read (text edited by hand) is
 // passed too.
 func testSessionsListWalksPastCorruptRows(t *testing.T, h *harness) {
 	st, clock := newSessionsStore(t, h)
@@ -292,29 +290,24 @@ func testSessionsListWalksPastCorruptRows(t *testing.T, h *harness) {
 		ids = append(ids, s.ID)
 		clock.Advance(time.Millisecond)
 	}
-	sessions := quotedTable(h, st, "sessions")
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if err := st.DB(ctx).Exec(q, args...).Error; err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	// white-box: plant values the API refuses to write. With pages of 4:
 	// rows 0 and 3 are first and last of page 1, row 5 the middle of page
 	// 2, row 8 first of page 3 and row 11 the last row of all.
 	bad := map[uuid.UUID]string{ids[0]: "state", ids[3]: "session_type", ids[5]: "state", ids[8]: "state", ids[11]: "session_type"}
 	for id, col := range bad {
 		if col == "state" {
-			exec(`UPDATE `+sessions+` SET state = 'hibernating' WHERE id = ?`, id)
+			h.update(t, st, models.TableSessions, Row{"id": id}, Row{"state": "hibernating"})
 		} else {
-			exec(`UPDATE `+sessions+` SET session_type = 'robot' WHERE id = ?`, id)
+			h.update(t, st, models.TableSessions, Row{"id": id}, Row{"session_type": "robot"})
 		}
 	}
 	keyless := map[uuid.UUID]bool{}
-	if h.Dialect == agentstore.SQLite {
-		// Row 6's updated_at no longer reads as a timestamp but keeps its
-		// place in the order (the stored text with a suffix).
-		exec(`UPDATE `+sessions+` SET updated_at = CAST(updated_at AS TEXT) || 'x' WHERE id = ?`, ids[6])
+	// Row 6's updated_at no longer reads as a timestamp but keeps its
+	// place in the order (the stored text with a suffix), where the
+	// database can hold that.
+	if ok, err := h.ops(t).UnreadableTimestamp(ctx, st, models.TableSessions, Row{"id": ids[6]}, "updated_at"); err != nil {
+		t.Fatalf("unreadable updated_at: %v", err)
+	} else if ok {
 		bad[ids[6]] = "updated_at"
 		keyless[ids[6]] = true
 	}
@@ -377,8 +370,7 @@ func testSessionsListWalksPastCorruptRows(t *testing.T, h *harness) {
 	if !strings.Contains(err.Error(), "hibernating") || !strings.Contains(err.Error(), "robot") {
 		t.Fatalf("the error does not show the stored values: %v", err)
 	}
-	var n int64
-	if err := st.DB(ctx).Raw(`SELECT COUNT(*) FROM ` + sessions).Scan(&n).Error; err != nil || n != 12 {
-		t.Fatalf("%d sessions stored after the walks (%v), want 12: nothing deleted", n, err)
+	if n := h.count(t, st, models.TableSessions, nil); n != 12 {
+		t.Fatalf("%d sessions stored after the walks, want 12: nothing deleted", n)
 	}
 }

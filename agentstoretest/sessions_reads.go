@@ -14,13 +14,18 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Sessions",
+// sessionsReadsTests are the Sessions area's tests of this file.
+func sessionsReadsTests() []test {
+	return tests(
 		test{"SessionsListFilters", testSessionsListFilters},
 		test{"SessionsListCreatedOrderWalkVisitsEachOnce", testSessionsListCreatedOrderWalkVisitsEachOnce},
 		test{"SessionsDeleteTakesForksUnlessDetached", testSessionsDeleteTakesForksUnlessDetached},
 	)
-	register("SessionQueue",
+}
+
+// sessionQueueReadsTests are the SessionQueue area's tests of this file.
+func sessionQueueReadsTests() []test {
+	return tests(
 		test{"QueueItemsReadable", testQueueItemsReadable},
 		test{"QueueEnqueueIdempotencyKey", testQueueEnqueueIdempotencyKey},
 	)
@@ -338,7 +343,7 @@ func testQueueEnqueueIdempotencyKey(t *testing.T, h *harness) {
 	if err != nil || again.ID != first.ID || again.Status != repo.QueueProcessing || again.Attempts != 1 {
 		t.Fatalf("retried enqueue: %+v %v; want the stored item, processing", again, err)
 	}
-	if n := tableCount(t, st, models.TableQueue, ""); n != 1 {
+	if n := h.count(t, st, models.TableQueue, nil); n != 1 {
 		t.Fatalf("%d items after a retried enqueue", n)
 	}
 	for _, bad := range []repo.EnqueueParams{{Content: "other", Priority: 2, IdempotencyKey: "req-1"}, {Content: "summarise", Priority: 3, IdempotencyKey: "req-1"}} {
@@ -357,7 +362,7 @@ func testQueueEnqueueIdempotencyKey(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 	}
-	if n := tableCount(t, st, models.TableQueue, ""); n != 4 {
+	if n := h.count(t, st, models.TableQueue, nil); n != 4 {
 		t.Fatalf("%d items, want 4", n)
 	}
 	if _, err := q.EnqueueWith(ctx, uuid.New(), p); !errors.Is(err, agentstore.ErrNotFound) {

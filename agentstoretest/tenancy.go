@@ -3,18 +3,20 @@ package agentstoretest
 import (
 	"context"
 	"errors"
-	"fmt"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo"
 )
 
-func init() {
-	register("Tenancy",
+// tenancyTests are the Tenancy area's tests of this file.
+func tenancyTests() []test {
+	return tests(
 		test{"SessionsTenantIsolation", testSessionsTenantIsolation},
 		test{"HostileTenantIsolation", testHostileTenantIsolation},
 	)
@@ -133,7 +135,7 @@ func testSessionsTenantIsolation(t *testing.T, h *harness) {
 func testHostileTenantIsolation(t *testing.T, h *harness) {
 	ctx := context.Background()
 	clock := newTestClock()
-	st := h.New(t, agentstore.WithClock(clock.Now))
+	st := h.New(t, withClock(clock.Now))
 	acme, evil := st.ForTenant("acme"), st.ForTenant("evil")
 
 	// acme: a session with messages, a summary, todos, a plan, a child, a
@@ -182,7 +184,7 @@ func testHostileTenantIsolation(t *testing.T, h *harness) {
 	}
 	// white-box: no API enumerates every row of every table (completed
 	// queue items, compacts, summaries), and evil must change none.
-	before := tableCounts(t, st)
+	before := h.tableCounts(t, st)
 	aBefore, err := acme.Sessions().Load(ctx, a.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +252,7 @@ func testHostileTenantIsolation(t *testing.T, h *harness) {
 	missingLease := repo.Lease{ItemID: uuid.New(), Token: uuid.New()}
 	checked := 0
 	for _, op := range ops {
-		want := isolationOutcome(op.run(missing, uuid.New(), missingLease))
+		want := testkit.Outcome(op.run(missing, uuid.New(), missingLease))
 		for _, target := range []struct {
 			name  string
 			id    uuid.UUID
@@ -260,7 +262,7 @@ func testHostileTenantIsolation(t *testing.T, h *harness) {
 			{"acme session", a.ID, pending.ID, acmeLease},
 			{"untenanted session", n.ID, pending.ID, acmeLease},
 		} {
-			if got := isolationOutcome(op.run(target.id, target.item, target.lease)); got != want {
+			if got := testkit.Outcome(op.run(target.id, target.item, target.lease)); got != want {
 				t.Errorf("evil %s on the %s: %s, want %s (as for a missing id)", op.name, target.name, got, want)
 			}
 			checked++
@@ -285,7 +287,7 @@ func testHostileTenantIsolation(t *testing.T, h *harness) {
 			t.Errorf("evil List(%+v) returned %d sessions, want its own 1", p, len(page.Sessions))
 		}
 	}
-	if after := tableCounts(t, st); !mapsEqual(before, after) { // white-box: as before
+	if after := h.tableCounts(t, st); !maps.Equal(before, after) { // white-box: as before
 		t.Errorf("evil's calls changed rows: %v -> %v", before, after)
 	}
 	aAfter, err := acme.Sessions().Load(ctx, a.ID)
@@ -301,22 +303,4 @@ func testHostileTenantIsolation(t *testing.T, h *harness) {
 		t.Errorf("acme's leased item lost its lease: its own Complete = %v", err)
 	}
 	t.Logf("tenant isolation: %d operations x 2 foreign targets = %d cross-tenant calls, each indistinguishable from a missing id; List leaks 0; foreign rows changed 0", len(ops), checked)
-}
-
-// isolationOutcome summarises an operation's result for comparison: whether it
-// found anything and which sentinel its error matches.
-func isolationOutcome(found bool, err error) string {
-	switch {
-	case err == nil:
-		return fmt.Sprintf("ok(found=%v)", found)
-	case errors.Is(err, agentstore.ErrNotFound):
-		return "ErrNotFound"
-	case errors.Is(err, agentstore.ErrLockLost):
-		return "ErrLockLost"
-	case errors.Is(err, agentstore.ErrInvalidInput):
-		return "ErrInvalidInput"
-	case errors.Is(err, agentstore.ErrConflict):
-		return "ErrConflict"
-	}
-	return "error: " + err.Error()
 }

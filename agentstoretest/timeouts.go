@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
@@ -16,8 +15,9 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("Timeouts",
+// timeoutsTests are the Timeouts area's tests of this file.
+func timeoutsTests() []test {
+	return tests(
 		test{"OptionsValidate", testTimeoutOptionsValidate},
 		test{"LockTimeoutSessionWrite", testLockTimeoutSessionWrite},
 		test{"StatementTimeoutSessionWrite", testStatementTimeoutSessionWrite},
@@ -34,21 +34,19 @@ func init() {
 const timeoutCallDeadline = 20 * time.Second
 
 // testTimeoutOptionsValidate: a negative timeout, or one below a
-// millisecond, is ErrInvalidConfig; 0 (off) and 1 ms are accepted.
+// millisecond or above 24 hours, is ErrInvalidConfig; 1 ms is accepted, and
+// so is 0 (off) for agentstore's options.
 func testTimeoutOptionsValidate(t *testing.T, h *harness) {
 	ctx := context.Background()
-	for _, o := range []agentstore.Option{agentstore.WithStatementTimeout(-time.Second), agentstore.WithLockTimeout(-1),
-		agentstore.WithStatementTimeout(time.Microsecond), agentstore.WithLockTimeout(25 * time.Hour)} {
-		st, err := agentstore.Open(ctx, h.DSN, append(append([]agentstore.Option(nil), h.opts...), o)...)
-		if err == nil {
-			_ = st.Close()
-		}
-		if !errors.Is(err, agentstore.ErrInvalidConfig) {
+	for _, o := range []option{withStatementTimeout(-time.Second), withLockTimeout(-1),
+		withStatementTimeout(time.Microsecond), withLockTimeout(25 * time.Hour)} {
+		if _, err := h.tryOpen(t, o); !errors.Is(err, agentstore.ErrInvalidConfig) {
 			t.Fatalf("Open with a bad timeout = %v, want ErrInvalidConfig", err)
 		}
 	}
-	st := h.New(t, agentstore.WithStatementTimeout(0), agentstore.WithLockTimeout(0))
-	h.Open(t, agentstore.WithStatementTimeout(time.Millisecond), agentstore.WithLockTimeout(time.Millisecond))
+	h.New(t) // migrated
+	h.Open(t, withStatementTimeout(time.Millisecond), withLockTimeout(time.Millisecond))
+	st, _ := h.store(t, agentstore.WithStatementTimeout(0), agentstore.WithLockTimeout(0))
 	if _, err := st.Sessions().List(ctx, repo.ListParams{}); err != nil {
 		t.Fatalf("list with timeouts off: %v", err)
 	}
@@ -57,7 +55,7 @@ func testTimeoutOptionsValidate(t *testing.T, h *harness) {
 // holdSessionLock makes holder take id's session lock (WithSessionLock:
 // the row lock on PostgreSQL, the database write lock on SQLite) and keep
 // it until release is called; release returns the holder's error.
-func holdSessionLock(t *testing.T, holder *agentstore.Store, id uuid.UUID) (release func() error) {
+func holdSessionLock(t *testing.T, holder Store, id uuid.UUID) (release func() error) {
 	t.Helper()
 	return holdTx(t, func(ctx context.Context, held func()) error {
 		return holder.Sessions().WithSessionLock(ctx, id, func(context.Context, repo.Sessions) error {
@@ -127,7 +125,7 @@ func checkTimeoutError(t *testing.T, err error, op string, want error, row strin
 
 // newLockedSession saves a session through st and has holder (another
 // Store) hold its lock.
-func newLockedSession(t *testing.T, st, holder *agentstore.Store) (uuid.UUID, func() error) {
+func newLockedSession(t *testing.T, st, holder Store) (uuid.UUID, func() error) {
 	t.Helper()
 	s := &repo.Session{ID: uuid.New(), Summary: sp("locked")}
 	mustSave(t, st.Sessions(), s)
@@ -140,7 +138,7 @@ func newLockedSession(t *testing.T, st, holder *agentstore.Store) (uuid.UUID, fu
 // and the same call succeeds once the lock is released.
 func testLockTimeoutSessionWrite(t *testing.T, h *harness) {
 	st := h.New(t)
-	ts := h.Open(t, agentstore.WithLockTimeout(100*time.Millisecond))
+	ts := h.Open(t, withLockTimeout(100*time.Millisecond))
 	id, release := newLockedSession(t, st, st)
 	ctx, cancel := context.WithTimeout(context.Background(), timeoutCallDeadline)
 	defer cancel()
@@ -164,7 +162,7 @@ func testLockTimeoutSessionWrite(t *testing.T, h *harness) {
 // released.
 func testStatementTimeoutSessionWrite(t *testing.T, h *harness) {
 	st := h.New(t)
-	ts := h.Open(t, agentstore.WithStatementTimeout(150*time.Millisecond))
+	ts := h.Open(t, withStatementTimeout(150*time.Millisecond))
 	id, release := newLockedSession(t, st, st)
 	ctx, cancel := context.WithTimeout(context.Background(), timeoutCallDeadline)
 	defer cancel()
@@ -208,18 +206,12 @@ func testCallerDeadlineIsNotTimeout(t *testing.T, h *harness) {
 func testLockTimeoutProviderAck(t *testing.T, h *harness) {
 	e := newPEnv(t, h)
 	e.startInstance(t, "i1", nil)
-	ts := h.Open(t, agentstore.WithClock(e.clock.Now), agentstore.WithLockTimeout(100*time.Millisecond)).Provider()
+	ts := h.Open(t, withClock(e.clock.Now), withLockTimeout(100*time.Millisecond)).Provider()
 	e.enqueue(t, &duroxide.ExternalRaised{Instance: "i1", Name: "go", Data: "x"})
 	it := e.fetch(t)
-	inst := quotedTable(h, e.st, models.TableInstances)
+	ops := h.ops(t)
 	release := holdTx(t, func(ctx context.Context, held func()) error {
-		return e.st.DB(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.Exec(`UPDATE `+inst+` SET updated_at = updated_at WHERE instance_id = ?`, "i1").Error; err != nil {
-				return err
-			}
-			held()
-			return nil
-		})
+		return ops.LockRows(ctx, e.st, models.TableInstances, Row{"instance_id": "i1"}, held)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), timeoutCallDeadline)
 	defer cancel()
@@ -249,7 +241,7 @@ func testLockTimeoutProviderAck(t *testing.T, h *harness) {
 // with a worker item, through transactions and single statements alike.
 func testTimeoutsOnEveryCall(t *testing.T, h *harness) {
 	clock := newTestClock()
-	st := h.New(t, agentstore.WithClock(clock.Now), agentstore.WithStatementTimeout(10*time.Second), agentstore.WithLockTimeout(5*time.Second))
+	st := h.New(t, withClock(clock.Now), withStatementTimeout(10*time.Second), withLockTimeout(5*time.Second))
 	ctx := context.Background()
 	s := &repo.Session{ID: uuid.New()}
 	mustSave(t, st.Sessions(), s)

@@ -12,8 +12,9 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-func init() {
-	register("WorkerQueue",
+// workerQueueTests are the WorkerQueue area's tests of this file.
+func workerQueueTests() []test {
+	return tests(
 		test{"ProviderWorkerQueueFIFOPeekLockAck", testProviderWorkerQueueFIFOPeekLockAck},
 		test{"ProviderWorkerRenewAndAbandon", testProviderWorkerRenewAndAbandon},
 		test{"ProviderWorkerTags", testProviderWorkerTags},
@@ -139,7 +140,7 @@ func testProviderWorkerRenewAndAbandon(t *testing.T, h *harness) {
 		t.Fatalf("attempt = %d, want 2", l.AttemptCount)
 	}
 	// plant: a leased item at attempt 0 (every fetch counts one attempt)
-	e.exec(t, "UPDATE "+e.st.Table(models.TableWorkerQueue)+" SET attempt_count = 0")
+	e.update(t, models.TableWorkerQueue, nil, Row{"attempt_count": 0})
 	if err := e.p.AbandonWorkItem(e.ctx, l.LockToken, 0, true); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func testProviderWorkerCorruptItemIsReportedNotDropped(t *testing.T, h *harness)
 		}
 	}
 	// plant: work items that do not decode
-	e.exec(t, "UPDATE "+e.st.Table(models.TableWorkerQueue)+` SET work_item = '{"ActivityExecute":'`)
+	e.update(t, models.TableWorkerQueue, nil, Row{"work_item": `{"ActivityExecute":`})
 	_, err := e.p.FetchWorkItem(e.ctx, time.Second, 0, nil, duroxide.TagFilter{})
 	wantErr(t, err, agentstore.ErrCorruptRow)
 	_, err = e.p.FetchWorkItem(e.ctx, time.Second, 0, &duroxide.SessionFetchConfig{OwnerID: "A"}, duroxide.TagFilter{})
@@ -270,8 +271,7 @@ func testProviderWorkerTokenForgery(t *testing.T, h *harness) {
 // waiting fetch is served by the fallback re-check.
 func testProviderWakeSmallPoolNoListener(t *testing.T, h *harness) {
 	ctx := context.Background()
-	st := h.New(t, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 1, MinIdleConns: 1}),
-		agentstore.WithPollInterval(30*time.Millisecond))
+	st := h.New(t, withMaxConns(1), withPollInterval(30*time.Millisecond))
 	other := h.Open(t)
 	done := make(chan error, 1)
 	go func() {
