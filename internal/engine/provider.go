@@ -289,12 +289,23 @@ func (p *gormProvider) claimWait() time.Duration {
 // waited for are held by another transaction, so there is nothing to
 // claim now, and the long poll goes on), else err.
 func (p *gormProvider) claimWaitExpired(err error) error {
-	if err != nil && errors.Is(translateError(err), ErrLockTimeout) {
-		if _, ok := p.s.d.(dialect.ClaimLockWait); ok {
-			return nil
-		}
+	if err != nil && p.skipsBusy() && errors.Is(translateError(err), ErrLockTimeout) {
+		return nil
 	}
 	return err
+}
+
+// skipsBusy reports whether a claim whose lock wait expired skips (the
+// bound in force is the provider's own claimLockWait, which the dialect
+// applies) rather than failing with ErrLockTimeout: when the Store's own
+// WithLockTimeout is the shorter bound, its expiry is the caller's
+// ErrLockTimeout, as WithLockTimeout documents.
+func (p *gormProvider) skipsBusy() bool {
+	if _, ok := p.s.d.(dialect.ClaimLockWait); !ok {
+		return false
+	}
+	lt := p.s.cfg.LockTimeout
+	return lt == 0 || lt >= claimLockWait
 }
 
 // maxBusySkips bounds the candidates one fetch attempt skips because a
@@ -308,7 +319,7 @@ const maxBusySkips = 4
 // ErrLockTimeout the transaction rolls back to it and goes on (busy).
 // Elsewhere fn just runs.
 func (p *gormProvider) boundedStep(tx *gorm.DB, fn func() error) (busy bool, err error) {
-	if _, ok := p.s.d.(dialect.ClaimLockWait); !ok {
+	if !p.skipsBusy() {
 		return false, fn()
 	}
 	if err := tx.SavePoint("claim").Error; err != nil {
