@@ -22,6 +22,7 @@ func init() {
 		test{"SessionsLoadMissingIsNotFound", testSessionsLoadMissingIsNotFound},
 		test{"SessionsSummaries", testSessionsSummaries},
 	)
+	register("Sessions", sessionsBranchesTests()...) // sessions_branches.go
 }
 
 // testSessionsSaveLoadRoundTrip: Save then Load returns every field of the
