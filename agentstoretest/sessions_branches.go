@@ -427,31 +427,32 @@ func testSessionsBranchesCompactionCyclesDangling(t *testing.T, h *harness) {
 		t.Fatalf("branches after rewinding past the compaction = %v, want %v", got, want)
 	}
 
-	// A cycle: x -> y -> x, and z under x; a dangling parent: d -> "ghost".
+	// A cycle: x -> y -> w -> x, and z under x; a dangling parent: d -> "ghost".
 	cy := repo.NewSession()
 	mustSave(t, r, cy)
-	px, py, pz, pd := "y", "x", "x", "ghost"
-	x, y, z, d := textMsg("x", repo.RoleUser, "x"), textMsg("y", repo.RoleAssistant, "y"), textMsg("z", repo.RoleUser, "z"),
-		textMsg("d", repo.RoleUser, "d")
-	x.ParentID, y.ParentID, z.ParentID, d.ParentID = &px, &py, &pz, &pd
-	if _, err := r.AppendMessages(ctx, cy.ID, x, y, z, d); err != nil {
+	px, py, pw, pz, pd := "y", "w", "x", "x", "ghost"
+	x, y, w, z, d := textMsg("x", repo.RoleUser, "x"), textMsg("y", repo.RoleAssistant, "y"), textMsg("w", repo.RoleUser, "w"),
+		textMsg("z", repo.RoleUser, "z"), textMsg("d", repo.RoleUser, "d")
+	x.ParentID, y.ParentID, w.ParentID, z.ParentID, d.ParentID = &px, &py, &pw, &pz, &pd
+	if _, err := r.AppendMessages(ctx, cy.ID, x, y, w, z, d); err != nil {
 		t.Fatal(err)
 	}
-	// Leaves z and d (x and y have children); the current leaf d.
-	if got, want := brBranches(t, r, cy.ID), []string{"z(y,3,)", "d(d,1,d)*"}; !slices.Equal(got, want) {
+	// Leaves z and d (x, y and w have children); the current leaf d. The
+	// walk from z goes once around the cycle: z, x, y, w.
+	if got, want := brBranches(t, r, cy.ID), []string{"z(w,4,)", "d(d,1,d)*"}; !slices.Equal(got, want) {
 		t.Fatalf("branches with a cycle = %v, want %v", got, want)
 	}
-	if got := brPath(t, r, cy.ID, "z"); !slices.Equal(got, []string{"x", "y", "z"}) {
+	if got := brPath(t, r, cy.ID, "z"); !slices.Equal(got, []string{"x", "y", "w", "z"}) {
 		t.Fatalf("LoadBranch(z) over a cycle = %v", got)
 	}
 	if _, err := r.Rewind(ctx, cy.ID, "y", repo.RewindOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The current leaf y is on the cycle: its walk goes once around (y, x).
-	if got, want := brBranches(t, r, cy.ID), []string{"y(x,2,y)*", "z(y,3,x)", "d(d,1,)"}; !slices.Equal(got, want) {
+	// The current leaf y is on the cycle: its walk goes once around (y, w, x).
+	if got, want := brBranches(t, r, cy.ID), []string{"y(x,3,y)*", "z(w,4,x)", "d(d,1,)"}; !slices.Equal(got, want) {
 		t.Fatalf("branches with the leaf on a cycle = %v, want %v", got, want)
 	}
-	if got := brPath(t, r, cy.ID, "y"); !slices.Equal(got, []string{"x", "y"}) {
+	if got := brPath(t, r, cy.ID, "y"); !slices.Equal(got, []string{"x", "y", "w"}) {
 		t.Fatalf("LoadBranch(y) = %v", got)
 	}
 }
