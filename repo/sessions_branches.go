@@ -17,11 +17,11 @@ import "time"
 //     without a ParentID they start a new root, so the history before a
 //     compaction is a tree, and a branch, of its own), belong to their
 //     branch.
-//   - Summaries name the branch they summarise by
-//     SummarySnapshot.LeafMessageID (as the caller sets it); compaction
-//     records by CompactRecord.LogicalParentID. Both are stored per
-//     session and listed whatever the current branch: Rewind neither hides
-//     nor deletes them.
+//   - Summaries and compaction records carry a message id the caller sets
+//     (SummarySnapshot.LeafMessageID, CompactRecord.LogicalParentID) that
+//     can name their place in the tree; the store does not interpret it.
+//     Both are stored per session and listed whatever the current branch:
+//     Rewind neither hides nor deletes them.
 //   - Session-wide, and never changed by Rewind or an edit: the session's
 //     Summary (the last AddSummary's text), todos, plans, state, config,
 //     permissions, error, static context hash, expiry, tenant, type and
