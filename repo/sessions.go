@@ -127,11 +127,12 @@ type Sessions interface {
 	// its descendants stay stored on their branch. The batch must not be
 	// empty, its first message must not set ParentID and must not have the
 	// id o.SiblingOf (ErrInvalidInput, before any SQL); ErrNotFound when
-	// the session holds no message o.SiblingOf. One more query than an
-	// append (the edited message's parent; messages are never rewritten,
-	// so it cannot change). A retry whose first attempt landed returns the
-	// stored messages; a first message stored under another parent is
-	// ErrDuplicate naming its id.
+	// the session holds no message o.SiblingOf (the error names it). It
+	// costs one query more than an append: the edited message's parent,
+	// read first (messages are never rewritten, so it cannot change). A
+	// retry whose first attempt landed returns the stored messages; a
+	// first message stored under another parent is ErrDuplicate naming
+	// its id.
 	AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o AppendOptions, msgs ...Message) ([]Message, error)
 	// Rewind makes the stored message toMessageID the session's current
 	// leaf, in one transaction: the next AppendMessages hangs its first
@@ -151,9 +152,10 @@ type Sessions interface {
 	// o.ExpectedVersion > 0, the leaf moves only if the stored version
 	// equals it, and the call is a *StaleVersionError (ErrStaleVersion)
 	// carrying the stored version otherwise. ErrInvalidInput, before any
-	// SQL, for an empty or malformed toMessageID (naming it) or a negative
-	// ExpectedVersion; ErrNotFound when the session does not exist (in the
-	// view's tenant) or holds no message toMessageID (naming it).
+	// SQL, for an empty or malformed toMessageID (longer than MaxIDLen, not
+	// valid UTF-8, holding a NUL byte) or a negative ExpectedVersion;
+	// ErrNotFound when the session does not exist (in the view's tenant)
+	// or holds no message toMessageID (the error names it).
 	Rewind(ctx context.Context, sessionID uuid.UUID, toMessageID string, o RewindOptions) (int64, error)
 	// Branches returns the branches of the session's message tree (see
 	// Branch), in the order of their leaves' Seq: one per message that no
@@ -180,9 +182,10 @@ type Sessions interface {
 	// no stored message and at a message already on the path. One
 	// recursive query after the session row (one snapshot where the
 	// database has snapshot reads). ErrInvalidInput, before any SQL, for
-	// an empty or malformed messageID or invalid options; ErrNotFound when
-	// the session does not exist (in the view's tenant) or holds no
-	// message messageID (naming it).
+	// an empty or malformed messageID (as for Rewind) or invalid options (a
+	// negative value, Limit with LastN, more than one LoadOptions);
+	// ErrNotFound when the session does not exist (in the view's tenant)
+	// or holds no message messageID (the error names it).
 	LoadBranch(ctx context.Context, sessionID uuid.UUID, messageID string, opts ...LoadOptions) ([]Message, error)
 	// WithSessionLock runs fn while holding the session's write lock, in
 	// one transaction: the session row locked (SELECT ... FOR UPDATE) on a

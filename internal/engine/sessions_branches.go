@@ -48,7 +48,7 @@ func (ss *sessionStore) Rewind(ctx context.Context, sessionID uuid.UUID, toMessa
 			return err
 		}
 		if !found {
-			return fmt.Errorf("message %q: %w", clip(toMessageID), ErrNotFound)
+			return fmt.Errorf("the session holds no such message: %w", ErrNotFound)
 		}
 		if h.CurrentLeafID.Valid && h.CurrentLeafID.String == toMessageID {
 			// Already there (a retry whose first attempt landed, or a
@@ -130,8 +130,8 @@ func (ss *sessionStore) appendSibling(ctx context.Context, sessionID uuid.UUID, 
 
 // messageParent returns the stored parent id of message id of the session
 // (nil for a root); ErrNotFound naming the session when it does not exist
-// (in the view's tenant), naming the message when the session holds none
-// of that id.
+// (in the view's tenant), and ErrNotFound when the session holds no
+// message of that id (the caller's error names it).
 func (ss *sessionStore) messageParent(db *gorm.DB, sessionID uuid.UUID, id string) (*string, error) {
 	tc, targs := ss.inTenantCond()
 	var rows []struct{ ParentID *string }
@@ -143,7 +143,7 @@ func (ss *sessionStore) messageParent(db *gorm.DB, sessionID uuid.UUID, id strin
 		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
 			return nil, ss.missing("session", sessionID, err)
 		}
-		return nil, fmt.Errorf("message %q: %w", clip(id), ErrNotFound)
+		return nil, fmt.Errorf("the session holds no such message: %w", ErrNotFound)
 	}
 	return rows[0].ParentID, nil
 }
@@ -215,7 +215,7 @@ func (ss *sessionStore) LoadBranch(ctx context.Context, sessionID uuid.UUID, mes
 			return dbErr(err)
 		}
 		if n == 0 {
-			return fmt.Errorf("message %q: %w", clip(messageID), ErrNotFound)
+			return fmt.Errorf("the session holds no such message: %w", ErrNotFound)
 		}
 		return nil
 	})
