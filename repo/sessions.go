@@ -163,7 +163,9 @@ type Sessions interface {
 	// current leaf when it has children (after a Rewind). Current marks
 	// the current leaf's. Every tree of the session has its branches: the
 	// history before a compaction (a compact summary appended without a
-	// ParentID starts a new root) is listed with ForkPointID "". It reads
+	// ParentID starts a new root) is a tree of its own, whose branches
+	// share no message with a current branch after the compaction
+	// (ForkPointID ""). It reads
 	// the seq, id, parent id and created_at of every message of the
 	// session in one query, after the session row (one snapshot where the
 	// database has snapshot reads), and computes the paths in memory
@@ -180,10 +182,11 @@ type Sessions interface {
 	// BeforeSeq, Limit and LastN as in Load; CurrentBranch is ignored. The
 	// walk stops at a message without a parent, at a parent id that names
 	// no stored message and at a message already on the path. One
-	// recursive query after the session row (one snapshot where the
-	// database has snapshot reads). ErrInvalidInput, before any SQL, for
-	// an empty or malformed messageID (as for Rewind) or invalid options (a
-	// negative value, Limit with LastN, more than one LoadOptions);
+	// recursive query after the session row, and when it returns nothing a
+	// check that the message exists (one snapshot where the database has
+	// snapshot reads). ErrInvalidInput, before any SQL, for an empty or
+	// malformed messageID (as for Rewind) or invalid options (a negative
+	// value, Limit with LastN, more than one LoadOptions);
 	// ErrNotFound when the session does not exist (in the view's tenant)
 	// or holds no message messageID (the error names it).
 	LoadBranch(ctx context.Context, sessionID uuid.UUID, messageID string, opts ...LoadOptions) ([]Message, error)
