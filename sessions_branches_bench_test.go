@@ -2,6 +2,7 @@ package agentstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -32,7 +33,7 @@ func BenchmarkSessionsBranches(b *testing.B) {
 				for i := range 10 {
 					id := fmt.Sprintf("m-%d", n-2-2*i)
 					if _, err := r.AppendMessagesWith(ctx, s.ID, repo.AppendOptions{SiblingOf: id},
-						textMsg(fmt.Sprintf("seed-edit-%d", i), repo.RoleUser, "edited")); err != nil {
+						branchBenchMsg(fmt.Sprintf("seed-edit-%d", i), "edited")); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -51,14 +52,14 @@ func BenchmarkSessionsBranches(b *testing.B) {
 				b.Run("edit", func(b *testing.B) {
 					for i := range b.N {
 						if _, err := r.AppendMessagesWith(ctx, s.ID, repo.AppendOptions{SiblingOf: fmt.Sprintf("m-%d", n/2)},
-							textMsg(fmt.Sprintf("edit-%d", i), repo.RoleUser, "edited")); err != nil {
+							branchBenchMsg(fmt.Sprintf("edit-%d", i), "edited")); err != nil {
 							b.Fatal(err)
 						}
 					}
 				})
 				b.Run("append", func(b *testing.B) {
 					for i := range b.N {
-						if _, err := r.AppendMessages(ctx, s.ID, textMsg(fmt.Sprintf("plain-%d", i), repo.RoleUser, "plain")); err != nil {
+						if _, err := r.AppendMessages(ctx, s.ID, branchBenchMsg(fmt.Sprintf("plain-%d", i), "plain")); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -89,4 +90,10 @@ func BenchmarkSessionsBranches(b *testing.B) {
 			})
 		}
 	}
+}
+
+// branchBenchMsg returns a user message with one text block.
+func branchBenchMsg(id, text string) repo.Message {
+	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	return repo.Message{ID: id, Role: repo.RoleUser, Content: b}
 }
