@@ -202,6 +202,20 @@ type AppendStatement interface {
 	AppendOneSQL(vals, st, set, tc, ins string) string
 }
 
+// ClaimLockWait is implemented by a dialect whose queue claims can wait on
+// row locks another transaction holds (an instance lock row under an ack
+// in flight, a user's long transaction) and that can bound those waits for
+// one transaction. The provider's fetches apply it so that no fetch waits
+// unboundedly on another holder.
+type ClaimLockWait interface {
+	// ClaimSettingsSQL returns a SELECT list (no SELECT keyword) whose
+	// evaluation bounds every later lock wait of the current transaction
+	// to waitMS milliseconds (a wait beyond it fails the statement with
+	// ErrLockTimeout) and, with async, makes the transaction commit
+	// asynchronously (CapAsyncCommit). It has a non-NULL column named w.
+	ClaimSettingsSQL(async bool, waitMS int64) string
+}
+
 // HealthReporter is implemented by a Waker that knows whether it currently
 // delivers wake-ups (a connected LISTEN, a running watcher): a fetch then
 // waits for a wake-up or its next due time instead of polling.

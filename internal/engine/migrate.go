@@ -259,19 +259,68 @@ func (s *Store) applyWithRetry(ctx context.Context, apply func() (migrations.Mig
 	return m, err
 }
 
+// freshStatement is one statement of the chain applied to an empty
+// database, with the migration it belongs to.
+type freshStatement struct {
+	m    migrations.Migration
+	sql  string
+	skip bool
+}
+
+var (
+	createIndexRE = regexp.MustCompile("(?i)^CREATE (?:UNIQUE )?INDEX (?:CONCURRENTLY )?(?:IF NOT EXISTS )?[\"`]([^\"`]+)[\"`]")
+	dropIndexRE   = regexp.MustCompile(`(?i)^DROP INDEX (?:CONCURRENTLY )?(?:IF EXISTS )?(?:"[^"]+"\.)?"([^"]+)"$`)
+)
+
+// freshStatements renders chain's statements for an empty database: a
+// CONCURRENTLY index build or drop runs without CONCURRENTLY (inside the
+// transaction), and an index a later step drops is neither created nor
+// dropped, unless a statement in between names it (the catalog is the
+// same; the V7 chain has six such pairs).
+func (s *Store) freshStatements(chain []migrations.Migration) []freshStatement {
+	var out []freshStatement
+	for _, m := range chain {
+		for _, st := range migrations.Statements(migrations.Render(m.SQL, s.cfg.Prefix, s.cfg.Schema)) {
+			if m.NoTransaction {
+				st = concurrentlyRE.ReplaceAllString(st, "${1}INDEX ")
+			}
+			out = append(out, freshStatement{m: m, sql: st})
+		}
+	}
+	for j := range out {
+		d := dropIndexRE.FindStringSubmatch(out[j].sql)
+		if d == nil {
+			continue
+		}
+		for i := j - 1; i >= 0; i-- {
+			if out[i].skip {
+				continue
+			}
+			if c := createIndexRE.FindStringSubmatch(out[i].sql); c != nil && c[1] == d[1] {
+				out[i].skip, out[j].skip = true, true
+				break
+			}
+			if strings.Contains(out[i].sql, `"`+d[1]+`"`) || strings.Contains(out[i].sql, "`"+d[1]+"`") {
+				break // named in between: keep both
+			}
+		}
+	}
+	return out
+}
+
 // applyFresh applies chain, which starts at V1, to an empty database in
-// one transaction under the migration lock, all or nothing: V1 creates
-// every table, so the indexes of later steps are built on empty tables,
-// by a plain CREATE INDEX inside the transaction (a step's CREATE/DROP
-// INDEX CONCURRENTLY run without CONCURRENTLY). If another migrator
-// recorded a version meanwhile, it does nothing (Migrate continues from
-// that version). On failure it returns the migration whose statement
-// failed.
+// one transaction under the migration lock, all or nothing (the statements
+// of freshStatements): V1 creates every table, so the indexes of later
+// steps are built on empty tables, by a plain CREATE INDEX inside the
+// transaction. If another migrator recorded a version meanwhile, it does
+// nothing (Migrate continues from that version). On failure it returns the
+// migration whose statement failed.
 func (s *Store) applyFresh(ctx context.Context, chain []migrations.Migration) (migrations.Migration, error) {
 	var failed migrations.Migration
 	if len(chain) > 0 {
 		failed = chain[0]
 	}
+	stmts := s.freshStatements(chain)
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := s.d.MigrateLock(tx, s.env()); err != nil {
 			return err
@@ -283,15 +332,13 @@ func (s *Store) applyFresh(ctx context.Context, chain []migrations.Migration) (m
 		if cur > 0 {
 			return nil // a concurrent migrator got there first
 		}
-		for _, m := range chain {
-			failed = m
-			for _, st := range migrations.Statements(migrations.Render(m.SQL, s.cfg.Prefix, s.cfg.Schema)) {
-				if m.NoTransaction {
-					st = concurrentlyRE.ReplaceAllString(st, "${1}INDEX ")
-				}
-				if err := tx.Exec(st).Error; err != nil {
-					return &dialect.StmtError{Stmt: st, Err: err}
-				}
+		for _, st := range stmts {
+			if st.skip {
+				continue
+			}
+			failed = st.m
+			if err := tx.Exec(st.sql).Error; err != nil {
+				return &dialect.StmtError{Stmt: st.sql, Err: err}
 			}
 		}
 		return nil
@@ -356,7 +403,7 @@ func (s *Store) repairIndexes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	exps, names, err := s.expectedTables()
+	exps, names, err := s.expectedTables(true)
 	if err != nil {
 		return err
 	}
@@ -447,8 +494,10 @@ func (s *Store) recordedVersion(db *gorm.DB) (int64, error) {
 // d (both domains, every index and foreign key, the schema-version rows) on
 // an empty database: every migration of the chain in order, rendered for
 // WithTablePrefix and WithSchema (with CREATE SCHEMA IF NOT EXISTS first
-// when a schema is given). It is what Migrate applies; psql or sqlite3 can
-// run it as one script. No database is contacted.
+// when a schema is given). Migrate applies the same chain (to an empty
+// database in one transaction, without CONCURRENTLY and without the
+// indexes a later step drops: the same catalog); psql or sqlite3 can run
+// it as one script. No database is contacted.
 func DDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) {
 	files, err := renderChain(ds, d, opts)
 	if err != nil {

@@ -240,7 +240,21 @@ func (p *gormProvider) q(base string) string { return p.s.quoted(base) }
 // ErrInvalidLockToken) and the messages are fetched again; any later
 // synchronous commit (every ack) flushes it first. This saves one fsync per
 // fetch, the dominant cost of a turn on PostgreSQL.
+//
+// Its lock waits are bounded by claimWait where the dialect can bound them
+// (dialect.ClaimLockWait, whose settings also carry the asynchronous
+// commit, in the one statement asyncCommitTx would cost): the transaction
+// then fails with ErrLockTimeout, and the fetch attempt claims nothing
+// (claimWaitExpired).
 func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if lw, ok := p.s.d.(dialect.ClaimLockWait); ok {
+		return p.tx(ctx, func(tx *gorm.DB) error {
+			if err := tx.Exec(`SELECT ` + lw.ClaimSettingsSQL(p.s.has(CapAsyncCommit), durMS(p.claimWait()))).Error; err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	}
 	if !p.s.has(CapAsyncCommit) {
 		return p.tx(ctx, fn)
 	}
@@ -250,6 +264,75 @@ func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) 
 		}
 		return fn(tx)
 	})
+}
+
+// claimLockWait bounds how long a claim waits for a row lock another
+// transaction holds (an instance lock row or instance row under an ack in
+// flight, a force delete, a user's long transaction), where the dialect
+// can bound it (dialect.ClaimLockWait). Claims skip queue rows other claims hold
+// (SKIP LOCKED, advisory try-locks); this bounds the waits that remain.
+// Table locks (DDL, LOCK TABLE) are taken before a statement runs and are
+// waited for like any statement's (WithLockTimeout bounds those).
+const claimLockWait = time.Second
+
+// claimWait is claimLockWait, or the Store's lock timeout
+// (WithLockTimeout) when that is shorter.
+func (p *gormProvider) claimWait() time.Duration {
+	if lt := p.s.cfg.LockTimeout; lt > 0 && lt < claimLockWait {
+		return lt
+	}
+	return claimLockWait
+}
+
+// claimWaitExpired returns nil for a claim that failed because a lock
+// wait exceeded claimWait (the dialect bounds claim waits: the rows it
+// waited for are held by another transaction, so there is nothing to
+// claim now, and the long poll goes on), else err.
+func (p *gormProvider) claimWaitExpired(err error) error {
+	if err != nil && errors.Is(translateError(err), ErrLockTimeout) {
+		if _, ok := p.s.d.(dialect.ClaimLockWait); ok {
+			return nil
+		}
+	}
+	return err
+}
+
+// maxBusySkips bounds the candidates one fetch attempt skips because a
+// lock wait on them exceeded claimWait (a table lock would make every
+// candidate wait): past it the attempt claims nothing and the poll goes on.
+const maxBusySkips = 4
+
+// boundedStep runs fn, a claim step of the fetch transaction tx, so that a
+// lock wait over claimWait fails only fn: where the dialect bounds claim
+// waits (dialect.ClaimLockWait), fn runs after a savepoint, and on
+// ErrLockTimeout the transaction rolls back to it and goes on (busy).
+// Elsewhere fn just runs.
+func (p *gormProvider) boundedStep(tx *gorm.DB, fn func() error) (busy bool, err error) {
+	if _, ok := p.s.d.(dialect.ClaimLockWait); !ok {
+		return false, fn()
+	}
+	if err := tx.SavePoint("claim").Error; err != nil {
+		return false, err
+	}
+	err = fn()
+	if err != nil && errors.Is(translateError(err), ErrLockTimeout) {
+		if rerr := tx.RollbackTo("claim").Error; rerr != nil {
+			return false, rerr
+		}
+		return true, nil
+	}
+	return false, err
+}
+
+// claimSettingsSQL is the SELECT list a one-statement fetch evaluates
+// first (its CTE async; the forcing condition reads its column w): the
+// dialect's claim settings (dialect.ClaimLockWait) with asynchronous
+// commit, else the asynchronous commit alone.
+func (p *gormProvider) claimSettingsSQL() string {
+	if lw, ok := p.s.d.(dialect.ClaimLockWait); ok {
+		return lw.ClaimSettingsSQL(true, durMS(p.claimWait()))
+	}
+	return `set_config('synchronous_commit', 'off', true) AS w`
 }
 
 func (p *gormProvider) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
@@ -762,12 +845,89 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		var it *duroxide.OrchestrationItem
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
-			it, e = p.fetchOrchOnce(ctx, lockTimeout, filter)
+			start := p.s.nowMS()
+			if it, e = p.fetchOrchOnce(ctx, lockTimeout, filter); e != nil || it == nil {
+				return p.claimWaitExpired(e)
+			}
+			it, e = p.keepOrchLease(ctx, it, start, lockTimeout)
 			return e
 		})
 		return it, err
 	})
 	return item, perr(op, err)
+}
+
+// Lease validity. A claim computes its lease end from a clock read before
+// its statements run (the candidate query needs it), so a claim that
+// waited (on a lock another transaction holds, a busy database, a
+// descheduled process) would hand out a lease already partly or wholly
+// spent: every ack with it would fail, and another fetcher could take the
+// item at once (duroxide#46/#47, duroxide-pg#21). So every fetch reads the
+// clock again when its claim returns and, when more than leaseSlackMS has
+// passed since the fetch started, re-stamps the lease (the instance lock
+// and its messages, or the worker item and its activity session) to end
+// exactly the lock timeout after that second reading. A lease a fetch
+// returns therefore ends at least lockTimeout - leaseSlackMS after the
+// fetch returns, and exactly start + lockTimeout when the claim was quick.
+
+// maxLeaseSlack bounds leaseSlackMS.
+const maxLeaseSlack = 100 * time.Millisecond
+
+// maxRestamps bounds the re-stamps of one fetch (each re-stamp that itself
+// took longer than the slack is followed by another).
+const maxRestamps = 3
+
+// leaseSlackMS is how much of its lease a fetch may have spent when it
+// returns: a twentieth of the lock timeout, at most maxLeaseSlack.
+func leaseSlackMS(lockTimeout time.Duration) int64 {
+	return min(durMS(lockTimeout)/20, maxLeaseSlack.Milliseconds())
+}
+
+// keepOrchLease re-stamps the lease of it, claimed by a fetch that read
+// its clock at start, when the claim took longer than the slack (see
+// "Lease validity"). A lease another fetcher took over meanwhile (it had
+// expired during the claim) or whose instance was deleted is not handed
+// out: nil, nil. A failed re-stamp releases the claim.
+func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.OrchestrationItem, start int64, lockTimeout time.Duration) (*duroxide.OrchestrationItem, error) {
+	slack, lt := leaseSlackMS(lockTimeout), durMS(lockTimeout)
+	for i := 0; ; i++ {
+		now := p.s.nowMS()
+		if now-start <= slack || i == maxRestamps {
+			return it, nil
+		}
+		var held bool
+		err := p.tx(ctx, func(tx *gorm.DB) error {
+			res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ?`, now+lt, it.LockToken)
+			if res.Error != nil || res.RowsAffected == 0 {
+				return res.Error
+			}
+			held = true
+			return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`, now+lt, it.LockToken).Error
+		})
+		if err != nil {
+			p.releaseOrchLease(ctx, it.LockToken)
+			return nil, fmt.Errorf("renew the lease of %s after a slow claim: %w", it.Instance, err)
+		}
+		if !held {
+			return nil, nil
+		}
+		start = now
+	}
+}
+
+// releaseOrchLease undoes a claim whose fetch then failed: the lock row
+// goes, the messages are unlocked and their attempt uncounted. Best
+// effort: if it fails too, the lock expires.
+func (p *gormProvider) releaseOrchLease(ctx context.Context, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = p.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+			return err
+		}
+		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = NULL, locked_until = NULL,`+
+			` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`, token).Error
+	})
 }
 
 type orchMsgRow struct {
@@ -901,6 +1061,7 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 		now := p.s.nowMS()
 		var tried []string
 		level := orchCandWindow
+		busySkips := 0
 		for {
 			// 1. candidate (SQLite: BEGIN IMMEDIATE already serialises fetchers)
 			sql, args := p.orchCandidateSQL(now, filter, tried, level)
@@ -922,23 +1083,40 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 			tried = append(tried, instance)
 
 			// 2. take the instance lock unless a live one exists, and 3. lock
-			// every visible, unlocked message of the instance (the batch)
+			// every visible, unlocked message of the instance (the batch);
+			// a lock wait over claimWait skips the candidate
 			token := newLockToken()
 			until := now + durMS(lockTimeout)
-			res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
-				` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
-				` WHERE il.locked_until <= ?`, instance, token, until, now, now)
-			if res.Error != nil {
-				return fmt.Errorf("lock instance %s: %w", instance, res.Error)
-			}
-			if res.RowsAffected == 0 {
-				continue // lost the race: next candidate
-			}
 			var msgs []orchMsgRow
-			if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-				` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
-				token, until, instance, now, now).Scan(&msgs).Error; err != nil {
-				return fmt.Errorf("lock messages of %s: %w", instance, err)
+			won := false
+			busy, err := p.boundedStep(tx, func() error {
+				res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
+					` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
+					` WHERE il.locked_until <= ?`, instance, token, until, now, now)
+				if res.Error != nil {
+					return fmt.Errorf("lock instance %s: %w", instance, res.Error)
+				}
+				if won = res.RowsAffected > 0; !won {
+					return nil
+				}
+				if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+					` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
+					token, until, instance, now, now).Scan(&msgs).Error; err != nil {
+					return fmt.Errorf("lock messages of %s: %w", instance, err)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if busy {
+				if busySkips++; busySkips > maxBusySkips {
+					return nil
+				}
+				continue // its rows are held by another transaction: next candidate
+			}
+			if !won {
+				continue // lost the race: next candidate
 			}
 			if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
 				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {

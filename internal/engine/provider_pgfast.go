@@ -91,21 +91,35 @@ type orchFetchRow struct {
 // version (ctid). Otherwise (and for an
 // instance not created yet, whose first ack could not be seen this way) a
 // second statement reads metadata and history after the lock.
+//
+// The statement never waits for another fetcher (the advisory lock is a
+// try-lock, message rows are taken SKIP LOCKED), and its other lock waits
+// (an instance lock row or instance row another transaction holds) are
+// bounded by claimWait: a candidate whose locks were not granted in time
+// is skipped, like one another fetcher holds. At most maxBusySkips
+// candidates are skipped that way per attempt (a table lock would make
+// every candidate wait), and at most maxOrchLostCandidates lost to other
+// fetchers, after which the attempt returns nothing and the poll goes on.
 func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	db := p.s.db.WithContext(ctx)
-	now := p.s.nowMS()
-	until := now + durMS(lockTimeout)
 	var tried []string
 	level := orchCandWindow
+	busy, lost := 0, 0
 	for {
+		// the clock is read for each candidate: the lease starts when its
+		// statement is sent, not when the attempt began
+		now := p.s.nowMS()
+		until := now + durMS(lockTimeout)
 		cand, cargs := p.orchCandidateSQL(now, filter, tried, level)
 		token := newLockToken()
 		locks, queue, inst := p.q(models.TableInstanceLocks), p.q(models.TableOrchestratorQueue), p.q(models.TableInstances)
-		stmt := `WITH RECURSIVE async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),` +
+		stmt := `WITH RECURSIVE async AS MATERIALIZED (SELECT ` + p.claimSettingsSQL() + `),` +
 			// per-instance serialisation: a 64-bit advisory lock keyed by a
-			// hash of schema, prefix and instance, held to the statement's end
-			` c AS MATERIALIZED (SELECT x.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) || x.instance_id, 0)) AS got` +
-			` FROM (` + cand + `) x WHERE (SELECT v FROM async) IS NOT NULL),` +
+			// hash of schema (the one the tables resolve to when the Store
+			// names none), prefix and instance, held to the statement's end
+			` c AS MATERIALIZED (SELECT x.instance_id, pg_try_advisory_xact_lock(hashtextextended(CAST(? AS text) ||` +
+			` COALESCE(NULLIF(CAST(? AS text), ''), current_schema(), '') || '.' || CAST(? AS text) || ':' || x.instance_id, 0)) AS got` +
+			` FROM (` + cand + `) x WHERE (SELECT w FROM async) IS NOT NULL),` +
 			` l AS (INSERT INTO ` + locks + ` AS il (instance_id, lock_token, locked_until, locked_at) SELECT c.instance_id, ?, ?, ? FROM c WHERE c.got` +
 			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at` +
 			` WHERE il.locked_until <= ? RETURNING il.instance_id),` +
@@ -132,13 +146,29 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			` UNION ALL SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kv.last_updated_at_ms, kv.value, NULL, kv.key FROM ` + p.q(models.TableKVStore) + ` kv` +
 			` WHERE kv.instance_id = (SELECT instance_id FROM l) AND (SELECT ok FROM f)` +
 			` ORDER BY kind, id`
-		args := append([]any{"agentstore:orch:" + p.s.cfg.Schema + "." + p.s.cfg.Prefix + ":"}, cargs...)
+		args := append([]any{"agentstore:orch:", p.s.cfg.Schema, p.s.cfg.Prefix}, cargs...)
 		args = append(args, token, until, now, now, token, until, now, now)
 		var rows []orchFetchRow
 		// through gorm (not queryDirect): a fetch's statements are where
 		// gorm callbacks registered on the Store see a failing poll
 		if err := scanAll(db, &rows, stmt, args...); err != nil {
-			return nil, fmt.Errorf("fetch orchestration item: %w", err)
+			if !errors.Is(translateError(err), ErrLockTimeout) {
+				return nil, fmt.Errorf("fetch orchestration item: %w", err)
+			}
+			// a lock another transaction holds: skip the candidate the
+			// statement picked (the same query, without locks, names it)
+			var cands []struct{ InstanceID *string }
+			if busy++; busy > maxBusySkips {
+				return nil, nil
+			}
+			if err := scanAll(db, &cands, cand, cargs...); err != nil {
+				return nil, fmt.Errorf("select candidate: %w", err)
+			}
+			if len(cands) == 0 || cands[0].InstanceID == nil {
+				return nil, nil
+			}
+			tried = append(tried, *cands[0].InstanceID)
+			continue
 		}
 		if len(rows) == 0 || rows[0].Kind != 0 {
 			return nil, nil // no candidate
@@ -154,6 +184,9 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		instance := *head.InstanceID
 		tried = append(tried, instance)
 		if head.Got == nil || !*head.Got || head.Locked == nil || !*head.Locked {
+			if lost++; lost > maxOrchLostCandidates {
+				return nil, nil
+			}
 			continue // another fetcher is on it, or holds its lock: next candidate
 		}
 		var msgs []orchMsgRow
@@ -180,7 +213,7 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 		}
 		if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
 			if err := db.Exec(`DELETE FROM `+locks+` WHERE lock_token = ?`, token).Error; err != nil {
-				p.releaseOrchClaim(ctx, token)
+				p.releaseOrchLease(ctx, token)
 				return nil, fmt.Errorf("release lock of %s: %w", instance, err)
 			}
 			continue
@@ -193,13 +226,13 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 			setOrchMetadata(it, true, *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID, hist)
 			it.KVSnapshot = kv
 		} else if err := p.fillOrchMetadataPG(db, it); err != nil {
-			p.releaseOrchClaim(ctx, token)
+			p.releaseOrchLease(ctx, token)
 			return nil, err
 		}
 		if isOrphanBatch(it) {
 			if err := db.Exec(`WITH d AS (DELETE FROM `+queue+` WHERE lock_token = ?) DELETE FROM `+locks+` WHERE lock_token = ?`,
 				token, token).Error; err != nil {
-				p.releaseOrchClaim(ctx, token)
+				p.releaseOrchLease(ctx, token)
 				return nil, fmt.Errorf("drop orphan messages of %s: %w", instance, err)
 			}
 			continue
@@ -208,17 +241,9 @@ func (p *gormProvider) fetchOrchPG(ctx context.Context, lockTimeout time.Duratio
 	}
 }
 
-// releaseOrchClaim undoes a committed PostgreSQL claim whose fetch then
-// failed (what the rollback of the fetch transaction did): the lock row
-// goes, the messages are unlocked and their attempt uncounted. Best
-// effort: if it fails too, the lock expires.
-func (p *gormProvider) releaseOrchClaim(ctx context.Context, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = p.s.db.WithContext(ctx).Exec(`WITH d AS (DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?)`+
-		` UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = NULL, locked_until = NULL,`+
-		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`, token, token).Error
-}
+// maxOrchLostCandidates bounds the candidates one PostgreSQL fetch
+// attempt loses to other fetchers (see fetchOrchPG).
+const maxOrchLostCandidates = 50
 
 // fillOrchMetadataPG is fillOrchMetadata (with the key-value snapshot) in
 // one PostgreSQL statement for both cases (instance row or not).

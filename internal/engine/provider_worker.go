@@ -62,12 +62,89 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 		var l *duroxide.WorkItemLease
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error
-			l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags)
+			start := p.s.nowMS()
+			if l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags); e != nil || l == nil {
+				return p.claimWaitExpired(e)
+			}
+			l, e = p.keepWorkLease(ctx, l, start, lockTimeout, session)
 			return e
 		})
 		return l, err
 	})
 	return lease, perr(op, err)
+}
+
+// keepWorkLease re-stamps the lease of l, claimed by a fetch that read its
+// clock at start, when the claim took longer than the slack (see "Lease
+// validity" in provider.go): the item's lock, and for a session item the
+// session lease it claimed or extended for session's owner (never
+// shortened). A lease another fetcher took over meanwhile, or whose item
+// is gone (a cancelled activity), is not handed out: nil, nil. A failed
+// re-stamp releases the item.
+func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLease, start int64, lockTimeout time.Duration,
+	session *duroxide.SessionFetchConfig) (*duroxide.WorkItemLease, error) {
+	stored, id, ok := parseWorkToken(l.LockToken)
+	if !ok {
+		return l, nil
+	}
+	var sid *string
+	if ae, isAct := l.Item.(*duroxide.ActivityExecute); isAct && session != nil {
+		sid = ae.SessionID
+	}
+	slack, lt := leaseSlackMS(lockTimeout), durMS(lockTimeout)
+	for i := 0; ; i++ {
+		now := p.s.nowMS()
+		if now-start <= slack || i == maxRestamps {
+			return l, nil
+		}
+		var held bool
+		restamp := func(db *gorm.DB) error {
+			res := db.Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ?`, now+lt, id, stored)
+			if res.Error != nil || res.RowsAffected == 0 {
+				return res.Error
+			}
+			held = true
+			if sid == nil {
+				return nil
+			}
+			until := now + sessionLeaseMS(session, lockTimeout)
+			return db.Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET locked_until = ? WHERE session_id = ? AND worker_id = ? AND locked_until < ?`,
+				until, *sid, session.OwnerID, until).Error
+		}
+		var err error
+		if sid == nil {
+			err = restamp(p.s.db.WithContext(ctx))
+		} else {
+			err = p.tx(ctx, restamp)
+		}
+		if err != nil {
+			p.releaseWorkLease(ctx, id, stored)
+			return nil, fmt.Errorf("renew the lease of work item %d after a slow claim: %w", id, err)
+		}
+		if !held {
+			return nil, nil
+		}
+		start = now
+	}
+}
+
+// sessionLeaseMS is the session lease a session fetch claims: the
+// session's lock timeout, or the item's when that is 0.
+func sessionLeaseMS(session *duroxide.SessionFetchConfig, lockTimeout time.Duration) int64 {
+	if ms := durMS(session.LockTimeout); ms > 0 {
+		return ms
+	}
+	return durMS(lockTimeout)
+}
+
+// releaseWorkLease undoes the claim of worker item id (stored token) whose
+// fetch then failed: unlocked, its attempt uncounted. Best effort: if it
+// fails too, the lock expires.
+func (p *gormProvider) releaseWorkLease(ctx context.Context, id int64, stored string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = NULL, locked_until = NULL,`+
+		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE id = ? AND lock_token = ?`, id, stored).Error
 }
 
 // fetchWorkPlain claims the oldest eligible non-session item in one atomic
@@ -94,7 +171,8 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 	// One atomic statement, its own transaction. On PostgreSQL it also
 	// switches its own commit to asynchronous (set_config is_local = the
 	// statement's implicit transaction; see fetchTx for why a fetch may
-	// commit asynchronously), in the same round trip.
+	// commit asynchronously), in the same round trip. It never waits for
+	// a row another transaction holds (SKIP LOCKED).
 	with, async := p.s.asyncCommitCTE()
 	stmt := with + `UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
 		` WHERE id = (` + sub + `)` + async + ` RETURNING id, work_item, attempt_count`
@@ -158,6 +236,7 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 		lease, corrupt = nil, nil
 		now := p.s.nowMS()
 		var skipped []any
+		busySkips := 0
 		for {
 			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q`
 			var args []any
@@ -195,17 +274,28 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 			c := cands[0]
 			if c.SessionID != nil && session != nil {
 				// claim or extend the session lease; another live owner -> next item
-				leaseMS := durMS(session.LockTimeout)
-				if leaseMS <= 0 {
-					leaseMS = durMS(lockTimeout)
+				// (a lock wait over claimWait on the session row: next item)
+				leaseMS := sessionLeaseMS(session, lockTimeout)
+				won := false
+				busy, err := p.boundedStep(tx, func() error {
+					res := tx.Exec(`INSERT INTO `+p.q(models.TableActivitySessions)+` AS s (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`+
+						` ON CONFLICT (session_id) DO UPDATE SET worker_id = excluded.worker_id, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`+
+						` WHERE s.locked_until <= ? OR s.worker_id = ?`, *c.SessionID, session.OwnerID, now+leaseMS, now, now, session.OwnerID)
+					if res.Error != nil {
+						return fmt.Errorf("claim session %s: %w", *c.SessionID, res.Error)
+					}
+					won = res.RowsAffected > 0
+					return nil
+				})
+				if err != nil {
+					return err
 				}
-				res := tx.Exec(`INSERT INTO `+p.q(models.TableActivitySessions)+` AS s (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`+
-					` ON CONFLICT (session_id) DO UPDATE SET worker_id = excluded.worker_id, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`+
-					` WHERE s.locked_until <= ? OR s.worker_id = ?`, *c.SessionID, session.OwnerID, now+leaseMS, now, now, session.OwnerID)
-				if res.Error != nil {
-					return fmt.Errorf("claim session %s: %w", *c.SessionID, res.Error)
+				if busy {
+					if busySkips++; busySkips > maxBusySkips {
+						return nil
+					}
 				}
-				if res.RowsAffected == 0 {
+				if !won {
 					skipped = append(skipped, c.ID)
 					continue
 				}

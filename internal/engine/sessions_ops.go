@@ -256,6 +256,14 @@ func (ss *sessionStore) AppendMessagesWith(ctx context.Context, sessionID uuid.U
 // runs in a new one).
 var errBatchStored = errors.New("a message id of the batch is stored")
 
+// errAppendAgain: a non-strict append found no session row, but the
+// session exists now (created by a concurrent write after the append's
+// statement began); the append runs again, up to appendAttempts times.
+var errAppendAgain = errors.New("the session was created concurrently: append again")
+
+// appendAttempts bounds the runs of one append that meets errAppendAgain.
+const appendAttempts = 3
+
 // appendMessages appends msgs; rootFirst stores a first message without a
 // ParentID as a root instead of under the current leaf (an edit of a root,
 // see appendSibling).
@@ -351,95 +359,111 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 				return nil
 			}
 		}
-		return ss.staleOrMissing(tx, sessionID, o.ExpectedVersion)
+		err := ss.staleOrMissing(tx, sessionID, o.ExpectedVersion)
+		var sv *repo.StaleVersionError
+		if o.ExpectedVersion == 0 && errors.As(err, &sv) {
+			// Not strict, and the session exists now: it was created
+			// after the statement's snapshot (a concurrent first write).
+			return errAppendAgain
+		}
+		return err
 	}
-	if fp, ok := ss.s.d.(dialect.AppendStatement); ok && ss.s.has(CapFastPaths) && len(rows) <= appendRowsPer && !rootFirst {
-		// Fast path, one autocommit statement (one round trip): lock the
-		// row, advance it (only at the expected version when strict) and
-		// insert the messages after its old head.
-		tc, targs := ss.tenantCond("tenant_id")
-		if o.ExpectedVersion > 0 {
-			tc += " AND version = ?"
-			targs = append(targs, o.ExpectedVersion)
-		}
-		vals, args := ss.appendValues(rows)
-		args = append(append(append(append(args, k), setArgs...), sessionID), targs...)
-		q := fp.AppendOneSQL(vals, st, set, tc, ss.appendInsertSelect("a"))
-		var found bool
-		one := func(db *gorm.DB) error {
-			var err error
-			found, err = newDirectTx(db).queryRow(q, args, &h.LastSeq, &h.CurrentLeafID)
-			return err
-		}
-		if ss.tx != nil {
-			// Inside WithSessionLock: in a savepoint, so a failed
-			// statement does not abort the caller's transaction.
-			err = ss.inTx(ctx, one)
-		} else {
-			err = one(ss.db(ctx))
-		}
-		switch {
-		case errors.Is(err, ErrDuplicate):
-			err = errBatchStored
-		case err == nil && !found:
-			err = ss.inTx(ctx, notAdvanced)
-			if err == nil && replayed == nil {
-				// Not reachable: notAdvanced either replays or fails.
-				err = fmt.Errorf("session %s was not advanced: %w", sessionID, ErrRetryable)
+	for attempt := 1; ; attempt++ {
+		replayed = nil
+		if fp, ok := ss.s.d.(dialect.AppendStatement); ok && ss.s.has(CapFastPaths) && len(rows) <= appendRowsPer && !rootFirst {
+			// Fast path, one autocommit statement (one round trip): lock the
+			// row, advance it (only at the expected version when strict) and
+			// insert the messages after its old head.
+			tc, targs := ss.tenantCond("tenant_id")
+			if o.ExpectedVersion > 0 {
+				tc += " AND version = ?"
+				targs = append(targs, o.ExpectedVersion)
 			}
-		}
-	} else {
-		// General path: lockHead locks the row (FOR UPDATE, or the single
-		// writer's write transaction), so reading the head and updating it
-		// later cannot interleave. (An INSERT ... SELECT from the session
-		// row instead of the read drops a statement, but on SQLite its
-		// RETURNING costs more than the read: 180-200 vs 150-170 µs per
-		// append in the same loop.)
-		var wrote bool // the transaction wrote rows of this append
-		apply := func(tx *gorm.DB) error {
-			wrote, replayed = false, nil
-			var err error
-			h, err = ss.lockHead(tx, sessionID)
+			vals, args := ss.appendValues(rows)
+			args = append(append(append(append(args, k), setArgs...), sessionID), targs...)
+			q := fp.AppendOneSQL(vals, st, set, tc, ss.appendInsertSelect("a"))
+			var found bool
+			one := func(db *gorm.DB) error {
+				var err error
+				found, err = newDirectTx(db).queryRow(q, args, &h.LastSeq, &h.CurrentLeafID)
+				return err
+			}
+			if ss.tx != nil {
+				// Inside WithSessionLock: in a savepoint, so a failed
+				// statement does not abort the caller's transaction.
+				err = ss.inTx(ctx, one)
+			} else {
+				err = one(ss.db(ctx))
+			}
 			switch {
-			case errors.Is(err, ErrNotFound):
-				return notAdvanced(tx)
-			case err != nil:
-				return err
-			case o.ExpectedVersion > 0 && h.Version != o.ExpectedVersion:
-				return notAdvanced(tx)
-			}
-			wrote = true
-			args := append([]any{h.LastSeq + k}, setArgs...)
-			if _, err := newDirectTx(tx).exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...); err != nil {
-				return err
-			}
-			for i := range rows {
-				rows[i].Seq = h.LastSeq + int64(i) + 1
-			}
-			if inheritFirst {
-				rows[0].ParentID = nil
-				if h.CurrentLeafID.Valid {
-					l := h.CurrentLeafID.String
-					rows[0].ParentID = &l
+			case errors.Is(err, ErrDuplicate):
+				err = errBatchStored
+			case err == nil && !found:
+				err = ss.inTx(ctx, notAdvanced)
+				if err == nil && replayed == nil {
+					// Not reachable: notAdvanced either replays or fails.
+					err = fmt.Errorf("session %s was not advanced: %w", sessionID, ErrRetryable)
 				}
 			}
-			if err := ss.appendRows(tx, rows); err != nil {
-				if errors.Is(err, ErrDuplicate) {
-					return errBatchStored
-				}
-				return err
-			}
-			return nil
-		}
-		if ss.s.groupCommit() && ss.tx == nil {
-			// Concurrent appends of the Store share write transactions
-			// (see appendBatch).
-			err = ss.s.gc.appends.do(ctx, ss.s.gcFlushes(), ss.s.gc.appendSeq.Add(1), appendReq{ss: ss, apply: apply, wrote: &wrote},
-				func(ctx context.Context, r appendReq) error { return r.ss.inTx(ctx, r.apply) },
-				ss.s.appendBatch)
 		} else {
-			err = ss.inTx(ctx, apply)
+			// General path: lockHead locks the row (FOR UPDATE, or the single
+			// writer's write transaction), so reading the head and updating it
+			// later cannot interleave. (An INSERT ... SELECT from the session
+			// row instead of the read drops a statement, but on SQLite its
+			// RETURNING costs more than the read: 180-200 vs 150-170 µs per
+			// append in the same loop.)
+			var wrote bool // the transaction wrote rows of this append
+			apply := func(tx *gorm.DB) error {
+				wrote, replayed = false, nil
+				var err error
+				h, err = ss.lockHead(tx, sessionID)
+				switch {
+				case errors.Is(err, ErrNotFound):
+					return notAdvanced(tx)
+				case err != nil:
+					return err
+				case o.ExpectedVersion > 0 && h.Version != o.ExpectedVersion:
+					return notAdvanced(tx)
+				}
+				wrote = true
+				args := append([]any{h.LastSeq + k}, setArgs...)
+				if _, err := newDirectTx(tx).exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...); err != nil {
+					return err
+				}
+				for i := range rows {
+					rows[i].Seq = h.LastSeq + int64(i) + 1
+				}
+				if inheritFirst {
+					rows[0].ParentID = nil
+					if h.CurrentLeafID.Valid {
+						l := h.CurrentLeafID.String
+						rows[0].ParentID = &l
+					}
+				}
+				if err := ss.appendRows(tx, rows); err != nil {
+					if errors.Is(err, ErrDuplicate) {
+						return errBatchStored
+					}
+					return err
+				}
+				return nil
+			}
+			if ss.s.groupCommit() && ss.tx == nil {
+				// Concurrent appends of the Store share write transactions
+				// (see appendBatch).
+				err = ss.s.gc.appends.do(ctx, ss.s.gcFlushes(), ss.s.gc.appendSeq.Add(1), appendReq{ss: ss, apply: apply, wrote: &wrote},
+					func(ctx context.Context, r appendReq) error { return r.ss.inTx(ctx, r.apply) },
+					ss.s.appendBatch)
+			} else {
+				err = ss.inTx(ctx, apply)
+			}
 		}
+		if !errors.Is(err, errAppendAgain) || attempt == appendAttempts {
+			break
+		}
+	}
+	if errors.Is(err, errAppendAgain) {
+		err = fmt.Errorf("session %s was created by a concurrent write %d times in a row; nothing was written: %w", sessionID, appendAttempts, ErrRetryable)
 	}
 	if errors.Is(err, errBatchStored) {
 		// The batch (or part of it) is stored: a retry returns it, any

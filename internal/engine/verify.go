@@ -115,7 +115,7 @@ func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	rep.Schema = nsp
-	exps, names, err := s.expectedTables()
+	exps, names, err := s.expectedTables(false)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
@@ -192,13 +192,15 @@ type expectedTable struct {
 }
 
 // expectedTables returns what the models of both domains require, in
-// models.All() order, and the (unqualified, prefixed) table names.
-func (s *Store) expectedTables() ([]*expectedTable, []string, error) {
+// models.All() order, and the (unqualified, prefixed) table names. With
+// indexesOnly, each table has its name, model and indexes only (what
+// Migrate's index check at head compares).
+func (s *Store) expectedTables(indexesOnly bool) ([]*expectedTable, []string, error) {
 	all := models.All()
 	exps := make([]*expectedTable, 0, len(all))
 	names := make([]string, 0, len(all))
 	for _, m := range all {
-		exp, err := s.expectedTable(m)
+		exp, err := s.expectedTable(m, indexesOnly)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -209,32 +211,19 @@ func (s *Store) expectedTables() ([]*expectedTable, []string, error) {
 }
 
 // expectedTable parses model m with the store's GORM handle (so its naming
-// strategy and dialect apply) into the columns, keys and indexes it needs.
-func (s *Store) expectedTable(m any) (*expectedTable, error) {
+// strategy and dialect apply) into the columns, keys and indexes it needs
+// (with indexesOnly, the indexes alone).
+func (s *Store) expectedTable(m any, indexesOnly bool) (*expectedTable, error) {
 	stmt := &gorm.Statement{DB: s.db}
 	if err := stmt.Parse(m); err != nil {
 		return nil, fmt.Errorf("parse model %T: %w", m, err)
 	}
 	sch := stmt.Schema
-	mig, ok := s.db.Migrator().(interface{ DataTypeOf(*schema.Field) string })
-	if !ok {
-		return nil, fmt.Errorf("the %s migrator cannot report column types", s.Dialect())
-	}
 	t := &expectedTable{model: m, name: s.unqualify(sch.Table)}
-	for _, dbName := range sch.DBNames {
-		f := sch.FieldsByDBName[dbName]
-		if f.IgnoreMigration {
-			continue
+	if !indexesOnly {
+		if err := s.expectColumnsAndKeys(t, sch); err != nil {
+			return nil, err
 		}
-		raw := mig.DataTypeOf(f)
-		// A primary-key column is NOT NULL in some catalogs (PostgreSQL)
-		// whatever it declares; others (SQLite) report only the declared
-		// constraint.
-		notNull := f.NotNull || (f.PrimaryKey && s.d.Catalog().PKNotNull())
-		t.cols = append(t.cols, expectedColumn{name: dbName, typ: s.normType(raw), rawType: raw, notNull: notNull, field: f})
-	}
-	for _, f := range sch.PrimaryFields {
-		t.pk = append(t.pk, f.DBName)
 	}
 	for _, idx := range sch.ParseIndexes() {
 		ei := expectedIndex{name: idx.Name, unique: strings.EqualFold(idx.Class, "UNIQUE"), where: idx.Where}
@@ -249,6 +238,31 @@ func (s *Store) expectedTable(m any) (*expectedTable, error) {
 			ei.cols = append(ei.cols, c)
 		}
 		t.indexes = append(t.indexes, ei)
+	}
+	return t, nil
+}
+
+// expectColumnsAndKeys fills t's columns, primary key and foreign keys
+// from the parsed model sch.
+func (s *Store) expectColumnsAndKeys(t *expectedTable, sch *schema.Schema) error {
+	mig, ok := s.db.Migrator().(interface{ DataTypeOf(*schema.Field) string })
+	if !ok {
+		return fmt.Errorf("the %s migrator cannot report column types", s.Dialect())
+	}
+	for _, dbName := range sch.DBNames {
+		f := sch.FieldsByDBName[dbName]
+		if f.IgnoreMigration {
+			continue
+		}
+		raw := mig.DataTypeOf(f)
+		// A primary-key column is NOT NULL in some catalogs (PostgreSQL)
+		// whatever it declares; others (SQLite) report only the declared
+		// constraint.
+		notNull := f.NotNull || (f.PrimaryKey && s.d.Catalog().PKNotNull())
+		t.cols = append(t.cols, expectedColumn{name: dbName, typ: s.normType(raw), rawType: raw, notNull: notNull, field: f})
+	}
+	for _, f := range sch.PrimaryFields {
+		t.pk = append(t.pk, f.DBName)
 	}
 	for _, rel := range sch.Relationships.Relations {
 		if rel.Field.IgnoreMigration {
@@ -269,7 +283,7 @@ func (s *Store) expectedTable(m any) (*expectedTable, error) {
 	}
 	// Relations is a map: sort so the report is stable.
 	slices.SortFunc(t.fks, func(a, b expectedFK) int { return strings.Compare(a.name, b.name) })
-	return t, nil
+	return nil
 }
 
 // unqualify drops the store's schema from a table name.
@@ -415,7 +429,7 @@ func (s *Store) indexIssues(db *gorm.DB, exp *expectedTable, lt *dialect.LiveTab
 				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})
 			continue
 		}
-		if li.Unique != ei.unique || !slices.Equal(li.Cols, ei.cols) || normPredicate(li.Where) != normPredicate(ei.where) {
+		if li.Unique != ei.unique || !slices.Equal(li.Cols, ei.cols) || (li.Where != ei.where && normPredicate(li.Where) != normPredicate(ei.where)) {
 			out = append(out, SchemaIssue{Kind: IssueIndexMismatch, Table: exp.name, Object: ei.name,
 				Expected: describeIndex(ei.unique, ei.cols, ei.where), Actual: describeIndex(li.Unique, li.Cols, li.Where),
 				Fix: fmt.Sprintf("DROP INDEX %s;\n%s", s.quotedIndex(ei.name), create())})

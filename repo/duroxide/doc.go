@@ -15,8 +15,14 @@
 //
 // # Deviations from duroxide
 //
-// agentstore follows duroxide-pg 0.1.33 / duroxide 0.1.29 except where
-// listed here (each is also stated on the method it concerns):
+// agentstore follows duroxide-pg 0.1.33 / duroxide 0.1.29, with the wire
+// fields and provider obligations duroxide added since (parent_execution_id
+// on StartOrchestration and OrchestrationStarted; parent_instance,
+// parent_id and parent_execution_id on ContinueAsNew, each omitted when
+// nil so root items encode exactly as in 0.1.29; history returned exactly
+// as acked; leases valid for their lock timeout when a fetch returns them,
+// as duroxide-pg's migration 0024 requires), except where listed here
+// (each is also stated on the method it concerns):
 //
 //   - Errors are typed: match the sentinels with errors.Is instead of
 //     message text (messages keep duroxide's wording where it has one:

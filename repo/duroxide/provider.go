@@ -42,6 +42,14 @@ type Provider interface {
 	// lockTimeout is rounded up to whole milliseconds; the internal retries
 	// of retryable failures (50, 100, 150 ms) stop at the poll's deadline
 	// (pollTimeout 0: all three are made).
+	// The lock lasts lockTimeout from a clock reading taken after the claim
+	// waited for anything: when the claim took longer than a slack of
+	// lockTimeout/20 (at most 100 ms), the lock is re-stamped to end
+	// lockTimeout after the fetch's clock at that point, so the returned
+	// lock always has at least lockTimeout minus the slack to run (an ack,
+	// abandon or renew right away succeeds). A claim whose lock another
+	// fetcher took over meanwhile is not returned. History holds the
+	// events exactly as acked or appended (every field, never restamped).
 	FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, error)
 	// AckOrchestrationItem commits a turn atomically: validates and
 	// consumes the lock, creates the instance (only when the metadata names
@@ -73,7 +81,9 @@ type Provider interface {
 	RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error
 
 	// Read returns the history of the newest execution of instance, ordered
-	// by event id; empty for an unknown instance. ErrCorruptRow if a stored
+	// by event id, each event exactly as acked or appended (every field,
+	// including duroxide_version and source_event_id); empty for an
+	// unknown instance. ErrCorruptRow if a stored
 	// event cannot be decoded. The whole history in one result, each
 	// event decoded once; ProviderAdminExt.ReadHistoryPage reads a long
 	// history in pages.
@@ -102,6 +112,10 @@ type Provider interface {
 	// one statement (group commit): each still gets an item of its own
 	// (never one another fetch got), with its own lock token and lock end,
 	// the fetches served oldest item first.
+	// As for FetchOrchestrationItem, the item lock (and a session lease the
+	// fetch claimed or extended) is re-stamped after a claim that took
+	// longer than the slack, so it has at least lockTimeout minus the
+	// slack to run when the call returns.
 	FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (*WorkItemLease, error)
 	// AckWorkItem deletes the locked item and, when completion is non-nil
 	// (ActivityCompleted or ActivityFailed), enqueues it for the

@@ -61,11 +61,16 @@ type EventKind interface {
 
 // OrchestrationStartedEvent starts an execution.
 type OrchestrationStartedEvent struct {
-	Name                string      `json:"name"`
-	Version             string      `json:"version"`
-	Input               string      `json:"input"`
-	ParentInstance      *string     `json:"parent_instance"`
-	ParentID            *uint64     `json:"parent_id"`
+	Name           string  `json:"name"`
+	Version        string  `json:"version"`
+	Input          string  `json:"input"`
+	ParentInstance *string `json:"parent_instance"`
+	ParentID       *uint64 `json:"parent_id"`
+	// ParentExecutionID is the execution of the parent that scheduled this
+	// sub-orchestration (duroxide after 0.1.29). Nil for top-level
+	// instances and for events of older runtimes, and then omitted from
+	// the JSON, so such an event encodes exactly as in duroxide 0.1.29.
+	ParentExecutionID   *uint64     `json:"parent_execution_id,omitempty"`
 	CarryForwardEvents  [][2]string `json:"carry_forward_events,omitempty"`
 	InitialCustomStatus *string     `json:"initial_custom_status,omitempty"`
 }
@@ -994,7 +999,13 @@ type StartOrchestration struct {
 	Version        *string `json:"version"`
 	ParentInstance *string `json:"parent_instance"`
 	ParentID       *uint64 `json:"parent_id"`
-	ExecutionID    uint64  `json:"execution_id"`
+	// ParentExecutionID is the execution of the parent that scheduled this
+	// sub-orchestration, so its completion reaches that execution
+	// (duroxide after 0.1.29). Nil for top-level starts and for items of
+	// older runtimes, and then omitted from the JSON, so such an item
+	// encodes exactly as in duroxide 0.1.29.
+	ParentExecutionID *uint64 `json:"parent_execution_id,omitempty"`
+	ExecutionID       uint64  `json:"execution_id"`
 }
 
 // ActivityExecute asks a worker to run an activity (worker queue only).
@@ -1062,11 +1073,21 @@ type CancelInstance struct {
 }
 
 // ContinueAsNew starts the next execution of an instance.
+//
+// A sub-orchestration's ContinueAsNew carries its parent link (duroxide
+// after 0.1.29) so a later execution can still report to the parent:
+// ParentInstance, ParentID (the parent's SubOrchestrationScheduled event)
+// and ParentExecutionID. Each is nil for a root instance and for items of
+// older runtimes, and a nil one is omitted from the JSON, so a root
+// ContinueAsNew encodes exactly as in duroxide 0.1.29.
 type ContinueAsNew struct {
 	Instance            string      `json:"instance"`
 	Orchestration       string      `json:"orchestration"`
 	Input               string      `json:"input"`
 	Version             *string     `json:"version"`
+	ParentInstance      *string     `json:"parent_instance,omitempty"`
+	ParentID            *uint64     `json:"parent_id,omitempty"`
+	ParentExecutionID   *uint64     `json:"parent_execution_id,omitempty"`
 	CarryForwardEvents  [][2]string `json:"carry_forward_events"`
 	InitialCustomStatus *string     `json:"initial_custom_status,omitempty"`
 }

@@ -360,8 +360,23 @@ func (pgDialect) AppendOneSQL(vals, st, set, tc, ins string) string {
 		" SELECT last_seq, current_leaf_id FROM a"
 }
 
+// ClaimSettingsSQL sets lock_timeout (whole milliseconds, at least 1)
+// and, with async, synchronous_commit off, both with set_config(...,
+// is_local = true): for the current transaction only. A lock wait of the
+// same statement that starts after the list is evaluated is bounded too
+// (lock_timeout is read when a wait begins); the table locks a statement
+// takes before it runs are not.
+func (pgDialect) ClaimSettingsSQL(async bool, waitMS int64) string {
+	s := `set_config('lock_timeout', '` + strconv.FormatInt(max(waitMS, 1), 10) + `', true) AS w`
+	if async {
+		s = `set_config('synchronous_commit', 'off', true) AS v, ` + s
+	}
+	return s
+}
+
 // The optional parts of the contract PostgreSQL implements.
 var (
+	_ dialect.ClaimLockWait            = pgDialect{}
 	_ dialect.DriverErrorTranslator    = pgDialect{}
 	_ dialect.ConnectFailureClassifier = pgDialect{}
 	_ dialect.AppendStatement          = pgDialect{}
