@@ -75,7 +75,7 @@ var (
 // ErrConflict too (errors.Is(ErrStaleVersion, ErrConflict) is true).
 var (
 	// ErrStaleVersion: an optimistic-concurrency check failed (Save, or an
-	// AppendMessagesWith with ExpectedVersion): the stored version is not
+	// AppendMessagesWith or Rewind with ExpectedVersion): the stored version is not
 	// the caller's. The error is a *StaleVersionError carrying the stored
 	// version. Someone else wrote: Load again, reapply, retry.
 	ErrStaleVersion error = &causeError{"agentstore: conflict: stale version", ErrConflict, nil}
@@ -115,8 +115,8 @@ type StaleVersionError struct {
 // Error says which versions differ and what to do.
 func (e *StaleVersionError) Error() string {
 	return fmt.Sprintf("agentstore: conflict: stale version %d of session %s (stored version %d): the session "+
-		"was written since it was loaded or saved (Save, AppendMessages, AppendMessagesWith, SetTodos and AddSummary "+
-		"each add 1 to its version; Fork leaves its origin's version unchanged); Load it again and reapply the change, "+
+		"was written since it was loaded or saved (Save, AppendMessages, AppendMessagesWith, SetTodos, AddSummary and "+
+		"a Rewind that moves the leaf each add 1 to its version; Fork leaves its origin's version unchanged); Load it again and reapply the change, "+
 		"or make the change under WithSessionLock", e.Expected, e.SessionID, e.Stored)
 }
 

@@ -46,8 +46,8 @@ type Sessions interface {
 	// session row is updated only if the stored version equals s.Version
 	// (else a *StaleVersionError carrying the stored version, and nothing
 	// is written; Load and reapply). A struct whose session was written by
-	// another method since (AppendMessages, SetTodos, AddSummary bump the
-	// version) is stale too: Load it again, or keep Version in step (a
+	// another method since (AppendMessages, SetTodos, AddSummary and a
+	// Rewind that moves the leaf bump the version) is stale too: Load it again, or keep Version in step (a
 	// strict AppendMessagesWith returns the new version). Saving a new
 	// session whose id is stored is ErrDuplicate. Only messages with Seq 0
 	// are written (appended, with sequence numbers assigned in the same
@@ -119,7 +119,77 @@ type Sessions interface {
 	// o.ExpectedVersion > 0 it is strict (see AppendOptions); a strict
 	// retry whose first attempt landed returns the stored messages (the
 	// idempotency rule above is checked before the version).
+	//
+	// With o.SiblingOf it edits: the first message of msgs is stored as a
+	// sibling of the stored message o.SiblingOf (with its ParentID, nil
+	// for a root) instead of under the current leaf; the others chain as
+	// above and the last becomes the current leaf. The edited message and
+	// its descendants stay stored on their branch. The batch must not be
+	// empty, its first message must not set ParentID and must not have the
+	// id o.SiblingOf (ErrInvalidInput, before any SQL); ErrNotFound when
+	// the session holds no message o.SiblingOf (the error names it). It
+	// costs one query more than an append: the edited message's parent,
+	// read first (messages are never rewritten, so it cannot change). A
+	// retry whose first attempt landed returns the stored messages; a
+	// first message stored under another parent is ErrDuplicate naming
+	// its id.
 	AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o AppendOptions, msgs ...Message) ([]Message, error)
+	// Rewind makes the stored message toMessageID the session's current
+	// leaf, in one transaction: the next AppendMessages hangs its first
+	// message under it, and Load with CurrentBranch (and Fork with "")
+	// reads the path from it to the root. No message is deleted or
+	// rewritten: the messages after toMessageID stay stored on their
+	// branch (Branches lists it, LoadBranch reads it, a Rewind to its leaf
+	// returns to it). Only the session row's current leaf, version (+1)
+	// and updated_at (never backwards) are written; MessageCount, LastSeq,
+	// the token totals, the state, config, permissions, summary, todos,
+	// plans, compaction records and summaries are kept as they are. It
+	// returns the session's version after the call.
+	//
+	// When toMessageID already is the current leaf nothing is written and
+	// the stored version is returned, whatever o.ExpectedVersion: a retry
+	// whose first attempt landed succeeds. Otherwise, with
+	// o.ExpectedVersion > 0, the leaf moves only if the stored version
+	// equals it, and the call is a *StaleVersionError (ErrStaleVersion)
+	// carrying the stored version otherwise. ErrInvalidInput, before any
+	// SQL, for an empty or malformed toMessageID (longer than MaxIDLen, not
+	// valid UTF-8, holding a NUL byte) or a negative ExpectedVersion;
+	// ErrNotFound when the session does not exist (in the view's tenant)
+	// or holds no message toMessageID (the error names it).
+	Rewind(ctx context.Context, sessionID uuid.UUID, toMessageID string, o RewindOptions) (int64, error)
+	// Branches returns the branches of the session's message tree (see
+	// Branch), in the order of their leaves' Seq: one per message that no
+	// stored message of the session names as its parent, and one for the
+	// current leaf when it has children (after a Rewind). Current marks
+	// the current leaf's. Every tree of the session has its branches: the
+	// history before a compaction (a compact summary appended without a
+	// ParentID starts a new root) is a tree of its own, whose branches
+	// share no message with a current branch after the compaction
+	// (ForkPointID ""). It reads
+	// the seq, id, parent id and created_at of every message of the
+	// session in one query, after the session row (one snapshot where the
+	// database has snapshot reads), and computes the paths in memory
+	// (linear in the session's messages). A session without messages has
+	// no branches (an empty slice). ErrNotFound when the session does not
+	// exist (in the view's tenant); a *CorruptRowError when a message's
+	// created_at cannot be read.
+	Branches(ctx context.Context, sessionID uuid.UUID) ([]Branch, error)
+	// LoadBranch returns the messages on the path from the stored message
+	// messageID to the root through ParentID (a branch Branches names by
+	// its LeafID, or any message's history), oldest first (by Seq): what
+	// Load with CurrentBranch returns when messageID is the current leaf.
+	// opts narrows them (at most one LoadOptions value): AfterSeq,
+	// BeforeSeq, Limit and LastN as in Load; CurrentBranch is ignored. The
+	// walk stops at a message without a parent, at a parent id that names
+	// no stored message and at a message already on the path. One
+	// recursive query after the session row, and when it returns nothing a
+	// check that the message exists (one snapshot where the database has
+	// snapshot reads). ErrInvalidInput, before any SQL, for an empty or
+	// malformed messageID (as for Rewind) or invalid options (a negative
+	// value, Limit with LastN, more than one LoadOptions);
+	// ErrNotFound when the session does not exist (in the view's tenant)
+	// or holds no message messageID (the error names it).
+	LoadBranch(ctx context.Context, sessionID uuid.UUID, messageID string, opts ...LoadOptions) ([]Message, error)
 	// WithSessionLock runs fn while holding the session's write lock, in
 	// one transaction: the session row locked (SELECT ... FOR UPDATE) on a
 	// database with row locks, the database's write transaction on a

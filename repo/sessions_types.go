@@ -761,6 +761,13 @@ type AppendOptions struct {
 	// the stored version, with nothing written. 0 appends whatever the
 	// version (as AppendMessages does).
 	ExpectedVersion int64
+	// SiblingOf, when not "", makes the append an edit of the stored
+	// message SiblingOf (see Sessions.AppendMessagesWith): the batch's
+	// first message gets that message's parent, becoming its sibling (a
+	// root's sibling is a root), and the last message of the batch becomes
+	// the current leaf; the edited message and the messages after it stay
+	// stored, on their branch (Sessions.Branches, Sessions.LoadBranch).
+	SiblingOf string
 }
 
 // ListPage is one page of List, in the order asked for, ascending.

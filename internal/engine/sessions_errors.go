@@ -141,7 +141,7 @@ func (a sessionsAPI) AppendMessages(ctx context.Context, sessionID uuid.UUID, ms
 
 // AppendMessagesWith implements repo.Sessions.
 func (a sessionsAPI) AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs ...repo.Message) ([]repo.Message, error) {
-	out, err := a.ss.appendMessages(ctx, sessionID, o, msgs)
+	out, err := a.ss.AppendMessagesWith(ctx, sessionID, o, msgs...)
 	return out, opErr("append_messages", err)
 }
 

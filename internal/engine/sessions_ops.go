@@ -240,12 +240,15 @@ func (ss *sessionStore) appendInsertSelect(src string) string {
 
 // AppendMessages implements repo.Sessions.
 func (ss *sessionStore) AppendMessages(ctx context.Context, sessionID uuid.UUID, msgs ...repo.Message) ([]repo.Message, error) {
-	return ss.appendMessages(ctx, sessionID, repo.AppendOptions{}, msgs)
+	return ss.appendMessages(ctx, sessionID, repo.AppendOptions{}, msgs, false)
 }
 
 // AppendMessagesWith implements repo.Sessions.
 func (ss *sessionStore) AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs ...repo.Message) ([]repo.Message, error) {
-	return ss.appendMessages(ctx, sessionID, o, msgs)
+	if o.SiblingOf != "" {
+		return ss.appendSibling(ctx, sessionID, o, msgs) // sessions_branches.go
+	}
+	return ss.appendMessages(ctx, sessionID, o, msgs, false)
 }
 
 // errBatchStored is the in-transaction signal that an insert of the batch
@@ -261,7 +264,10 @@ var errAppendAgain = errors.New("the session was created concurrently: append ag
 // appendAttempts bounds the runs of one append that meets errAppendAgain.
 const appendAttempts = 3
 
-func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs []repo.Message) ([]repo.Message, error) {
+// appendMessages appends msgs; rootFirst stores a first message without a
+// ParentID as a root instead of under the current leaf (an edit of a root,
+// see appendSibling).
+func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs []repo.Message, rootFirst bool) ([]repo.Message, error) {
 	if ss.scopeErr != nil {
 		return nil, ss.scopeErr
 	}
@@ -314,7 +320,7 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	// Parents: a message after the first without one (and not a compact
 	// summary) hangs under the previous message; the first one's parent,
 	// the old leaf, is read by the statement that inserts it.
-	inheritFirst := out[0].ParentID == nil && !out[0].IsCompactSummary
+	inheritFirst := out[0].ParentID == nil && !out[0].IsCompactSummary && !rootFirst
 	for i := 1; i < len(out); i++ {
 		if m := &out[i]; m.ParentID == nil && !m.IsCompactSummary {
 			p := out[i-1].ID
@@ -364,7 +370,7 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 	}
 	for attempt := 1; ; attempt++ {
 		replayed = nil
-		if fp, ok := ss.s.d.(dialect.AppendStatement); ok && ss.s.has(CapFastPaths) && len(rows) <= appendRowsPer {
+		if fp, ok := ss.s.d.(dialect.AppendStatement); ok && ss.s.has(CapFastPaths) && len(rows) <= appendRowsPer && !rootFirst {
 			// Fast path, one autocommit statement (one round trip): lock the
 			// row, advance it (only at the expected version when strict) and
 			// insert the messages after its old head.

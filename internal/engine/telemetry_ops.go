@@ -24,6 +24,9 @@ const (
 	opSessPlans
 	opSessPlansPage
 	opSessCleanupExpired
+	opSessRewind
+	opSessBranches
+	opSessLoadBranch
 	opQueueEnqueue
 	opQueueEnqueueWith
 	opQueueItem
@@ -105,6 +108,9 @@ func opDefs() []opDef {
 		opSessPlans:                       {"Sessions", "Plans", "plans", models.TablePlans, ""},
 		opSessPlansPage:                   {"Sessions", "PlansPage", "plans_page", models.TablePlans, ""},
 		opSessCleanupExpired:              {"Sessions", "CleanupExpired", "cleanup_expired", models.TableSessions, ""},
+		opSessRewind:                      {"Sessions", "Rewind", "rewind_session", models.TableSessions, ""},
+		opSessBranches:                    {"Sessions", "Branches", "list_branches", models.TableMessages, ""},
+		opSessLoadBranch:                  {"Sessions", "LoadBranch", "load_branch", models.TableMessages, ""},
 		opQueueEnqueue:                    {"SessionQueue", "Enqueue", "enqueue", models.TableQueue, ""},
 		opQueueEnqueueWith:                {"SessionQueue", "EnqueueWith", "enqueue", models.TableQueue, ""},
 		opQueueItem:                       {"SessionQueue", "Item", "queue_item", models.TableQueue, ""},

@@ -314,3 +314,30 @@ func (w tracedSessionQueue) PurgeFinished(ctx context.Context, olderThan time.Du
 	c.end(err)
 	return n, err
 }
+
+// Rewind implements repo.Sessions.
+func (w tracedSessions) Rewind(ctx context.Context, sessionID uuid.UUID, toMessageID string, o repo.RewindOptions) (int64, error) {
+	ctx, c := w.t.start(ctx, opSessRewind)
+	c.session(sessionID)
+	v, err := w.Sessions.Rewind(ctx, sessionID, toMessageID, o)
+	c.end(err)
+	return v, err
+}
+
+// Branches implements repo.Sessions.
+func (w tracedSessions) Branches(ctx context.Context, sessionID uuid.UUID) ([]repo.Branch, error) {
+	ctx, c := w.t.start(ctx, opSessBranches)
+	c.session(sessionID)
+	bs, err := w.Sessions.Branches(ctx, sessionID)
+	c.end(err)
+	return bs, err
+}
+
+// LoadBranch implements repo.Sessions.
+func (w tracedSessions) LoadBranch(ctx context.Context, sessionID uuid.UUID, messageID string, opts ...repo.LoadOptions) ([]repo.Message, error) {
+	ctx, c := w.t.start(ctx, opSessLoadBranch)
+	c.session(sessionID)
+	msgs, err := w.Sessions.LoadBranch(ctx, sessionID, messageID, opts...)
+	c.end(err)
+	return msgs, err
+}
