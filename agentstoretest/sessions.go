@@ -23,7 +23,6 @@ func sessionsTests() []test {
 		test{"SessionsLoadMissingIsNotFound", testSessionsLoadMissingIsNotFound},
 		test{"SessionsSummaries", testSessionsSummaries},
 	)
-	register("Sessions", sessionsBranchesTests()...) // sessions_branches.go
 }
 
 // testSessionsSaveLoadRoundTrip: Save then Load returns every field of the

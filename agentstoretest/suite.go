@@ -264,7 +264,7 @@ func Areas() []Area {
 		{"Schema", schemaTests()},
 		{"SessionErrors", sessionErrorsTests()},
 		{"SessionQueue", concat(groupCommitQueueTests(), sessionQueueTests(), sessionQueueRetentionTests(), sessionQueueReadsTests())},
-		{"Sessions", concat(sessionsTests(), sessionsAppendTests(), sessionsDataTests(), sessionsLimitsTests(), sessionsPagingTests(), sessionsReadsTests())},
+		{"Sessions", concat(sessionsTests(), sessionsBranchesTests(), sessionsAppendTests(), sessionsDataTests(), sessionsLimitsTests(), sessionsPagingTests(), sessionsReadsTests())},
 		{"Tenancy", tenancyTests()},
 		{"Timeouts", timeoutsTests()},
 		{"WorkerQueue", concat(groupCommitWorkerTests(), workerQueueDefectTests(), workerQueueTests(), workerQueueContractTests(), workerQueueLeaseTests())},
