@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/google/uuid"
 )
 
 // TestAppendRacingSessionCreate: an append without an expected version
@@ -23,6 +24,8 @@ func TestAppendRacingSessionCreate(t *testing.T) {
 		other := h.New(t) // a second handle: the creator and the appenders do not share group commit
 		for round := 0; round < 20; round++ {
 			s := repo.NewSession()
+			s.ID = uuid.New() // fixed before the goroutines start: Save must not assign it while appenders read it
+			id := s.ID
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
 			wg.Add(1)
@@ -34,7 +37,7 @@ func TestAppendRacingSessionCreate(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, err := st.Sessions().AppendMessages(ctx, s.ID, repo.Message{Role: repo.RoleUser, Content: json.RawMessage(`"hi"`)})
+					_, err := st.Sessions().AppendMessages(ctx, id, repo.Message{Role: repo.RoleUser, Content: json.RawMessage(`"hi"`)})
 					if errors.Is(err, agentstore.ErrNotFound) {
 						err = nil
 					}
