@@ -519,4 +519,3 @@ func explainable(sql string) bool {
 	}
 	return false
 }
-
