@@ -604,11 +604,10 @@ func (p *gormProvider) PruneExecutionsBulk(ctx context.Context, filter duroxide.
 	// only instances with something to prune take places in the limit
 	// (the same rules as PruneExecutions), so repeated calls progress
 	cond := ` AND EXISTS (SELECT 1 FROM ` + p.q(models.TableExecutions) + ` x WHERE x.instance_id = i.instance_id` +
-		` AND x.execution_id <> i.current_execution_id AND x.status <> ?`
-	args := []any{duroxide.StatusRunning}
+		` AND x.execution_id <> i.current_execution_id AND x.status <> 'Running'`
+	var args []any
 	if opts.CompletedBefore != nil {
-		cond += ` AND x.completed_at < ?`
-		args = append(args, opts.CompletedBefore.UnixMilli())
+		cond += ` AND x.completed_at < ` + strconv.FormatInt(opts.CompletedBefore.UnixMilli(), 10) // a literal: see bulkSelect
 	}
 	if opts.KeepLast > 0 {
 		cond += ` AND (SELECT COUNT(*) FROM ` + p.q(models.TableExecutions) + ` y WHERE y.instance_id = x.instance_id AND y.execution_id > x.execution_id) >= ?`
