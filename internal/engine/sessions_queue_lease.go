@@ -1,0 +1,391 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+	"github.com/google/uuid"
+)
+
+// Dequeue implements repo.SessionQueue.
+func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo.DequeueParams) (*repo.QueueItem, error) {
+	if sq.scopeErr != nil {
+		return nil, sq.scopeErr
+	}
+	if p.Lease < 0 {
+		return nil, invalidf("dequeue from %s: negative lease", sessionID)
+	}
+	if p.Lease == 0 {
+		p.Lease = repo.DefaultLease
+	}
+	if p.Owner != "" {
+		if err := checkText("lease owner", p.Owner, repo.MaxIDLen); err != nil {
+			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
+		}
+	}
+	r := dequeueReq{sq: sq, session: sessionID, owner: p.Owner, lease: p.Lease, token: uuid.New(), nowMS: sq.s.nowMS()}
+	var it *repo.QueueItem
+	r.out = &it
+	if !sq.s.groupCommit() || sq.tx != nil {
+		if err := sq.dequeueOne(ctx, r); err != nil {
+			return nil, err
+		}
+		return it, nil
+	}
+	err := sq.s.gc.dequeue.do(ctx, sq.s.gcFlushes(), sq.s.gc.dequeueSeq.Add(1), r,
+		func(ctx context.Context, r dequeueReq) error { return r.sq.dequeueOne(ctx, r) },
+		sq.s.dequeueBatch)
+	if err != nil {
+		if err == ctx.Err() {
+			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
+		}
+		return nil, err
+	}
+	return it, nil
+}
+
+// dequeueReq is one Dequeue call: its view, session, lease parameters,
+// new lease token and clock reading, and where its item goes.
+type dequeueReq struct {
+	sq      *sessionQueue
+	session uuid.UUID
+	owner   string
+	lease   time.Duration
+	token   uuid.UUID
+	nowMS   int64
+	out     **repo.QueueItem
+}
+
+// claimCols are the columns a claim returns: the ones it does not set
+// itself (the claimed item's session, status, lease and (NULL)
+// processed_at are the caller's own values).
+const claimCols = "seq, id, operation, content, priority, attempts, last_error, created_at, idempotency_key"
+
+// claimedRow receives one claimed item's claimCols.
+type claimedRow struct {
+	it               repo.QueueItem
+	lastErr, idemKey sql.NullString
+	created          dbTime
+}
+
+func (c *claimedRow) dest() []any {
+	return []any{&c.it.Seq, &c.it.ID, &c.it.Operation, &c.it.Content, &c.it.Priority, &c.it.Attempts, &c.lastErr, &c.created, &c.idemKey}
+}
+
+// item completes the claimed item with r's own values.
+func (c *claimedRow) item(r dequeueReq) *repo.QueueItem {
+	it := c.it
+	it.SessionID = r.session
+	it.Status = repo.QueueProcessing
+	tok := r.token
+	it.LeaseToken = &tok
+	if r.owner != "" {
+		o := r.owner
+		it.LeaseOwner = &o
+	}
+	until := time.UnixMilli(r.nowMS + r.lease.Milliseconds()).UTC()
+	it.LeasedUntil = &until
+	if c.lastErr.Valid {
+		e := c.lastErr.String
+		it.LastError = &e
+	}
+	it.CreatedAt = c.created.T
+	if c.idemKey.Valid {
+		k := c.idemKey.String
+		it.IdempotencyKey = &k
+	}
+	return &it
+}
+
+// claimable is the condition of an item a claim may take at nowMS:
+// live, and pending or with an expired lease.
+const claimable = " AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"
+
+// dequeueOne claims one item for r in its own statement and stores it in
+// *r.out (nil when nothing is available).
+func (sq *sessionQueue) dequeueOne(ctx context.Context, r dequeueReq) error {
+	qt := sq.s.quoted(models.TableQueue)
+	tc, targs := sq.inTenantCond()
+	lock := sq.s.forUpdateSkip("")
+	// One ordered walk of the partial index (session_id, priority DESC,
+	// seq) WHERE processed_at IS NULL: the first row that is pending or
+	// whose lease expired. Rows leased to live workers (at most one per
+	// worker) are stepped over; finished rows are not in the index. The
+	// literal predicate lets SQLite prove the index usable.
+	args := []any{r.token, nilIfEmpty(r.owner), r.nowMS + r.lease.Milliseconds(), r.session, r.nowMS}
+	args = append(args, targs...)
+	// On PostgreSQL the claim commits asynchronously (set_config with
+	// is_local = this statement's own transaction, same round trip): a
+	// claim only hands out a lease, so if a server crash loses its commit
+	// the item is simply pending again and its Complete reports
+	// ErrLockLost — the at-least-once delivery a lease expiry gives anyway.
+	// Complete, Fail, Release and Enqueue commit synchronously, and each
+	// synchronous commit also flushes every earlier asynchronous one.
+	with, async := sq.s.asyncCommitCTE()
+	db := sq.db(ctx)
+	unlock := sq.writeLock(ctx)
+	var c claimedRow
+	found, err := newDirectTx(db).queryRow(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
+		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+claimable+tc+
+		" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+claimCols, args, c.dest()...)
+	unlock()
+	if err != nil {
+		return fmt.Errorf("dequeue from %s: %w", r.session, err)
+	}
+	if !found {
+		if ok, err := sq.sessionExists(db, r.session); err != nil || !ok {
+			return sq.missing("dequeue from", r.session, err)
+		}
+		*r.out = nil
+		return nil
+	}
+	*r.out = c.item(r)
+	return nil
+}
+
+// dequeueBatch claims items for several Dequeue calls: for the calls of
+// one session (and tenant view), one statement that takes the first k
+// claimable items in dequeue order (k = the number of calls; FOR UPDATE
+// SKIP LOCKED where the database has row locks) and leases the i-th of
+// them to the i-th call, with that call's own token, owner and lease end
+// (committed asynchronously where Dequeue's claim is). A call for which
+// no item was left — the session's queue had fewer claimable items —
+// then runs the single-item path under its own context, which reports
+// nil, or ErrNotFound when the session does not exist (in its view). A
+// statement that fails runs each call of its session alone (nothing was
+// claimed: the statement is atomic).
+func (s *Store) dequeueBatch(ctx context.Context, reqs []*gcReq[uint64, dequeueReq]) error {
+	type viewKey struct {
+		session uuid.UUID
+		tenant  string
+		scoped  bool
+	}
+	claimByGroup(reqs, func(r dequeueReq) viewKey {
+		k := viewKey{session: r.session}
+		if t := r.sq.tenant; t != nil {
+			k.tenant, k.scoped = *t, true
+		}
+		return k
+	}, func(g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
+		return s.claimGroup(ctx, g)
+	},
+		func(r *gcReq[uint64, dequeueReq]) { r.err = r.in.sq.dequeueOne(r.ctx, r.in) })
+	return nil
+}
+
+// claimGroup runs the claim of dequeueBatch for the calls of one session
+// and view, sets the claimed calls' items and returns the calls that got
+// none, or the statement's error (then no call has an item).
+func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
+	sq := g[0].in.sq
+	qt := s.quoted(models.TableQueue)
+	tc, targs := sq.inTenantCond()
+	var nowMS int64
+	for _, r := range g {
+		nowMS = max(nowMS, r.in.nowMS)
+	}
+	with, async := s.asyncCommitCTE()
+	var b strings.Builder
+	b.WriteString(with + "UPDATE " + qt + " SET status = 'processing', lease_token = w.column2, lease_owner = w.column3," +
+		" leased_until = w.column4, attempts = attempts + 1 FROM (SELECT cseq, row_number() OVER (ORDER BY cprio DESC, cseq) AS rn" +
+		" FROM (SELECT seq AS cseq, priority AS cprio FROM " + qt + " WHERE session_id = ?" + liveQueue + claimable + tc +
+		" ORDER BY priority DESC, seq LIMIT " + strconv.Itoa(len(g)) + s.forUpdateSkip("") + ") AS c0) AS c, (VALUES ")
+	writeTuples(&b, len(g), "("+s.castParam("bigint")+", "+s.castParam("uuid")+", "+s.castParam("text")+", "+s.castParam("bigint")+")")
+	b.WriteString(") AS w WHERE seq = c.cseq AND w.column1 = c.rn" + async + " RETURNING lease_token, " + claimCols)
+	args := append([]any{g[0].in.session, nowMS}, targs...)
+	for i, r := range g {
+		args = append(args, int64(i+1), r.in.token, nilIfEmpty(r.in.owner), r.in.nowMS+r.in.lease.Milliseconds())
+	}
+	byToken := make(map[uuid.UUID]*gcReq[uint64, dequeueReq], len(g))
+	for _, r := range g {
+		byToken[r.in.token] = r
+	}
+	var c claimedRow
+	var tok uuid.UUID
+	dest := append([]any{&tok}, c.dest()...)
+	claimed := make(map[*gcReq[uint64, dequeueReq]]bool, len(g))
+	unlock := sq.writeLock(ctx)
+	_, err := newDirectTx(sq.db(ctx)).each(b.String(), args, func(rows *sql.Rows, _ int64) error {
+		c = claimedRow{}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		r, ok := byToken[tok]
+		if !ok {
+			return fmt.Errorf("claim returned an unknown lease token")
+		}
+		*r.in.out = c.item(r.in)
+		claimed[r] = true
+		return nil
+	})
+	unlock()
+	if err != nil {
+		// when rows were claimed before the reply broke off, those leases
+		// run out and the items are dequeued again (as after a lost reply)
+		for r := range claimed {
+			*r.in.out = nil
+		}
+		return nil, dbErr(err)
+	}
+	var left []*gcReq[uint64, dequeueReq]
+	for _, r := range g {
+		if !claimed[r] {
+			left = append(left, r)
+		}
+	}
+	return left, nil
+}
+
+// endLease runs a lease-ending update; zero rows is ErrLockLost, or
+// ErrNotFound when the item does not exist (in the view's tenant).
+func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, set string, setArgs ...any) error {
+	if sq.scopeErr != nil {
+		return sq.scopeErr
+	}
+	qt := sq.s.quoted(models.TableQueue)
+	tc, targs := sq.inTenantCond()
+	args := append(setArgs, l.ItemID, l.Token, sq.s.nowMS())
+	args = append(args, targs...)
+	db := sq.db(ctx)
+	unlock := sq.writeLock(ctx)
+	n, err := newDirectTx(db).exec("UPDATE "+qt+" SET "+set+" WHERE id = ? AND lease_token = ? AND status = 'processing'"+
+		" AND leased_until >= ?"+tc, args...)
+	unlock()
+	if err != nil {
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	return sq.leaseMiss(ctx, op, l)
+}
+
+// leaseMiss is the error of a lease-ending update that matched nothing:
+// ErrNotFound when the item does not exist (in the view's tenant),
+// ErrLockLost otherwise.
+func (sq *sessionQueue) leaseMiss(ctx context.Context, op string, l repo.Lease) error {
+	tc, targs := sq.inTenantCond()
+	var n int64
+	if err := sq.db(ctx).Raw("SELECT COUNT(*) FROM "+sq.s.quoted(models.TableQueue)+" WHERE id = ?"+tc,
+		append([]any{l.ItemID}, targs...)...).Scan(&n).Error; err != nil {
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, dbErr(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrNotFound)
+	}
+	return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrLockLost)
+}
+
+// Complete implements repo.SessionQueue. It returns after the completion is
+// committed synchronously (durable on PostgreSQL; on SQLite as durable as
+// the synchronous setting makes any commit). With CapGroupCommit, concurrent
+// Completes of the Store are coalesced into one statement (see
+// groupcommit.go): a call that finds no flush running completes at once on
+// its own (after yielding the processor once, which lets calls arriving at
+// the same moment join it); calls that arrive while one runs are completed
+// together in the next, each checked against its own lease and told its own
+// outcome. A call whose ctx ends before its item is taken into a flush
+// returns the context's error without completing it; once taken, it waits
+// for that flush's outcome.
+func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
+	if sq.scopeErr != nil {
+		return sq.scopeErr
+	}
+	if !sq.s.groupCommit() || sq.tx != nil {
+		return sq.completeOne(ctx, l)
+	}
+	err := sq.s.gc.complete.do(ctx, sq.s.gcFlushes(), l.ItemID, completeReq{sq: sq, l: l, now: sq.s.now(), nowMS: sq.s.nowMS()},
+		func(ctx context.Context, r completeReq) error { return r.sq.completeOne(ctx, r.l) },
+		sq.s.completeBatch)
+	if err != nil && err == ctx.Err() {
+		return fmt.Errorf("complete queue item %s: %w", l.ItemID, err)
+	}
+	return err
+}
+
+// completeOne completes one lease in its own statement.
+func (sq *sessionQueue) completeOne(ctx context.Context, l repo.Lease) error {
+	return sq.endLease(ctx, "complete", l, "status = 'completed', processed_at = ?, lease_token = NULL", sq.s.now())
+}
+
+// completeReq is one Complete call: its view (tenant scope), lease and the
+// clock readings of the call.
+type completeReq struct {
+	sq    *sessionQueue
+	l     repo.Lease
+	now   time.Time
+	nowMS int64
+}
+
+// completeBatch completes several leases in one autocommit statement (one
+// commit, one WAL flush) on every dialect: an UPDATE joined to a VALUES
+// list of (item id, lease token, completion time, now, tenant) that checks
+// each item's lease (and tenant) on its own and returns the ids it
+// completed. The items are sorted by id, so two flushes over the same rows
+// take their row locks in the same order. An item it did not complete
+// gets what the single-item path reports: ErrLockLost, or ErrNotFound when
+// the item does not exist (in its caller's tenant).
+func (s *Store) completeBatch(ctx context.Context, reqs []*gcReq[uuid.UUID, completeReq]) error {
+	sorted := slices.Clone(reqs)
+	slices.SortFunc(sorted, func(a, b *gcReq[uuid.UUID, completeReq]) int { return bytes.Compare(a.key[:], b.key[:]) })
+	qt := s.quoted(models.TableQueue)
+	var b strings.Builder
+	b.WriteString("UPDATE " + qt + " AS q SET status = 'completed', processed_at = v.column3, lease_token = NULL FROM (VALUES ")
+	writeTuples(&b, len(sorted), "("+s.castParam("uuid")+", "+s.castParam("uuid")+", "+s.castParam("timestamptz")+", "+
+		s.castParam("bigint")+", "+s.castParam("text")+")")
+	b.WriteString(") AS v WHERE q.id = v.column1 AND q.lease_token = v.column2 AND q.status = 'processing'" +
+		" AND q.leased_until >= v.column4 AND (v.column5 IS NULL OR q.session_id IN (SELECT id FROM " +
+		s.quoted(models.TableSessions) + " WHERE tenant_id = v.column5)) RETURNING id")
+	args := make([]any, 0, 5*len(sorted))
+	for _, r := range sorted {
+		var tenant any
+		if t := r.in.sq.tenant; t != nil {
+			tenant = *t
+		}
+		args = append(args, r.in.l.ItemID, r.in.l.Token, r.in.now, r.in.nowMS, tenant)
+	}
+	unlock := reqs[0].in.sq.writeLock(ctx)
+	var done []uuid.UUID
+	_, err := newDirectTx(s.db.WithContext(ctx)).each(b.String(), args, func(rows *sql.Rows, _ int64) error {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		done = append(done, id)
+		return nil
+	})
+	unlock()
+	if err != nil {
+		return dbErr(err)
+	}
+	for _, r := range reqs {
+		if slices.Contains(done, r.key) {
+			r.err = nil
+			continue
+		}
+		r.err = r.in.sq.leaseMiss(ctx, "complete", r.in.l)
+	}
+	return nil
+}
+
+// Fail implements repo.SessionQueue.
+func (sq *sessionQueue) Fail(ctx context.Context, l repo.Lease, reason string) error {
+	if err := checkText("failure reason", reason, 0); err != nil {
+		return fmt.Errorf("fail queue item %s: %w", l.ItemID, err)
+	}
+	return sq.endLease(ctx, "fail", l, "status = 'failed', processed_at = ?, last_error = ?, lease_token = NULL",
+		sq.s.now(), reason)
+}
+
+// Release implements repo.SessionQueue.
+func (sq *sessionQueue) Release(ctx context.Context, l repo.Lease) error {
+	return sq.endLease(ctx, "release", l, "status = 'pending', lease_token = NULL, lease_owner = NULL, leased_until = NULL")
+}
