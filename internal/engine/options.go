@@ -5,8 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentstore/agentstore/internal/dialect"
 	"gorm.io/gorm/logger"
+
+	"github.com/agentstore/agentstore/internal/dialect"
 )
 
 // DefaultTablePrefix is the table prefix used when WithTablePrefix is not given.

@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
-	"github.com/google/uuid"
-	"gorm.io/gorm"
 )
 
 // sessionHead is the part of the session row appends need.

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
 )
 
 // AddSummary implements repo.Sessions.

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentstore/agentstore/models"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/models"
 )
 
 // directTx runs the append path's statements on a transaction's

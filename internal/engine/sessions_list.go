@@ -8,10 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
 )
 
 // List implements repo.Sessions.

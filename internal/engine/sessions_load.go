@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
 )
 
 // sessionFromRow decodes a stored session row; a value it cannot decode is a *CorruptRowError.

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
-	"github.com/google/uuid"
 )
 
 // Dequeue implements repo.SessionQueue.

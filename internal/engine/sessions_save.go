@@ -10,12 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
 )
 
 func jsonOr(v json.RawMessage, def string) models.JSON {
