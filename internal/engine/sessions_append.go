@@ -132,36 +132,89 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 		return nil, invalidf("append messages to %s: negative expected version", sessionID)
 	}
 	if len(msgs) == 0 {
-		// Nothing to write, but the session must exist (and, strict, be
-		// at the expected version).
-		var err error
-		if o.ExpectedVersion > 0 {
-			err = ss.staleOrMissing(ss.db(ctx), sessionID, o.ExpectedVersion)
-			var sv *repo.StaleVersionError
-			if errors.As(err, &sv) && sv.Stored == o.ExpectedVersion {
-				err = nil
-			}
-		} else if ok, e := ss.sessionExists(ss.db(ctx), sessionID); e != nil || !ok {
-			err = ss.missing("session", sessionID, e)
-		}
-		if err != nil {
+		if err := ss.checkAppendTarget(ctx, sessionID, o.ExpectedVersion); err != nil {
 			return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
 		}
 		return []repo.Message{}, nil
 	}
-	out := make([]repo.Message, len(msgs))
-	copy(out, msgs)
-	callerIDs := true
+	a, err := ss.prepareAppend(sessionID, o, msgs, rootFirst)
+	if err != nil {
+		return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
+	}
+	unlock := ss.writeLock(ctx)
+	defer unlock()
+	err = a.run(ctx)
+	if errors.Is(err, errBatchStored) {
+		err = a.replayStored(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("append messages to %s: %w", sessionID, dbErr(err))
+	}
+	return a.result(), nil
+}
+
+// checkAppendTarget is the check of an append of no messages: nothing to
+// write, but the session must exist (and, strict, be at the expected
+// version).
+func (ss *sessionStore) checkAppendTarget(ctx context.Context, sessionID uuid.UUID, expected int64) error {
+	if expected > 0 {
+		err := ss.staleOrMissing(ss.db(ctx), sessionID, expected)
+		var sv *repo.StaleVersionError
+		if errors.As(err, &sv) && sv.Stored == expected {
+			return nil
+		}
+		return err
+	}
+	if ok, err := ss.sessionExists(ss.db(ctx), sessionID); err != nil || !ok {
+		return ss.missing("session", sessionID, err)
+	}
+	return nil
+}
+
+// appendJob is one append on its way: the batch as the caller passed it
+// and as prepared, its message rows, the session row's SET list, and the
+// outcome (the old head, or the stored batch of a replayed retry).
+type appendJob struct {
+	ss        *sessionStore
+	sessionID uuid.UUID
+	o         repo.AppendOptions
+	msgs      []repo.Message // as the caller passed them
+	out       []repo.Message // prepared: ids, times, parents after the first
+	rows      []models.Message
+	// callerIDs: the caller named every message (so a retry can be
+	// recognised); inheritFirst: the first message hangs under the old leaf
+	callerIDs, inheritFirst bool
+	// fast is the dialect's one-statement append when this append can use
+	// it (CapFastPaths, a batch of at most appendRowsPer, not rootFirst)
+	fast dialect.AppendStatement
+	// the session row's advance: " message_count = ..., version = ..." and
+	// its arguments (k, the new leaf, the usage sums, the clock twice)
+	set     string
+	setArgs []any
+
+	h        sessionHead    // the old last_seq and current_leaf_id
+	replayed []repo.Message // the stored batch, when this is a retry of one
+	wrote    bool           // the transaction path wrote rows of this append
+}
+
+// prepareAppend validates msgs and prepares the append: ids and creation
+// times filled in, the parents of the messages after the first (a message
+// without one that is not a compact summary hangs under the previous
+// message; the first one's parent, the old leaf, is read by the statement
+// that inserts it), the message rows and the session row's SET list.
+func (ss *sessionStore) prepareAppend(sessionID uuid.UUID, o repo.AppendOptions, msgs []repo.Message, rootFirst bool) (*appendJob, error) {
+	a := &appendJob{ss: ss, sessionID: sessionID, o: o, msgs: msgs, out: make([]repo.Message, len(msgs)), callerIDs: true}
+	copy(a.out, msgs)
 	now := ss.s.now()
 	var usage repo.TokenUsage
-	for i := range out {
-		m := &out[i]
+	for i := range a.out {
+		m := &a.out[i]
 		if err := checkMessage(i, m, ss.s.cfg.maxContent); err != nil {
-			return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
+			return nil, err
 		}
 		if m.ID == "" {
 			m.ID = uuid.NewString()
-			callerIDs = false
+			a.callerIDs = false
 		}
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now
@@ -172,184 +225,203 @@ func (ss *sessionStore) appendMessages(ctx context.Context, sessionID uuid.UUID,
 		}
 	}
 	if err := checkMessageIDs(msgs, nil); err != nil {
-		return nil, fmt.Errorf("append messages to %s: %w", sessionID, err)
+		return nil, err
 	}
-	// Parents: a message after the first without one (and not a compact
-	// summary) hangs under the previous message; the first one's parent,
-	// the old leaf, is read by the statement that inserts it.
-	inheritFirst := out[0].ParentID == nil && !out[0].IsCompactSummary && !rootFirst
-	for i := 1; i < len(out); i++ {
-		if m := &out[i]; m.ParentID == nil && !m.IsCompactSummary {
-			p := out[i-1].ID
+	a.inheritFirst = a.out[0].ParentID == nil && !a.out[0].IsCompactSummary && !rootFirst
+	for i := 1; i < len(a.out); i++ {
+		if m := &a.out[i]; m.ParentID == nil && !m.IsCompactSummary {
+			p := a.out[i-1].ID
 			m.ParentID = &p
 		}
 	}
-	rows := make([]models.Message, len(out))
-	for i := range out {
-		rows[i] = messageRow(sessionID, 0, &out[i])
+	a.rows = make([]models.Message, len(a.out))
+	for i := range a.out {
+		a.rows[i] = messageRow(sessionID, 0, &a.out[i])
 	}
-	k := int64(len(out))
-	unlock := ss.writeLock(ctx)
-	defer unlock()
-	st := ss.s.quoted(models.TableSessions)
-	set := ` message_count = s.message_count + ?, current_leaf_id = ?,
+	if fp, ok := ss.s.d.(dialect.AppendStatement); ok && ss.s.has(CapFastPaths) && len(a.rows) <= appendRowsPer && !rootFirst {
+		a.fast = fp
+	}
+	a.set = ` message_count = s.message_count + ?, current_leaf_id = ?,
  total_input_tokens = s.total_input_tokens + ?, total_output_tokens = s.total_output_tokens + ?,
  total_cache_read_tokens = s.total_cache_read_tokens + ?, total_cache_creation_tokens = s.total_cache_creation_tokens + ?,
  ` + monotonicUpdatedAt("s.updated_at") + `, version = s.version + 1`
-	setArgs := []any{k, out[len(out)-1].ID, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
+	a.setArgs = []any{int64(len(a.out)), a.out[len(a.out)-1].ID, usage.InputTokens, usage.OutputTokens, usage.CacheReadInputTokens,
 		usage.CacheCreationInputTokens, now, now}
-	var (
-		h        sessionHead // the old last_seq and current_leaf_id
-		replayed []repo.Message
-		err      error
-	)
-	// notAdvanced handles a session that is missing or (strict) at another
-	// version: a retry of a batch that landed returns the stored messages.
-	notAdvanced := func(tx *gorm.DB) error {
-		if callerIDs {
-			stored, ok, err := ss.replayBatch(tx, sessionID, msgs, out)
-			if err != nil && !errors.Is(err, ErrDuplicate) {
-				return err
-			}
-			if ok {
-				replayed = stored
-				return nil
-			}
+	return a, nil
+}
+
+// run writes the append: the one-statement fast path or the transaction
+// path, again (up to appendAttempts runs) while the session turns out to
+// have been created concurrently.
+func (a *appendJob) run(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		a.replayed = nil
+		var err error
+		if a.fast != nil {
+			err = a.runStatement(ctx)
+		} else {
+			err = a.runTx(ctx)
 		}
-		err := ss.staleOrMissing(tx, sessionID, o.ExpectedVersion)
-		var sv *repo.StaleVersionError
-		if o.ExpectedVersion == 0 && errors.As(err, &sv) {
-			// Not strict, and the session exists now: it was created
-			// after the statement's snapshot (a concurrent first write).
-			return errAppendAgain
+		if !errors.Is(err, errAppendAgain) {
+			return err
+		}
+		if attempt == appendAttempts {
+			return fmt.Errorf("session %s was created by a concurrent write %d times in a row; nothing was written: %w",
+				a.sessionID, appendAttempts, ErrRetryable)
+		}
+	}
+}
+
+// runStatement is the fast path, one autocommit statement (one round
+// trip): lock the row, advance it (only at the expected version when
+// strict) and insert the messages after its old head.
+func (a *appendJob) runStatement(ctx context.Context) error {
+	ss := a.ss
+	tc, targs := ss.tenantCond("tenant_id")
+	if a.o.ExpectedVersion > 0 {
+		tc += " AND version = ?"
+		targs = append(targs, a.o.ExpectedVersion)
+	}
+	vals, args := ss.appendValues(a.rows)
+	args = append(append(append(append(args, int64(len(a.rows))), a.setArgs...), a.sessionID), targs...)
+	q := a.fast.AppendOneSQL(vals, ss.s.quoted(models.TableSessions), a.set, tc, ss.appendInsertSelect("a"))
+	var found bool
+	one := func(db *gorm.DB) error {
+		var err error
+		found, err = newDirectTx(db).queryRow(q, args, &a.h.LastSeq, &a.h.CurrentLeafID)
+		return err
+	}
+	var err error
+	if ss.tx != nil {
+		// Inside WithSessionLock: in a savepoint, so a failed
+		// statement does not abort the caller's transaction.
+		err = ss.inTx(ctx, one)
+	} else {
+		err = one(ss.db(ctx))
+	}
+	switch {
+	case errors.Is(err, ErrDuplicate):
+		return errBatchStored
+	case err == nil && !found:
+		err = ss.inTx(ctx, a.notAdvanced)
+		if err == nil && a.replayed == nil {
+			// Not reachable: notAdvanced either replays or fails.
+			err = fmt.Errorf("session %s was not advanced: %w", a.sessionID, ErrRetryable)
+		}
+	}
+	return err
+}
+
+// runTx is the general path: apply in a transaction of its own, or, with
+// CapGroupCommit, in one shared with the Store's concurrent appends (see
+// appendBatch).
+func (a *appendJob) runTx(ctx context.Context) error {
+	ss := a.ss
+	if ss.s.groupCommit() && ss.tx == nil {
+		return ss.s.gc.appends.do(ctx, ss.s.gcFlushes(), ss.s.gc.appendSeq.Add(1), appendReq{ss: ss, apply: a.apply, wrote: &a.wrote},
+			func(ctx context.Context, r appendReq) error { return r.ss.inTx(ctx, r.apply) },
+			ss.s.appendBatch)
+	}
+	return ss.inTx(ctx, a.apply)
+}
+
+// apply is the transaction path's append in tx: lockHead locks the row
+// (FOR UPDATE, or the single writer's write transaction), so reading the
+// head and updating it later cannot interleave. (An INSERT ... SELECT from
+// the session row instead of the read drops a statement, but on SQLite
+// its RETURNING costs more than the read: 180-200 vs 150-170 µs per append
+// in the same loop.)
+func (a *appendJob) apply(tx *gorm.DB) error {
+	a.wrote, a.replayed = false, nil
+	var err error
+	a.h, err = a.ss.lockHead(tx, a.sessionID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return a.notAdvanced(tx)
+	case err != nil:
+		return err
+	case a.o.ExpectedVersion > 0 && a.h.Version != a.o.ExpectedVersion:
+		return a.notAdvanced(tx)
+	}
+	a.wrote = true
+	args := append([]any{a.h.LastSeq + int64(len(a.rows))}, a.setArgs...)
+	if _, err := newDirectTx(tx).exec("UPDATE "+a.ss.s.quoted(models.TableSessions)+" AS s SET last_seq = ?,"+a.set+" WHERE id = ?",
+		append(args, a.sessionID)...); err != nil {
+		return err
+	}
+	for i := range a.rows {
+		a.rows[i].Seq = a.h.LastSeq + int64(i) + 1
+	}
+	if a.inheritFirst {
+		a.rows[0].ParentID = nil
+		if a.h.CurrentLeafID.Valid {
+			l := a.h.CurrentLeafID.String
+			a.rows[0].ParentID = &l
+		}
+	}
+	if err := a.ss.appendRows(tx, a.rows); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			return errBatchStored
 		}
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		replayed = nil
-		if fp, ok := ss.s.d.(dialect.AppendStatement); ok && ss.s.has(CapFastPaths) && len(rows) <= appendRowsPer && !rootFirst {
-			// Fast path, one autocommit statement (one round trip): lock the
-			// row, advance it (only at the expected version when strict) and
-			// insert the messages after its old head.
-			tc, targs := ss.tenantCond("tenant_id")
-			if o.ExpectedVersion > 0 {
-				tc += " AND version = ?"
-				targs = append(targs, o.ExpectedVersion)
-			}
-			vals, args := ss.appendValues(rows)
-			args = append(append(append(append(args, k), setArgs...), sessionID), targs...)
-			q := fp.AppendOneSQL(vals, st, set, tc, ss.appendInsertSelect("a"))
-			var found bool
-			one := func(db *gorm.DB) error {
-				var err error
-				found, err = newDirectTx(db).queryRow(q, args, &h.LastSeq, &h.CurrentLeafID)
-				return err
-			}
-			if ss.tx != nil {
-				// Inside WithSessionLock: in a savepoint, so a failed
-				// statement does not abort the caller's transaction.
-				err = ss.inTx(ctx, one)
-			} else {
-				err = one(ss.db(ctx))
-			}
-			switch {
-			case errors.Is(err, ErrDuplicate):
-				err = errBatchStored
-			case err == nil && !found:
-				err = ss.inTx(ctx, notAdvanced)
-				if err == nil && replayed == nil {
-					// Not reachable: notAdvanced either replays or fails.
-					err = fmt.Errorf("session %s was not advanced: %w", sessionID, ErrRetryable)
-				}
-			}
-		} else {
-			// General path: lockHead locks the row (FOR UPDATE, or the single
-			// writer's write transaction), so reading the head and updating it
-			// later cannot interleave. (An INSERT ... SELECT from the session
-			// row instead of the read drops a statement, but on SQLite its
-			// RETURNING costs more than the read: 180-200 vs 150-170 µs per
-			// append in the same loop.)
-			var wrote bool // the transaction wrote rows of this append
-			apply := func(tx *gorm.DB) error {
-				wrote, replayed = false, nil
-				var err error
-				h, err = ss.lockHead(tx, sessionID)
-				switch {
-				case errors.Is(err, ErrNotFound):
-					return notAdvanced(tx)
-				case err != nil:
-					return err
-				case o.ExpectedVersion > 0 && h.Version != o.ExpectedVersion:
-					return notAdvanced(tx)
-				}
-				wrote = true
-				args := append([]any{h.LastSeq + k}, setArgs...)
-				if _, err := newDirectTx(tx).exec("UPDATE "+st+" AS s SET last_seq = ?,"+set+" WHERE id = ?", append(args, sessionID)...); err != nil {
-					return err
-				}
-				for i := range rows {
-					rows[i].Seq = h.LastSeq + int64(i) + 1
-				}
-				if inheritFirst {
-					rows[0].ParentID = nil
-					if h.CurrentLeafID.Valid {
-						l := h.CurrentLeafID.String
-						rows[0].ParentID = &l
-					}
-				}
-				if err := ss.appendRows(tx, rows); err != nil {
-					if errors.Is(err, ErrDuplicate) {
-						return errBatchStored
-					}
-					return err
-				}
-				return nil
-			}
-			if ss.s.groupCommit() && ss.tx == nil {
-				// Concurrent appends of the Store share write transactions
-				// (see appendBatch).
-				err = ss.s.gc.appends.do(ctx, ss.s.gcFlushes(), ss.s.gc.appendSeq.Add(1), appendReq{ss: ss, apply: apply, wrote: &wrote},
-					func(ctx context.Context, r appendReq) error { return r.ss.inTx(ctx, r.apply) },
-					ss.s.appendBatch)
-			} else {
-				err = ss.inTx(ctx, apply)
-			}
-		}
-		if !errors.Is(err, errAppendAgain) || attempt == appendAttempts {
-			break
-		}
-	}
-	if errors.Is(err, errAppendAgain) {
-		err = fmt.Errorf("session %s was created by a concurrent write %d times in a row; nothing was written: %w", sessionID, appendAttempts, ErrRetryable)
-	}
-	if errors.Is(err, errBatchStored) {
-		// The batch (or part of it) is stored: a retry returns it, any
-		// other overlap is a conflict naming the id.
-		err = ss.inTx(ctx, func(tx *gorm.DB) error {
-			stored, ok, err := ss.replayBatch(tx, sessionID, msgs, out)
-			if ok {
-				replayed = stored
-			} else if err == nil {
-				// The colliding row is gone again (deleted meanwhile).
-				err = fmt.Errorf("a message id of the batch collided with a row that is gone now; nothing was written: %w", ErrRetryable)
-			}
+	return nil
+}
+
+// notAdvanced handles a session that is missing or (strict) at another
+// version: a retry of a batch that landed returns the stored messages.
+func (a *appendJob) notAdvanced(tx *gorm.DB) error {
+	if a.callerIDs {
+		stored, ok, err := a.ss.replayBatch(tx, a.sessionID, a.msgs, a.out)
+		if err != nil && !errors.Is(err, ErrDuplicate) {
 			return err
-		})
+		}
+		if ok {
+			a.replayed = stored
+			return nil
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("append messages to %s: %w", sessionID, dbErr(err))
+	err := a.ss.staleOrMissing(tx, a.sessionID, a.o.ExpectedVersion)
+	var sv *repo.StaleVersionError
+	if a.o.ExpectedVersion == 0 && errors.As(err, &sv) {
+		// Not strict, and the session exists now: it was created
+		// after the statement's snapshot (a concurrent first write).
+		return errAppendAgain
 	}
-	if replayed != nil {
-		return replayed, nil
+	return err
+}
+
+// replayStored handles errBatchStored: the batch (or part of it) is
+// stored; a retry returns it, any other overlap is a conflict naming the
+// id.
+func (a *appendJob) replayStored(ctx context.Context) error {
+	return a.ss.inTx(ctx, func(tx *gorm.DB) error {
+		stored, ok, err := a.ss.replayBatch(tx, a.sessionID, a.msgs, a.out)
+		if ok {
+			a.replayed = stored
+		} else if err == nil {
+			// The colliding row is gone again (deleted meanwhile).
+			err = fmt.Errorf("a message id of the batch collided with a row that is gone now; nothing was written: %w", ErrRetryable)
+		}
+		return err
+	})
+}
+
+// result is the appended batch: the stored one of a replayed retry, else
+// the prepared messages with their seqs after the old head and the first
+// one's inherited parent.
+func (a *appendJob) result() []repo.Message {
+	if a.replayed != nil {
+		return a.replayed
 	}
-	if inheritFirst && h.CurrentLeafID.Valid {
-		l := h.CurrentLeafID.String
-		out[0].ParentID = &l
+	if a.inheritFirst && a.h.CurrentLeafID.Valid {
+		l := a.h.CurrentLeafID.String
+		a.out[0].ParentID = &l
 	}
-	for i := range out {
-		out[i].Seq = h.LastSeq + int64(i) + 1
+	for i := range a.out {
+		a.out[i].Seq = a.h.LastSeq + int64(i) + 1
 	}
-	return out, nil
+	return a.out
 }
 
 // appendRows inserts the message rows of an append with multi-row INSERTs
