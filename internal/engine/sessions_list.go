@@ -20,10 +20,61 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 	if ss.scopeErr != nil {
 		return repo.ListPage{}, ss.scopeErr
 	}
+	limit, order, err := listLimitOrder(p)
+	if err != nil {
+		return repo.ListPage{}, err
+	}
+	q, col, err := ss.listQuery(ctx, p, order)
+	if err != nil {
+		return repo.ListPage{}, err
+	}
+	fetch := func(n int) ([]listRow, error) {
+		rows, err := q.Order(col + ", id").Limit(n).Rows()
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := make([]listRow, 0, n)
+		for rows.Next() {
+			var r listRaw
+			if err := rows.Scan(&r.id, &r.tenant, &r.parent, &r.kind, &r.state, &r.created, &r.updated); err != nil {
+				return nil, err
+			}
+			out = append(out, r.decode(order))
+		}
+		return out, rows.Err()
+	}
+	rows, cut, more, err := cutListPage(fetch, limit)
+	if err != nil {
+		return repo.ListPage{}, fmt.Errorf("list sessions: %w", dbErr(err))
+	}
+	page := repo.ListPage{Sessions: make([]repo.SessionRef, 0, cut)}
+	var bad corruptRows
+	for _, r := range rows[:cut] {
+		if r.bad != nil {
+			bad = append(bad, r.bad)
+			continue
+		}
+		page.Sessions = append(page.Sessions, r.ref)
+	}
+	if more {
+		last := rows[cut-1].ref
+		page.Next = &repo.Cursor{UpdatedAt: last.UpdatedAt, CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	if len(bad) > 0 {
+		page.Corrupt = bad
+		return page, fmt.Errorf("list sessions: %w", bad)
+	}
+	return page, nil
+}
+
+// listLimitOrder validates List's page size and order and fills in their
+// defaults.
+func listLimitOrder(p repo.ListParams) (int, repo.ListOrder, error) {
 	limit := p.Limit
 	switch {
 	case limit < 0 || limit > repo.MaxListLimit:
-		return repo.ListPage{}, invalidf("list sessions: limit %d outside 0..%d", limit, repo.MaxListLimit)
+		return 0, "", invalidf("list sessions: limit %d outside 0..%d", limit, repo.MaxListLimit)
 	case limit == 0:
 		limit = repo.DefaultListLimit
 	}
@@ -33,15 +84,22 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 		order = repo.OrderUpdated
 	case repo.OrderCreated:
 	default:
-		return repo.ListPage{}, invalidf("list sessions: unknown order %q", clip(string(order)))
+		return 0, "", invalidf("list sessions: unknown order %q", clip(string(order)))
 	}
+	return limit, order, nil
+}
+
+// listQuery returns List's query of the sessions p selects (in the view's
+// tenant) after p's cursor, and the timestamp column of order (the page
+// is ordered by it and id).
+func (ss *sessionStore) listQuery(ctx context.Context, p repo.ListParams, order repo.ListOrder) (*gorm.DB, string, error) {
 	tenant := p.TenantID
 	if ss.tenant != nil {
 		tenant = ss.tenant
 	}
 	if tenant != nil {
 		if err := checkText("tenant id", *tenant, repo.MaxIDLen); err != nil {
-			return repo.ListPage{}, fmt.Errorf("list sessions: %w", err)
+			return nil, "", fmt.Errorf("list sessions: %w", err)
 		}
 	}
 	q := ss.db(ctx).Model(&models.Session{}).Select("id", "tenant_id", "parent_id", "session_type", "state", "created_at", "updated_at")
@@ -56,7 +114,7 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 		for i, st := range p.States {
 			v, err := repo.ParseSessionState(string(st))
 			if err != nil {
-				return repo.ListPage{}, fmt.Errorf("list sessions: %w", err)
+				return nil, "", fmt.Errorf("list sessions: %w", err)
 			}
 			states[i] = string(v)
 		}
@@ -65,7 +123,7 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 	if p.Kind != "" {
 		k, err := repo.ParseSessionKind(string(p.Kind))
 		if err != nil {
-			return repo.ListPage{}, fmt.Errorf("list sessions: %w", err)
+			return nil, "", fmt.Errorf("list sessions: %w", err)
 		}
 		q = q.Where("session_type = ?", string(k))
 	}
@@ -88,39 +146,25 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 			at = p.After.CreatedAt
 		}
 		if at.IsZero() {
-			return repo.ListPage{}, invalidf("list sessions: the cursor has no %s (a cursor of another order?)", col)
+			return nil, "", invalidf("list sessions: the cursor has no %s (a cursor of another order?)", col)
 		}
 		// A row-value comparison: one range of the (col, id) index.
 		q = q.Where("("+col+", id) > (?, ?)", at.UTC().Truncate(time.Microsecond), p.After.ID)
 	}
-	q = q.Session(&gorm.Session{}) // reused by fetch
-	fetch := func(n int) ([]listRow, error) {
-		rows, err := q.Order(col + ", id").Limit(n).Rows()
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		out := make([]listRow, 0, n)
-		for rows.Next() {
-			var r listRaw
-			if err := rows.Scan(&r.id, &r.tenant, &r.parent, &r.kind, &r.state, &r.created, &r.updated); err != nil {
-				return nil, err
-			}
-			out = append(out, r.decode(order))
-		}
-		return out, rows.Err()
-	}
-	// A page is at most limit rows (sessions and corrupt rows together),
-	// and ends on a row whose order key reads, so the next page can start
-	// after it; a run of limit rows or more whose keys do not read is
-	// returned whole (see repo.Sessions.List).
+	return q.Session(&gorm.Session{}), col, nil // reused by every fetch
+}
+
+// cutListPage fetches rows for a page of at most limit rows (sessions and
+// corrupt rows together) that ends on a row whose order key reads, so the
+// next page can start after it; a run of limit rows or more whose keys do
+// not read is returned whole (see repo.Sessions.List). It returns the rows
+// fetched, how many of them make the page, and whether a next page may
+// follow.
+func cutListPage(fetch func(n int) ([]listRow, error), limit int) (rows []listRow, cut int, more bool, err error) {
 	n := limit + 1
-	var rows []listRow
-	cut := 0
 	for {
-		var err error
 		if rows, err = fetch(n); err != nil {
-			return repo.ListPage{}, fmt.Errorf("list sessions: %w", dbErr(err))
+			return nil, 0, false, err
 		}
 		cut = min(len(rows), limit)
 		if len(rows) <= cut {
@@ -148,24 +192,7 @@ func (ss *sessionStore) List(ctx context.Context, p repo.ListParams) (repo.ListP
 		}
 		n *= 2
 	}
-	page := repo.ListPage{Sessions: make([]repo.SessionRef, 0, cut)}
-	var bad corruptRows
-	for _, r := range rows[:cut] {
-		if r.bad != nil {
-			bad = append(bad, r.bad)
-			continue
-		}
-		page.Sessions = append(page.Sessions, r.ref)
-	}
-	if cut < len(rows) || cut == n {
-		last := rows[cut-1].ref
-		page.Next = &repo.Cursor{UpdatedAt: last.UpdatedAt, CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	if len(bad) > 0 {
-		page.Corrupt = bad
-		return page, fmt.Errorf("list sessions: %w", bad)
-	}
-	return page, nil
+	return rows, cut, cut < len(rows) || cut == n, nil
 }
 
 // listRaw is one row of List as stored, each column scanned on its own so

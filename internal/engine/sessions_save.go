@@ -69,40 +69,10 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 			return invalidf("save session %s: tenant %q outside the view's tenant", sess.ID, clip(sess.TenantID))
 		}
 	}
-	if err := checkSessionRow(sess); err != nil {
+	fresh, err := ss.checkSave(sess)
+	if err != nil {
 		return fmt.Errorf("save session %s: %w", sess.ID, err)
 	}
-	ch := sess.Changes()
-	var fresh []int // indexes of messages to append
-	for i := range sess.Messages {
-		if sess.Messages[i].Seq == 0 {
-			if err := checkMessage(i, &sess.Messages[i], ss.s.cfg.maxContent); err != nil {
-				return fmt.Errorf("save session %s: %w", sess.ID, err)
-			}
-			fresh = append(fresh, i)
-		}
-	}
-	if ch.Todos {
-		if err := checkTodos(sess.Todos); err != nil {
-			return fmt.Errorf("save session %s: %w", sess.ID, err)
-		}
-	}
-	if len(fresh) > 1 {
-		if err := checkMessageIDs(sess.Messages, fresh); err != nil {
-			return fmt.Errorf("save session %s: %w", sess.ID, err)
-		}
-	}
-	for i := range ch.NewCompacts {
-		if err := checkCompact(i, &ch.NewCompacts[i]); err != nil {
-			return fmt.Errorf("save session %s: %w", sess.ID, err)
-		}
-	}
-	if ch.Plan && sess.CurrentPlan != nil {
-		if err := checkPlan(sess.CurrentPlan); err != nil {
-			return fmt.Errorf("save session %s: %w", sess.ID, err)
-		}
-	}
-
 	now := ss.s.now()
 	if sess.ID == uuid.Nil {
 		id, err := uuid.NewV7()
@@ -111,6 +81,85 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 		}
 		sess.ID = id
 	}
+	row := ss.saveRow(sess, fresh, now)
+	k := int64(len(fresh))
+	var c savedCounters
+	unlock := ss.writeLock(ctx)
+	err = ss.inTx(ctx, func(tx *gorm.DB) error {
+		if err := ss.lockParent(tx, sess.ParentID); err != nil {
+			return err
+		}
+		var err error
+		if sess.Version == 0 {
+			c, err = ss.insertSession(tx, &row, k)
+		} else {
+			c, err = ss.updateSession(tx, sess.Version, &row, k)
+		}
+		if err != nil {
+			return err
+		}
+		return ss.saveChildren(tx, sess, fresh, c.lastSeq, now)
+	})
+	unlock()
+	if err != nil {
+		return fmt.Errorf("save session %s: %w", sess.ID, dbErr(err))
+	}
+	base := c.lastSeq - k
+	for j, i := range fresh {
+		sess.Messages[i].Seq = base + int64(j) + 1
+	}
+	if ss.tenant != nil {
+		sess.TenantID = *ss.tenant
+	}
+	sess.CreatedAt, sess.UpdatedAt = row.CreatedAt, row.UpdatedAt
+	sess.Version, sess.LastSeq, sess.MessageCount = c.version, c.lastSeq, c.msgCount
+	sess.MarkClean()
+	return nil
+}
+
+// checkSave validates what Save writes of sess (the row, the messages
+// not stored yet, and the changed todos, compacts and plan) and returns
+// the indexes of the messages to append (those with Seq 0).
+func (ss *sessionStore) checkSave(sess *repo.Session) ([]int, error) {
+	if err := checkSessionRow(sess); err != nil {
+		return nil, err
+	}
+	ch := sess.Changes()
+	var fresh []int
+	for i := range sess.Messages {
+		if sess.Messages[i].Seq == 0 {
+			if err := checkMessage(i, &sess.Messages[i], ss.s.cfg.maxContent); err != nil {
+				return nil, err
+			}
+			fresh = append(fresh, i)
+		}
+	}
+	if ch.Todos {
+		if err := checkTodos(sess.Todos); err != nil {
+			return nil, err
+		}
+	}
+	if len(fresh) > 1 {
+		if err := checkMessageIDs(sess.Messages, fresh); err != nil {
+			return nil, err
+		}
+	}
+	for i := range ch.NewCompacts {
+		if err := checkCompact(i, &ch.NewCompacts[i]); err != nil {
+			return nil, err
+		}
+	}
+	if ch.Plan && sess.CurrentPlan != nil {
+		if err := checkPlan(sess.CurrentPlan); err != nil {
+			return nil, err
+		}
+	}
+	return fresh, nil
+}
+
+// saveRow fills in the ids and creation times of the fresh messages and
+// returns the session row Save writes (in the view's tenant, updated now).
+func (ss *sessionStore) saveRow(sess *repo.Session, fresh []int, now time.Time) models.Session {
 	for _, i := range fresh {
 		m := &sess.Messages[i]
 		if m.ID == "" {
@@ -128,100 +177,105 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 		row.CreatedAt = now
 	}
 	row.UpdatedAt = now
-	k := int64(len(fresh))
+	return row
+}
 
-	var lastSeq, msgCount, version int64
-	unlock := ss.writeLock(ctx)
-	err := ss.inTx(ctx, func(tx *gorm.DB) error {
-		if sess.ParentID != nil {
-			// The parent must exist (in the view's tenant): a tenant cannot
-			// hang sessions under another tenant's session. Its row is
-			// locked, so a concurrent Delete of the parent waits for this
-			// transaction or makes this one ErrNotFound.
-			if _, err := ss.lockHead(tx, *sess.ParentID); err != nil {
-				if errors.Is(err, ErrNotFound) {
-					return fmt.Errorf("parent session %s: %w", *sess.ParentID, ErrNotFound)
-				}
-				return err
-			}
+// savedCounters are the session row's counters after Save's write.
+type savedCounters struct{ lastSeq, msgCount, version int64 }
+
+// lockParent checks and locks the parent of a saved session (nil: none).
+// The parent must exist (in the view's tenant): a tenant cannot hang
+// sessions under another tenant's session. Its row is locked, so a
+// concurrent Delete of the parent waits for the save's transaction or
+// makes it ErrNotFound.
+func (ss *sessionStore) lockParent(tx *gorm.DB, parentID *uuid.UUID) error {
+	if parentID == nil {
+		return nil
+	}
+	if _, err := ss.lockHead(tx, *parentID); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("parent session %s: %w", *parentID, ErrNotFound)
 		}
-		if sess.Version == 0 {
-			row.Version, row.LastSeq, row.MessageCount = 1, k, k
-			if err := tx.Omit(clause.Associations).Create(&row).Error; err != nil {
-				if err := dbErr(err); errors.Is(err, ErrDuplicate) {
-					return fmt.Errorf("session %s already exists (Load it; Save inserts only sessions with Version 0): %w", sess.ID, ErrDuplicate)
-				}
-				return dbErr(err)
-			}
-			lastSeq, msgCount, version = k, k, 1
-		} else {
-			tc, targs := ss.tenantCond("tenant_id")
-			set, args, err := ss.s.sessionUpdateSet(&row)
-			if err != nil {
-				return err
-			}
-			args = append(args, k, k, row.ID, sess.Version)
-			args = append(args, targs...)
-			var ret struct {
-				LastSeq, MessageCount, Version int64
-				UpdatedAt                      dbTime
-			}
-			res := tx.Raw(`UPDATE `+ss.s.quoted(models.TableSessions)+` SET `+set+`,
+		return err
+	}
+	return nil
+}
+
+// insertSession inserts the row of a new session (Version 0) holding k
+// messages.
+func (ss *sessionStore) insertSession(tx *gorm.DB, row *models.Session, k int64) (savedCounters, error) {
+	row.Version, row.LastSeq, row.MessageCount = 1, k, k
+	if err := tx.Omit(clause.Associations).Create(row).Error; err != nil {
+		if err := dbErr(err); errors.Is(err, ErrDuplicate) {
+			return savedCounters{}, fmt.Errorf("session %s already exists (Load it; Save inserts only sessions with Version 0): %w", row.ID, ErrDuplicate)
+		}
+		return savedCounters{}, dbErr(err)
+	}
+	return savedCounters{lastSeq: k, msgCount: k, version: 1}, nil
+}
+
+// updateSession writes the row of a stored session at version expected
+// and advances its counters by k messages (a *StaleVersionError, or
+// ErrNotFound, when it is at another version or missing). row.UpdatedAt
+// becomes the stored one when that is later.
+func (ss *sessionStore) updateSession(tx *gorm.DB, expected int64, row *models.Session, k int64) (savedCounters, error) {
+	tc, targs := ss.tenantCond("tenant_id")
+	set, args, err := ss.s.sessionUpdateSet(row)
+	if err != nil {
+		return savedCounters{}, err
+	}
+	args = append(args, k, k, row.ID, expected)
+	args = append(args, targs...)
+	var ret struct {
+		LastSeq, MessageCount, Version int64
+		UpdatedAt                      dbTime
+	}
+	res := tx.Raw(`UPDATE `+ss.s.quoted(models.TableSessions)+` SET `+set+`,
  last_seq = last_seq + ?, message_count = message_count + ?, version = version + 1
  WHERE id = ? AND version = ?`+tc+` RETURNING last_seq, message_count, version, updated_at`, args...).Scan(&ret)
-			if res.Error != nil {
-				return dbErr(res.Error)
-			}
-			if res.RowsAffected == 0 {
-				return ss.staleOrMissing(tx, sess.ID, sess.Version)
-			}
-			lastSeq, msgCount, version = ret.LastSeq, ret.MessageCount, ret.Version
-			if ret.UpdatedAt.Valid && ret.UpdatedAt.T.After(row.UpdatedAt) {
-				row.UpdatedAt = ret.UpdatedAt.T
-			}
-		}
-		if k > 0 {
-			rows := make([]models.Message, 0, k)
-			base := lastSeq - k
-			for j, i := range fresh {
-				rows = append(rows, messageRow(sess.ID, base+int64(j)+1, &sess.Messages[i]))
-			}
-			if err := insertMessages(tx, rows); err != nil {
-				return err
-			}
-		}
-		if len(ch.NewCompacts) > 0 {
-			if err := ss.insertCompacts(tx, sess, now); err != nil {
-				return err
-			}
-		}
-		isNew := sess.Version == 0
-		if ch.Todos && !(isNew && len(sess.Todos) == 0) {
-			if _, err := ss.replaceTodos(tx, sess.ID, sess.Todos, now); err != nil {
-				return err
-			}
-		}
-		if ch.Plan && !(isNew && sess.CurrentPlan == nil) {
-			if err := ss.writePlan(tx, sess.ID, sess.CurrentPlan, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	unlock()
-	if err != nil {
-		return fmt.Errorf("save session %s: %w", sess.ID, dbErr(err))
+	if res.Error != nil {
+		return savedCounters{}, dbErr(res.Error)
 	}
-	base := lastSeq - k
-	for j, i := range fresh {
-		sess.Messages[i].Seq = base + int64(j) + 1
+	if res.RowsAffected == 0 {
+		return savedCounters{}, ss.staleOrMissing(tx, row.ID, expected)
 	}
-	if ss.tenant != nil {
-		sess.TenantID = *ss.tenant
+	if ret.UpdatedAt.Valid && ret.UpdatedAt.T.After(row.UpdatedAt) {
+		row.UpdatedAt = ret.UpdatedAt.T
 	}
-	sess.CreatedAt, sess.UpdatedAt = row.CreatedAt, row.UpdatedAt
-	sess.Version, sess.LastSeq, sess.MessageCount = version, lastSeq, msgCount
-	sess.MarkClean()
+	return savedCounters{lastSeq: ret.LastSeq, msgCount: ret.MessageCount, version: ret.Version}, nil
+}
+
+// saveChildren writes Save's child rows: the fresh messages (seqs up to
+// lastSeq), the new compacts, and the todos and plan when changed (of a
+// new session only when it has any).
+func (ss *sessionStore) saveChildren(tx *gorm.DB, sess *repo.Session, fresh []int, lastSeq int64, now time.Time) error {
+	ch := sess.Changes()
+	if k := int64(len(fresh)); k > 0 {
+		rows := make([]models.Message, 0, k)
+		base := lastSeq - k
+		for j, i := range fresh {
+			rows = append(rows, messageRow(sess.ID, base+int64(j)+1, &sess.Messages[i]))
+		}
+		if err := insertMessages(tx, rows); err != nil {
+			return err
+		}
+	}
+	if len(ch.NewCompacts) > 0 {
+		if err := ss.insertCompacts(tx, sess, now); err != nil {
+			return err
+		}
+	}
+	isNew := sess.Version == 0
+	if ch.Todos && !(isNew && len(sess.Todos) == 0) {
+		if _, err := ss.replaceTodos(tx, sess.ID, sess.Todos, now); err != nil {
+			return err
+		}
+	}
+	if ch.Plan && !(isNew && sess.CurrentPlan == nil) {
+		if err := ss.writePlan(tx, sess.ID, sess.CurrentPlan, now); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
