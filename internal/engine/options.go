@@ -268,9 +268,6 @@ func checkTimeout(name string, d time.Duration) error {
 	return nil
 }
 
-// timeoutMS returns d in whole milliseconds, rounded up.
-func timeoutMS(d time.Duration) int64 { return dialect.TimeoutMS(d) }
-
 // WithStatementTimeout bounds every statement the Store runs (those sent
 // through Store.DB and Store.SQLDB included) by d (0, the default, is off;
 // d is rounded up to a whole millisecond; a negative d, one below 1 ms or

@@ -189,6 +189,7 @@ SELECT id FROM `+st+` WHERE id IN (SELECT id FROM d) AND expires_at IS NOT NULL 
 	}
 }
 
+// defaultCleanupBatch is CleanupExpired's batch size when none is given.
 const defaultCleanupBatch = 500
 
 // Delete implements repo.Sessions.
