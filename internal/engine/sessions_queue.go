@@ -14,24 +14,23 @@ import (
 
 // sessionQueue implements repo.SessionQueue on the {prefix}queue table.
 //
-// Dequeue is one atomic statement on both dialects (claimGroup, in
-// sessions_queue_lease.go), for one call or for k concurrent calls of one
-// session coalesced by group commit (a batch of one is a batch):
+// Dequeue is one atomic statement on both dialects, built by one function
+// (claimSQL, sessions_queue_lease.go) for one call and for k concurrent
+// calls of one session coalesced by group commit:
 //
-//	UPDATE queue SET status = 'processing', lease... = w.(the call's own), attempts = attempts + 1
-//	FROM (SELECT seq, row_number() AS rn FROM
-//	        (SELECT seq FROM queue WHERE session_id = ? AND processed_at IS NULL
-//	         AND (status = 'pending' OR (status = 'processing' AND leased_until < now))
-//	         ORDER BY priority DESC, seq LIMIT k [FOR UPDATE SKIP LOCKED])) AS c,
-//	     (VALUES (1, token, owner, until), ...) AS w
-//	WHERE seq = c.seq AND w.column1 = c.rn
+//	UPDATE queue SET status = 'processing', lease..., attempts = attempts + 1
+//	WHERE seq = (SELECT seq FROM queue WHERE session_id = ? AND processed_at IS NULL
+//	             AND (status = 'pending' OR (status = 'processing' AND leased_until < now))
+//	             ORDER BY priority DESC, seq LIMIT 1 [FOR UPDATE SKIP LOCKED])
 //	RETURNING ...
 //
-// an ordered walk of the partial index of live (pending or processing)
-// items that stops at the first k claimable ones, so a dequeue costs
-// O(log n + workers) however long the queue and its history are.
+// (for k calls the same pick with LIMIT k, numbered by row_number and
+// joined to a VALUES list of the calls' leases): an ordered walk of the
+// partial index of live (pending or processing) items that stops at the
+// first claimable ones, so a dequeue costs O(log n + workers) however long
+// the queue and its history are.
 //
-// On PostgreSQL the subquery takes the rows with FOR UPDATE SKIP LOCKED, so
+// On PostgreSQL the pick takes the rows with FOR UPDATE SKIP LOCKED, so
 // concurrent workers never wait on or share an item. On SQLite the single
 // UPDATE holds the database write lock for its whole run, which makes the
 // claim atomic. Complete, Fail and Release are likewise one statement
