@@ -76,22 +76,6 @@ func invalidf(format string, args ...any) error {
 // configf returns an ErrInvalidConfig error with a formatted reason.
 func configf(format string, args ...any) error { return dialect.Configf(format, args...) }
 
-// configError is an ErrInvalidConfig whose message is the Store's and
-// whose cause (a driver's error, secrets scrubbed) stays in the chain.
-type configError struct {
-	msg   string
-	cause error
-}
-
-func (e *configError) Error() string { return ErrInvalidConfig.Error() + ": " + e.msg }
-
-func (e *configError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{ErrInvalidConfig}
-	}
-	return []error{ErrInvalidConfig, e.cause}
-}
-
 // IsRetryable reports whether err is a transient database failure.
 func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
 

@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -19,7 +16,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
-	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -296,69 +292,6 @@ func (s *Store) groupCommit() bool { return s.has(CapGroupCommit) }
 // second flush had helped: there every call waited for the one in front.)
 func (s *Store) gcFlushes() int { return 1 }
 
-// ---------------------------------------------------------------------------
-// SessionQueue.Complete
-
-// completeReq is one Complete call: its view (tenant scope), lease and the
-// clock readings of the call.
-type completeReq struct {
-	sq    *sessionQueue
-	l     repo.Lease
-	now   time.Time
-	nowMS int64
-}
-
-// completeBatch completes several leases in one autocommit statement (one
-// commit, one WAL flush) on every dialect: an UPDATE joined to a VALUES
-// list of (item id, lease token, completion time, now, tenant) that checks
-// each item's lease (and tenant) on its own and returns the ids it
-// completed. The items are sorted by id, so two flushes over the same rows
-// take their row locks in the same order. An item it did not complete
-// gets what the single-item path reports: ErrLockLost, or ErrNotFound when
-// the item does not exist (in its caller's tenant).
-func (s *Store) completeBatch(ctx context.Context, reqs []*gcReq[uuid.UUID, completeReq]) error {
-	sorted := slices.Clone(reqs)
-	slices.SortFunc(sorted, func(a, b *gcReq[uuid.UUID, completeReq]) int { return bytes.Compare(a.key[:], b.key[:]) })
-	qt := s.quoted(models.TableQueue)
-	var b strings.Builder
-	b.WriteString("UPDATE " + qt + " AS q SET status = 'completed', processed_at = v.column3, lease_token = NULL FROM (VALUES ")
-	writeTuples(&b, len(sorted), "("+s.castParam("uuid")+", "+s.castParam("uuid")+", "+s.castParam("timestamptz")+", "+
-		s.castParam("bigint")+", "+s.castParam("text")+")")
-	b.WriteString(") AS v WHERE q.id = v.column1 AND q.lease_token = v.column2 AND q.status = 'processing'" +
-		" AND q.leased_until >= v.column4 AND (v.column5 IS NULL OR q.session_id IN (SELECT id FROM " +
-		s.quoted(models.TableSessions) + " WHERE tenant_id = v.column5)) RETURNING id")
-	args := make([]any, 0, 5*len(sorted))
-	for _, r := range sorted {
-		var tenant any
-		if t := r.in.sq.tenant; t != nil {
-			tenant = *t
-		}
-		args = append(args, r.in.l.ItemID, r.in.l.Token, r.in.now, r.in.nowMS, tenant)
-	}
-	unlock := reqs[0].in.sq.writeLock(ctx)
-	var done []uuid.UUID
-	_, err := newDirectTx(s.db.WithContext(ctx)).each(b.String(), args, func(rows *sql.Rows, _ int64) error {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		done = append(done, id)
-		return nil
-	})
-	unlock()
-	if err != nil {
-		return dbErr(err)
-	}
-	for _, r := range reqs {
-		if slices.Contains(done, r.key) {
-			r.err = nil
-			continue
-		}
-		r.err = r.in.sq.leaseMiss(ctx, "complete", r.in.l)
-	}
-	return nil
-}
-
 // claimByGroup runs a coalesced claim: the requests are grouped by key (in
 // arrival order), each group of several is claimed in one statement by
 // claim, which returns the requests it found no item for; those, the
@@ -388,102 +321,6 @@ func claimByGroup[G comparable, T any](reqs []*gcReq[uint64, T], key func(T) G,
 			single(r)
 		}
 	}
-}
-
-// ---------------------------------------------------------------------------
-// SessionQueue.Dequeue
-
-// dequeueBatch claims items for several Dequeue calls: for the calls of
-// one session (and tenant view), one statement that takes the first k
-// claimable items in dequeue order (k = the number of calls; FOR UPDATE
-// SKIP LOCKED where the database has row locks) and leases the i-th of
-// them to the i-th call, with that call's own token, owner and lease end
-// (committed asynchronously where Dequeue's claim is). A call for which
-// no item was left — the session's queue had fewer claimable items —
-// then runs the single-item path under its own context, which reports
-// nil, or ErrNotFound when the session does not exist (in its view). A
-// statement that fails runs each call of its session alone (nothing was
-// claimed: the statement is atomic).
-func (s *Store) dequeueBatch(ctx context.Context, reqs []*gcReq[uint64, dequeueReq]) error {
-	type viewKey struct {
-		session uuid.UUID
-		tenant  string
-		scoped  bool
-	}
-	claimByGroup(reqs, func(r dequeueReq) viewKey {
-		k := viewKey{session: r.session}
-		if t := r.sq.tenant; t != nil {
-			k.tenant, k.scoped = *t, true
-		}
-		return k
-	}, func(g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
-		return s.claimGroup(ctx, g)
-	},
-		func(r *gcReq[uint64, dequeueReq]) { r.err = r.in.sq.dequeueOne(r.ctx, r.in) })
-	return nil
-}
-
-// claimGroup runs the claim of dequeueBatch for the calls of one session
-// and view, sets the claimed calls' items and returns the calls that got
-// none, or the statement's error (then no call has an item).
-func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
-	sq := g[0].in.sq
-	qt := s.quoted(models.TableQueue)
-	tc, targs := sq.inTenantCond()
-	var nowMS int64
-	for _, r := range g {
-		nowMS = max(nowMS, r.in.nowMS)
-	}
-	with, async := s.asyncCommitCTE()
-	var b strings.Builder
-	b.WriteString(with + "UPDATE " + qt + " SET status = 'processing', lease_token = w.column2, lease_owner = w.column3," +
-		" leased_until = w.column4, attempts = attempts + 1 FROM (SELECT cseq, row_number() OVER (ORDER BY cprio DESC, cseq) AS rn" +
-		" FROM (SELECT seq AS cseq, priority AS cprio FROM " + qt + " WHERE session_id = ?" + liveQueue + claimable + tc +
-		" ORDER BY priority DESC, seq LIMIT " + strconv.Itoa(len(g)) + s.forUpdateSkip("") + ") AS c0) AS c, (VALUES ")
-	writeTuples(&b, len(g), "("+s.castParam("bigint")+", "+s.castParam("uuid")+", "+s.castParam("text")+", "+s.castParam("bigint")+")")
-	b.WriteString(") AS w WHERE seq = c.cseq AND w.column1 = c.rn" + async + " RETURNING lease_token, " + claimCols)
-	args := append([]any{g[0].in.session, nowMS}, targs...)
-	for i, r := range g {
-		args = append(args, int64(i+1), r.in.token, nilIfEmpty(r.in.owner), r.in.nowMS+r.in.lease.Milliseconds())
-	}
-	byToken := make(map[uuid.UUID]*gcReq[uint64, dequeueReq], len(g))
-	for _, r := range g {
-		byToken[r.in.token] = r
-	}
-	var c claimedRow
-	var tok uuid.UUID
-	dest := append([]any{&tok}, c.dest()...)
-	claimed := make(map[*gcReq[uint64, dequeueReq]]bool, len(g))
-	unlock := sq.writeLock(ctx)
-	_, err := newDirectTx(sq.db(ctx)).each(b.String(), args, func(rows *sql.Rows, _ int64) error {
-		c = claimedRow{}
-		if err := rows.Scan(dest...); err != nil {
-			return err
-		}
-		r, ok := byToken[tok]
-		if !ok {
-			return fmt.Errorf("claim returned an unknown lease token")
-		}
-		*r.in.out = c.item(r.in)
-		claimed[r] = true
-		return nil
-	})
-	unlock()
-	if err != nil {
-		// when rows were claimed before the reply broke off, those leases
-		// run out and the items are dequeued again (as after a lost reply)
-		for r := range claimed {
-			*r.in.out = nil
-		}
-		return nil, dbErr(err)
-	}
-	var left []*gcReq[uint64, dequeueReq]
-	for _, r := range g {
-		if !claimed[r] {
-			left = append(left, r)
-		}
-	}
-	return left, nil
 }
 
 // ---------------------------------------------------------------------------
@@ -699,41 +536,4 @@ func (p *gormProvider) ackWorkBatch(ctx context.Context, reqs []*gcReq[int64, ac
 		}
 	}
 	return nil
-}
-
-// ---------------------------------------------------------------------------
-// Sessions.AppendMessages
-
-// appendReq is one AppendMessages call on the transaction path: apply runs
-// the whole append (read and lock the head, advance it, insert the
-// messages) in the transaction it is given and sets *wrote once it has
-// written a row; its results stay in the caller's variables.
-type appendReq struct {
-	ss    *sessionStore
-	apply func(tx *gorm.DB) error
-	wrote *bool
-}
-
-// appendBatch runs several appends in one write transaction (one commit,
-// one WAL write of the pages they share), one after the other in queue
-// order, each checked against the session row as it stands after the ones
-// before it. An append that ends before writing anything (its session is
-// missing, or at another version: apply's own replay and stale checks,
-// reads only) gets that outcome and the others go on. Any other failure —
-// a statement error, a message id already stored (the append had written
-// its session row) — rolls the whole transaction back and returns the
-// error, so that every call of the flush runs again alone (see
-// committer.flush) and gets the outcome of its own transaction.
-func (s *Store) appendBatch(ctx context.Context, reqs []*gcReq[uint64, appendReq]) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for _, r := range reqs {
-			err := r.in.apply(tx)
-			var stale *repo.StaleVersionError
-			if err != nil && (*r.in.wrote || !(errors.Is(err, ErrNotFound) || errors.As(err, &stale))) {
-				return err
-			}
-			r.err = err
-		}
-		return nil
-	})
 }

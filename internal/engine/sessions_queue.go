@@ -14,27 +14,27 @@ import (
 
 // sessionQueue implements repo.SessionQueue on the {prefix}queue table.
 //
-// Dequeue is one atomic statement on both dialects:
+// Dequeue is one atomic statement on both dialects, built by one function
+// (claimSQL, sessions_queue_lease.go) for one call and for k concurrent
+// calls of one session coalesced by group commit:
 //
-//	UPDATE queue SET status = 'processing', lease... , attempts = attempts + 1
+//	UPDATE queue SET status = 'processing', lease..., attempts = attempts + 1
 //	WHERE seq = (SELECT seq FROM queue WHERE session_id = ? AND processed_at IS NULL
 //	             AND (status = 'pending' OR (status = 'processing' AND leased_until < now))
 //	             ORDER BY priority DESC, seq LIMIT 1 [FOR UPDATE SKIP LOCKED])
 //	RETURNING ...
 //
-// an ordered walk of the partial index of live (pending or processing)
-// items that stops at the first claimable one, so a dequeue costs
-// O(log n + workers) however long the queue and its history are.
+// (for k calls the same pick with LIMIT k, numbered by row_number and
+// joined to a VALUES list of the calls' leases): an ordered walk of the
+// partial index of live (pending or processing) items that stops at the
+// first claimable ones, so a dequeue costs O(log n + workers) however long
+// the queue and its history are.
 //
-// On PostgreSQL the subquery takes the row with FOR UPDATE SKIP LOCKED, so
-// concurrent workers never wait on or share an item. On SQLite (where GORM
-// drops clause.Locking) the single UPDATE holds the database write lock for
-// its whole run, which makes the claim atomic.
-//
-// With CapGroupCommit, concurrent Dequeues of one session that wait while
-// a claim statement runs are claimed together in the next: the same walk
-// with LIMIT k, the i-th item leased to the i-th call (dequeueBatch in
-// groupcommit.go).
+// On PostgreSQL the pick takes the rows with FOR UPDATE SKIP LOCKED, so
+// concurrent workers never wait on or share an item. On SQLite the single
+// UPDATE holds the database write lock for its whole run, which makes the
+// claim atomic. Complete, Fail and Release are likewise one statement
+// (endLeases), for one call or a flush of several Completes.
 type sessionQueue struct {
 	sessionStore
 }
@@ -236,228 +236,6 @@ func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
 		return nil, dbErr(err)
 	}
 	return out, nil
-}
-
-// Dequeue implements repo.SessionQueue.
-func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo.DequeueParams) (*repo.QueueItem, error) {
-	if sq.scopeErr != nil {
-		return nil, sq.scopeErr
-	}
-	if p.Lease < 0 {
-		return nil, invalidf("dequeue from %s: negative lease", sessionID)
-	}
-	if p.Lease == 0 {
-		p.Lease = repo.DefaultLease
-	}
-	if p.Owner != "" {
-		if err := checkText("lease owner", p.Owner, repo.MaxIDLen); err != nil {
-			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
-		}
-	}
-	r := dequeueReq{sq: sq, session: sessionID, owner: p.Owner, lease: p.Lease, token: uuid.New(), nowMS: sq.s.nowMS()}
-	var it *repo.QueueItem
-	r.out = &it
-	if !sq.s.groupCommit() || sq.tx != nil {
-		if err := sq.dequeueOne(ctx, r); err != nil {
-			return nil, err
-		}
-		return it, nil
-	}
-	err := sq.s.gc.dequeue.do(ctx, sq.s.gcFlushes(), sq.s.gc.dequeueSeq.Add(1), r,
-		func(ctx context.Context, r dequeueReq) error { return r.sq.dequeueOne(ctx, r) },
-		sq.s.dequeueBatch)
-	if err != nil {
-		if err == ctx.Err() {
-			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
-		}
-		return nil, err
-	}
-	return it, nil
-}
-
-// dequeueReq is one Dequeue call: its view, session, lease parameters,
-// new lease token and clock reading, and where its item goes.
-type dequeueReq struct {
-	sq      *sessionQueue
-	session uuid.UUID
-	owner   string
-	lease   time.Duration
-	token   uuid.UUID
-	nowMS   int64
-	out     **repo.QueueItem
-}
-
-// claimCols are the columns a claim returns: the ones it does not set
-// itself (the claimed item's session, status, lease and (NULL)
-// processed_at are the caller's own values).
-const claimCols = "seq, id, operation, content, priority, attempts, last_error, created_at, idempotency_key"
-
-// claimedRow receives one claimed item's claimCols.
-type claimedRow struct {
-	it               repo.QueueItem
-	lastErr, idemKey sql.NullString
-	created          dbTime
-}
-
-func (c *claimedRow) dest() []any {
-	return []any{&c.it.Seq, &c.it.ID, &c.it.Operation, &c.it.Content, &c.it.Priority, &c.it.Attempts, &c.lastErr, &c.created, &c.idemKey}
-}
-
-// item completes the claimed item with r's own values.
-func (c *claimedRow) item(r dequeueReq) *repo.QueueItem {
-	it := c.it
-	it.SessionID = r.session
-	it.Status = repo.QueueProcessing
-	tok := r.token
-	it.LeaseToken = &tok
-	if r.owner != "" {
-		o := r.owner
-		it.LeaseOwner = &o
-	}
-	until := time.UnixMilli(r.nowMS + r.lease.Milliseconds()).UTC()
-	it.LeasedUntil = &until
-	if c.lastErr.Valid {
-		e := c.lastErr.String
-		it.LastError = &e
-	}
-	it.CreatedAt = c.created.T
-	if c.idemKey.Valid {
-		k := c.idemKey.String
-		it.IdempotencyKey = &k
-	}
-	return &it
-}
-
-// claimable is the condition of an item a claim may take at nowMS:
-// live, and pending or with an expired lease.
-const claimable = " AND (status = 'pending' OR (status = 'processing' AND leased_until < ?))"
-
-// dequeueOne claims one item for r in its own statement and stores it in
-// *r.out (nil when nothing is available).
-func (sq *sessionQueue) dequeueOne(ctx context.Context, r dequeueReq) error {
-	qt := sq.s.quoted(models.TableQueue)
-	tc, targs := sq.inTenantCond()
-	lock := sq.s.forUpdateSkip("")
-	// One ordered walk of the partial index (session_id, priority DESC,
-	// seq) WHERE processed_at IS NULL: the first row that is pending or
-	// whose lease expired. Rows leased to live workers (at most one per
-	// worker) are stepped over; finished rows are not in the index. The
-	// literal predicate lets SQLite prove the index usable.
-	args := []any{r.token, nilIfEmpty(r.owner), r.nowMS + r.lease.Milliseconds(), r.session, r.nowMS}
-	args = append(args, targs...)
-	// On PostgreSQL the claim commits asynchronously (set_config with
-	// is_local = this statement's own transaction, same round trip): a
-	// claim only hands out a lease, so if a server crash loses its commit
-	// the item is simply pending again and its Complete reports
-	// ErrLockLost — the at-least-once delivery a lease expiry gives anyway.
-	// Complete, Fail, Release and Enqueue commit synchronously, and each
-	// synchronous commit also flushes every earlier asynchronous one.
-	with, async := sq.s.asyncCommitCTE()
-	db := sq.db(ctx)
-	unlock := sq.writeLock(ctx)
-	var c claimedRow
-	found, err := newDirectTx(db).queryRow(with+"UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
-		" attempts = attempts + 1 WHERE seq = (SELECT seq FROM "+qt+" WHERE session_id = ?"+liveQueue+claimable+tc+
-		" ORDER BY priority DESC, seq LIMIT 1"+lock+")"+async+" RETURNING "+claimCols, args, c.dest()...)
-	unlock()
-	if err != nil {
-		return fmt.Errorf("dequeue from %s: %w", r.session, err)
-	}
-	if !found {
-		if ok, err := sq.sessionExists(db, r.session); err != nil || !ok {
-			return sq.missing("dequeue from", r.session, err)
-		}
-		*r.out = nil
-		return nil
-	}
-	*r.out = c.item(r)
-	return nil
-}
-
-// endLease runs a lease-ending update; zero rows is ErrLockLost, or
-// ErrNotFound when the item does not exist (in the view's tenant).
-func (sq *sessionQueue) endLease(ctx context.Context, op string, l repo.Lease, set string, setArgs ...any) error {
-	if sq.scopeErr != nil {
-		return sq.scopeErr
-	}
-	qt := sq.s.quoted(models.TableQueue)
-	tc, targs := sq.inTenantCond()
-	args := append(setArgs, l.ItemID, l.Token, sq.s.nowMS())
-	args = append(args, targs...)
-	db := sq.db(ctx)
-	unlock := sq.writeLock(ctx)
-	n, err := newDirectTx(db).exec("UPDATE "+qt+" SET "+set+" WHERE id = ? AND lease_token = ? AND status = 'processing'"+
-		" AND leased_until >= ?"+tc, args...)
-	unlock()
-	if err != nil {
-		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, err)
-	}
-	if n == 1 {
-		return nil
-	}
-	return sq.leaseMiss(ctx, op, l)
-}
-
-// leaseMiss is the error of a lease-ending update that matched nothing:
-// ErrNotFound when the item does not exist (in the view's tenant),
-// ErrLockLost otherwise.
-func (sq *sessionQueue) leaseMiss(ctx context.Context, op string, l repo.Lease) error {
-	tc, targs := sq.inTenantCond()
-	var n int64
-	if err := sq.db(ctx).Raw("SELECT COUNT(*) FROM "+sq.s.quoted(models.TableQueue)+" WHERE id = ?"+tc,
-		append([]any{l.ItemID}, targs...)...).Scan(&n).Error; err != nil {
-		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, dbErr(err))
-	}
-	if n == 0 {
-		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrNotFound)
-	}
-	return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, ErrLockLost)
-}
-
-// Complete implements repo.SessionQueue. It returns after the completion is
-// committed synchronously (durable on PostgreSQL; on SQLite as durable as
-// the synchronous setting makes any commit). With CapGroupCommit, concurrent
-// Completes of the Store are coalesced into one statement (see
-// groupcommit.go): a call that finds no flush running completes at once on
-// its own (after yielding the processor once, which lets calls arriving at
-// the same moment join it); calls that arrive while one runs are completed
-// together in the next, each checked against its own lease and told its own
-// outcome. A call whose ctx ends before its item is taken into a flush
-// returns the context's error without completing it; once taken, it waits
-// for that flush's outcome.
-func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
-	if sq.scopeErr != nil {
-		return sq.scopeErr
-	}
-	if !sq.s.groupCommit() || sq.tx != nil {
-		return sq.completeOne(ctx, l)
-	}
-	err := sq.s.gc.complete.do(ctx, sq.s.gcFlushes(), l.ItemID, completeReq{sq: sq, l: l, now: sq.s.now(), nowMS: sq.s.nowMS()},
-		func(ctx context.Context, r completeReq) error { return r.sq.completeOne(ctx, r.l) },
-		sq.s.completeBatch)
-	if err != nil && err == ctx.Err() {
-		return fmt.Errorf("complete queue item %s: %w", l.ItemID, err)
-	}
-	return err
-}
-
-// completeOne completes one lease in its own statement.
-func (sq *sessionQueue) completeOne(ctx context.Context, l repo.Lease) error {
-	return sq.endLease(ctx, "complete", l, "status = 'completed', processed_at = ?, lease_token = NULL", sq.s.now())
-}
-
-// Fail implements repo.SessionQueue.
-func (sq *sessionQueue) Fail(ctx context.Context, l repo.Lease, reason string) error {
-	if err := checkText("failure reason", reason, 0); err != nil {
-		return fmt.Errorf("fail queue item %s: %w", l.ItemID, err)
-	}
-	return sq.endLease(ctx, "fail", l, "status = 'failed', processed_at = ?, last_error = ?, lease_token = NULL",
-		sq.s.now(), reason)
-}
-
-// Release implements repo.SessionQueue.
-func (sq *sessionQueue) Release(ctx context.Context, l repo.Lease) error {
-	return sq.endLease(ctx, "release", l, "status = 'pending', lease_token = NULL, lease_owner = NULL, leased_until = NULL")
 }
 
 // CancelQueued implements repo.SessionQueue.

@@ -522,19 +522,15 @@ func (s *Store) fixSQL(db *gorm.DB, fn func(m gorm.Migrator) error) (fix string)
 	return strings.Join(out, "\n")
 }
 
-var (
-	reSpaces     = regexp.MustCompile(`\s+`)
-	reTZ         = regexp.MustCompile(`^(timestamp|time)(\(\d+\))? with time zone$`)
-	reNoTZ       = regexp.MustCompile(`^(timestamp|time)(\(\d+\))? without time zone$`)
-	reParenSpace = regexp.MustCompile(`\s*([(),])\s*`)
-)
+// reSpaces matches a run of white space.
+var reSpaces = regexp.MustCompile(`\s+`)
 
 // normType normalises a column type so the model's spelling and the
-// catalog's compare equal: on PostgreSQL "character varying(32)" is
-// "varchar(32)", "timestamp(6) with time zone" is "timestamptz(6)" (and a
-// bare timestamptz has precision 6), serial types are their integer types;
-// on SQLite the declared type is compared case-insensitively, without the
-// "PRIMARY KEY AUTOINCREMENT" GORM puts in the type.
+// catalog's compare equal: white space collapsed and lower case here, the
+// rest by the dialect's catalog (NormType: on PostgreSQL "character
+// varying(32)" is "varchar(32)", "timestamp(6) with time zone" is
+// "timestamptz(6)"; on SQLite without the "PRIMARY KEY AUTOINCREMENT" GORM
+// puts in the type).
 func (s *Store) normType(t string) string {
 	t = strings.ToLower(strings.TrimSpace(reSpaces.ReplaceAllString(t, " ")))
 	return s.d.Catalog().NormType(t)

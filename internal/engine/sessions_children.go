@@ -1,0 +1,323 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// AddSummary implements repo.Sessions.
+func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapshot) (repo.SummarySnapshot, error) {
+	if ss.scopeErr != nil {
+		return snap, ss.scopeErr
+	}
+	if err := checkText("summary", snap.Summary, 0); err != nil {
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
+	}
+	if snap.LeafMessageID != nil {
+		if err := checkID("leaf message id", *snap.LeafMessageID); err != nil {
+			return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
+		}
+	}
+	now := ss.s.now()
+	if snap.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return snap, err
+		}
+		snap.ID = id
+	}
+	if snap.CreatedAt.IsZero() {
+		snap.CreatedAt = now
+	}
+	snap.CreatedAt = snap.CreatedAt.UTC().Truncate(time.Microsecond)
+	defer ss.writeLock(ctx)()
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		tc, targs := ss.tenantCond("tenant_id")
+		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+
+			" SET summary = ?, "+monotonicUpdatedAt("updated_at")+", version = version + 1 WHERE id = ?"+tc,
+			append([]any{snap.Summary, now, now, snap.SessionID}, targs...)...)
+		if res.Error != nil {
+			return dbErr(res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return ss.notFound("session", snap.SessionID)
+		}
+		return dbErr(tx.Omit(clause.Associations).Create(&models.Summary{ID: snap.ID, SessionID: snap.SessionID,
+			Summary: snap.Summary, LeafMessageID: snap.LeafMessageID, CreatedAt: snap.CreatedAt}).Error)
+	})
+	if err != nil {
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, dbErr(err))
+	}
+	return snap, nil
+}
+
+// GetSummaries implements repo.Sessions.
+func (ss *sessionStore) GetSummaries(ctx context.Context, sessionID uuid.UUID) ([]repo.SummarySnapshot, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	tc, targs := ss.inTenantCond()
+	var rows []models.Summary
+	db := ss.db(ctx)
+	if err := db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...).
+		Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("get summaries of %s: %w", sessionID, dbErr(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, ss.missing("get summaries of", sessionID, err)
+		}
+	}
+	out := make([]repo.SummarySnapshot, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, repo.SummarySnapshot{ID: r.ID, SessionID: r.SessionID, Summary: r.Summary,
+			LeafMessageID: r.LeafMessageID, CreatedAt: r.CreatedAt.UTC()})
+	}
+	return out, nil
+}
+
+// GetSummariesPage implements repo.Sessions.
+func (ss *sessionStore) GetSummariesPage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.SummarySnapshot, string, error) {
+	if ss.scopeErr != nil {
+		return nil, "", ss.scopeErr
+	}
+	limit, err := pageLimit(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, err)
+	}
+	c, err := decodeCursor(p, curSummaries)
+	if err != nil {
+		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, err)
+	}
+	tc, targs := ss.inTenantCond()
+	db := ss.db(ctx)
+	var rows []models.Summary
+	if err := childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
+		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, dbErr(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, "", ss.missing("get summaries of", sessionID, err)
+		}
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeCursor(pageCursor{Kind: curSummaries, T: last.CreatedAt.UTC(), ID: last.ID.String()})
+	}
+	out := make([]repo.SummarySnapshot, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, repo.SummarySnapshot{ID: r.ID, SessionID: r.SessionID, Summary: r.Summary,
+			LeafMessageID: r.LeafMessageID, CreatedAt: r.CreatedAt.UTC()})
+	}
+	return out, next, nil
+}
+
+// SetTodos implements repo.Sessions.
+func (ss *sessionStore) SetTodos(ctx context.Context, sessionID uuid.UUID, todos []repo.TodoItem) ([]repo.TodoItem, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	if err := checkTodos(todos); err != nil {
+		return nil, fmt.Errorf("set todos of %s: %w", sessionID, err)
+	}
+	now := ss.s.now()
+	var out []repo.TodoItem
+	defer ss.writeLock(ctx)()
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		tc, targs := ss.tenantCond("tenant_id")
+		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET "+monotonicUpdatedAt("updated_at")+", version = version + 1 WHERE id = ?"+tc,
+			append([]any{now, now, sessionID}, targs...)...)
+		if res.Error != nil {
+			return dbErr(res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return ss.notFound("session", sessionID)
+		}
+		var err error
+		out, err = ss.replaceTodos(tx, sessionID, todos, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set todos of %s: %w", sessionID, dbErr(err))
+	}
+	return out, nil
+}
+
+// replaceTodos makes the session's todos equal to todos, by id: stored
+// items are updated, new ones inserted, the others removed — except rows
+// whose status this version cannot decode, which are kept. It fills in ids,
+// defaults and positions of todos in place and returns a copy.
+func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []repo.TodoItem, now time.Time) ([]repo.TodoItem, error) {
+	rows := make([]models.Todo, len(todos))
+	ids := make([]uuid.UUID, len(todos))
+	for i := range todos {
+		t := &todos[i]
+		if t.ID == uuid.Nil {
+			t.ID = uuid.New()
+		}
+		if t.Status == "" {
+			t.Status = repo.TodoPending
+		} else {
+			t.Status, _ = repo.ParseTodoStatus(string(t.Status))
+		}
+		if t.CreatedAt.IsZero() {
+			t.CreatedAt = now
+		}
+		t.SessionID = sessionID
+		ids[i] = t.ID
+		rows[i] = models.Todo{ID: t.ID, SessionID: sessionID, Position: int64(i), Content: t.Content, ActiveForm: t.ActiveForm,
+			Status: string(t.Status), PlanID: t.PlanID, CreatedAt: t.CreatedAt.UTC().Truncate(time.Microsecond),
+			StartedAt: utcPtr(t.StartedAt), CompletedAt: utcPtr(t.CompletedAt)}
+	}
+	tt := ss.s.quoted(models.TableTodos)
+	del := "DELETE FROM " + tt + " WHERE session_id = ? AND status IN ?"
+	args := []any{sessionID, knownTodoStatuses()}
+	if len(ids) > 0 {
+		del += " AND id NOT IN ?"
+		args = append(args, ids)
+	}
+	if err := tx.Exec(del, args...).Error; err != nil {
+		return nil, dbErr(err)
+	}
+	if len(rows) > 0 {
+		res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
+			Columns: []clause.Column{{Name: "id"}},
+			Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
+				SQL: tt + ".session_id = excluded.session_id"}}},
+			DoUpdates: clause.AssignmentColumns([]string{"position", "content", "active_form", "status", "plan_id",
+				"created_at", "started_at", "completed_at"}),
+		}).Create(&rows)
+		if res.Error != nil {
+			return nil, dbErr(res.Error)
+		}
+		if res.RowsAffected < int64(len(rows)) {
+			return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", ErrDuplicate)
+		}
+	}
+	return append([]repo.TodoItem(nil), todos...), nil
+}
+
+// writePlan makes plan the session's only active plan: any other active
+// plan is recorded as cancelled, then plan is inserted or updated by id.
+func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.Plan, now time.Time) error {
+	pt := ss.s.quoted(models.TablePlans)
+	q := "UPDATE " + pt + " SET status = ?, completed_at = ? WHERE session_id = ? AND status IN ?"
+	args := []any{string(repo.PlanCancelled), now, sessionID, activePlanStatuses()}
+	if plan != nil {
+		if plan.ID == uuid.Nil {
+			plan.ID = uuid.New()
+		}
+		q += " AND id <> ?"
+		args = append(args, plan.ID)
+	}
+	if err := tx.Exec(q, args...).Error; err != nil {
+		return dbErr(err)
+	}
+	if plan == nil {
+		return nil
+	}
+	if plan.Status == "" {
+		plan.Status = repo.PlanDraft
+	} else {
+		plan.Status, _ = repo.ParsePlanStatus(string(plan.Status))
+	}
+	if plan.CreatedAt.IsZero() {
+		plan.CreatedAt = now
+	}
+	plan.SessionID = sessionID
+	row := models.Plan{ID: plan.ID, SessionID: sessionID, Name: plan.Name, Content: plan.Content, Status: string(plan.Status),
+		Error: plan.Error, CreatedAt: plan.CreatedAt.UTC().Truncate(time.Microsecond), ApprovedAt: utcPtr(plan.ApprovedAt),
+		StartedAt: utcPtr(plan.StartedAt), CompletedAt: utcPtr(plan.CompletedAt)}
+	res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "id"}},
+		Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
+			SQL: pt + ".session_id = excluded.session_id"}}},
+		DoUpdates: clause.AssignmentColumns([]string{"name", "content", "status", "error", "approved_at", "started_at", "completed_at"}),
+	}).Create(&row)
+	if res.Error != nil {
+		return dbErr(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("plan %s is stored under another session: %w", plan.ID, ErrDuplicate)
+	}
+	return nil
+}
+
+// Plans implements repo.Sessions.
+func (ss *sessionStore) Plans(ctx context.Context, sessionID uuid.UUID) ([]repo.Plan, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	tc, targs := ss.inTenantCond()
+	db := ss.db(ctx)
+	var rows []models.Plan
+	if err := db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...).
+		Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("plans of %s: %w", sessionID, dbErr(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, ss.missing("plans of", sessionID, err)
+		}
+	}
+	out := make([]repo.Plan, 0, len(rows))
+	for i := range rows {
+		p, err := planFromRow(&rows[i])
+		if err != nil {
+			return nil, fmt.Errorf("plans of %s: %w", sessionID, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// PlansPage implements repo.Sessions.
+func (ss *sessionStore) PlansPage(ctx context.Context, sessionID uuid.UUID, p repo.PageParams) ([]repo.Plan, string, error) {
+	if ss.scopeErr != nil {
+		return nil, "", ss.scopeErr
+	}
+	limit, err := pageLimit(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("plans of %s: %w", sessionID, err)
+	}
+	c, err := decodeCursor(p, curPlans)
+	if err != nil {
+		return nil, "", fmt.Errorf("plans of %s: %w", sessionID, err)
+	}
+	tc, targs := ss.inTenantCond()
+	db := ss.db(ctx)
+	var rows []models.Plan
+	if err := childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
+		return nil, "", fmt.Errorf("plans of %s: %w", sessionID, dbErr(err))
+	}
+	if len(rows) == 0 {
+		if ok, err := ss.sessionExists(db, sessionID); err != nil || !ok {
+			return nil, "", ss.missing("plans of", sessionID, err)
+		}
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeCursor(pageCursor{Kind: curPlans, T: last.CreatedAt.UTC(), ID: last.ID.String()})
+	}
+	out := make([]repo.Plan, 0, len(rows))
+	for i := range rows {
+		pl, err := planFromRow(&rows[i])
+		if err != nil {
+			return nil, "", fmt.Errorf("plans of %s: %w", sessionID, err)
+		}
+		out = append(out, pl)
+	}
+	return out, next, nil
+}
