@@ -76,7 +76,7 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 
 // keepWorkLease re-stamps the lease of l, claimed by a fetch that read its
 // clock at start, when the claim took longer than the slack (see "Lease
-// validity" in provider.go): the item's lock, and for a session item the
+// validity" in provider_poll.go): the item's lock, and for a session item the
 // session lease it claimed or extended for session's owner (never
 // shortened). A lease another fetcher took over meanwhile, or whose item
 // is gone (a cancelled activity), is not handed out: nil, nil. A failed
