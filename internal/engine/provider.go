@@ -88,9 +88,6 @@ type gormProvider struct {
 	// mechanism: LISTEN/NOTIFY, PRAGMA data_version); nil without
 	// CapWakeup.
 	waker dialect.Waker
-	// fast is the dialect's one-statement provider steps; nil without
-	// CapFastPaths (or a dialect that has none).
-	fast providerFastPaths
 }
 
 var (
@@ -101,9 +98,6 @@ var (
 func (s *Store) provider() *gormProvider {
 	s.provOnce.Do(func() {
 		p := &gormProvider{s: s, orch: newSignal(), work: newSignal()}
-		if s.has(CapFastPaths) {
-			p.fast = cteFastPaths{}
-		}
 		if s.has(CapWakeup) {
 			p.waker = s.d.NewWaker(s.env(), func(kind string) {
 				switch kind {

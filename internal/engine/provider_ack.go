@@ -2,14 +2,17 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -17,7 +20,7 @@ import (
 // execUpsert holds the values and the ON CONFLICT action of an ack's
 // execution-row upsert (status, output, completed_at for every terminal
 // status, ContinuedAsNew included, and the pinned runtime version), shared
-// by the transaction path and the one-statement PostgreSQL path.
+// by the portable transaction and the dialect's one statement.
 type execUpsert struct {
 	status                         string
 	output                         *string
@@ -67,8 +70,8 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		return perr(op, err)
 	}
 	// Encode everything before the transaction.
-	var customStatus *duroxide.CustomStatusUpdatedEvent
-	hist := make([]models.HistoryEvent, 0, len(ack.HistoryDelta))
+	a := &orchAck{lockToken: lockToken, ack: ack, exec: int64(ack.ExecutionID), hist: make([]models.HistoryEvent, 0, len(ack.HistoryDelta)),
+		terminal: md.Status != nil && duroxide.IsTerminalStatus(*md.Status)}
 	for _, ev := range ack.HistoryDelta {
 		if ev.EventID == 0 {
 			return perr(op, invalidf("event_id must be set by runtime"))
@@ -84,37 +87,30 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 			return perr(op, invalidf("encode event %d: %v", ev.EventID, err))
 		}
 		if cs, ok := ev.Kind.(*duroxide.CustomStatusUpdatedEvent); ok {
-			customStatus = cs
+			a.customStatus = cs
 		}
-		hist = append(hist, models.HistoryEvent{ExecutionID: int64(ack.ExecutionID), EventID: int64(ev.EventID),
+		a.hist = append(a.hist, models.HistoryEvent{ExecutionID: a.exec, EventID: int64(ev.EventID),
 			EventType: ev.Kind.EventType(), EventData: string(data)})
 	}
-	kv, err := planKV(ack.HistoryDelta)
-	if err != nil {
+	var err error
+	if a.kv, err = planKV(ack.HistoryDelta); err != nil {
 		return perr(op, err)
 	}
 	err = p.withRetry(ctx, op, time.Time{}, func() error {
-		now := p.s.nowMS()
-		wrows, err := workerRows(ack.WorkerItems, now)
+		a.now = p.s.nowMS()
+		wrows, err := workerRows(ack.WorkerItems, a.now)
 		if err != nil {
 			return err
 		}
-		orows, err := orchRows(ack.OrchestratorItems, now)
-		if err != nil {
+		if a.orows, err = orchRows(ack.OrchestratorItems, a.now); err != nil {
 			return err
 		}
-		if p.fast != nil {
-			if ok, err := p.fast.ackOrchestration(p, p.s.db.WithContext(ctx), now, lockToken, ack, hist, customStatus, kv, wrows, orows); ok {
-				return err
-			}
-		}
-		return p.tx(ctx, func(tx *gorm.DB) error {
-			return p.ackOrch(tx, now, lockToken, ack, hist, customStatus, kv, wrows, orows)
-		})
+		a.wrows = dropCancelled(wrows, ack.CancelledActivities)
+		return p.ackOrchOnce(ctx, a)
 	})
 	var dup *dupEventError
 	if errors.As(err, &dup) {
-		return p.duplicateEventError(ctx, lockToken, dup, hist)
+		return p.duplicateEventError(ctx, lockToken, dup, a.hist)
 	}
 	if err != nil {
 		return perrLock(op, lockToken, err)
@@ -128,19 +124,113 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 	return nil
 }
 
-func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack duroxide.OrchestrationAck, hist []models.HistoryEvent,
-	customStatus *duroxide.CustomStatusUpdatedEvent, kv *kvPlan, wrows []models.WorkerQueueItem, orows []models.OrchestratorQueueItem) error {
+// orchAck is an ack, validated and encoded: what one attempt writes.
+type orchAck struct {
+	lockToken    string
+	ack          duroxide.OrchestrationAck
+	now, exec    int64
+	hist         []models.HistoryEvent
+	customStatus *duroxide.CustomStatusUpdatedEvent
+	kv           *kvPlan
+	terminal     bool // the ack ends the execution
+	wrows        []models.WorkerQueueItem
+	orows        []models.OrchestratorQueueItem
+}
+
+// dropCancelled returns the worker rows of rows that are not among the
+// cancelled activities: an activity scheduled and cancelled in one turn
+// is never enqueued.
+func dropCancelled(rows []models.WorkerQueueItem, cancelled []duroxide.ScheduledActivityIdentifier) []models.WorkerQueueItem {
+	if len(cancelled) == 0 || len(rows) == 0 {
+		return rows
+	}
+	kept := make([]models.WorkerQueueItem, 0, len(rows))
+	for _, r := range rows {
+		if r.InstanceID == nil || r.ExecutionID == nil || r.ActivityID == nil || !slices.ContainsFunc(cancelled, func(c duroxide.ScheduledActivityIdentifier) bool {
+			return c.Instance == *r.InstanceID && int64(c.ExecutionID) == *r.ExecutionID && int64(c.ActivityID) == *r.ActivityID
+		}) {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// ackOrchOnce applies one attempt of ack a: in the dialect's one
+// autocommit statement (dialect.OrchAckStatement, CapFastPaths) when the
+// ack fits in it, else in the portable transaction (ackOrchSteps). Either
+// way the lock row is consumed first (strict single ack, expiry checked)
+// and nothing is written for an invalid, expired or used token
+// (ErrInvalidLockToken); a history event id already stored is a
+// *dupEventError (history is the only table an ack writes without ON
+// CONFLICT that can raise a unique violation: the queues have generated
+// keys).
+func (p *gormProvider) ackOrchOnce(ctx context.Context, a *orchAck) error {
 	const op = "ack_orchestration_item"
-	md := ack.Metadata
-	exec := int64(ack.ExecutionID)
+	var instance string // the consumed lock's instance; "" when none (or the statement failed)
+	var err error
+	ran := false
+	if st, ok := p.s.d.(dialect.OrchAckStatement); ok && p.s.has(CapFastPaths) {
+		var q string
+		var args []any
+		if q, args, ran = st.OrchAckSQL(p.orchAckSpec(a)); ran {
+			err = queryDirect(p.s.db.WithContext(ctx), q, args, func(r *sql.Rows) error { return r.Scan(&instance) })
+		}
+	}
+	if !ran {
+		err = p.tx(ctx, func(tx *gorm.DB) error {
+			var err error
+			instance, err = p.ackOrchSteps(tx, a)
+			return err
+		})
+	}
+	if err != nil {
+		if len(a.hist) > 0 && errors.Is(translateError(err), ErrConflict) {
+			return &dupEventError{instance: instance, exec: a.exec, cause: translateError(err)}
+		}
+		return fmt.Errorf("ack orchestration item: %w", err)
+	}
+	if instance == "" {
+		return pfail(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	return nil
+}
+
+// orchAckSpec describes a for the dialect's statement.
+func (p *gormProvider) orchAckSpec(a *orchAck) *dialect.OrchAck {
+	md := a.ack.Metadata
+	eu := newExecUpsert(md, a.now)
+	d := &dialect.OrchAck{Quote: p.q, LockToken: a.lockToken, Now: a.now, Exec: a.exec,
+		Name: md.OrchestrationName, Version: md.OrchestrationVersion, Parent: md.ParentInstanceID,
+		ExecStatus: eu.status, ExecOutput: eu.output, ExecCompleted: eu.completed, VerMajor: eu.major, VerMinor: eu.minor, VerPatch: eu.patch,
+		ExecConflict: eu.conflict, Started: p.orchStartedSQL, History: a.hist, KVTerminal: a.terminal, Worker: a.wrows, Orch: a.orows}
+	if cs := a.customStatus; cs != nil {
+		d.CustomStatus, d.SetCustomStatus = cs.Status, true
+	}
+	if a.kv != nil {
+		d.KVClearAll = a.kv.clearAll
+		for _, r := range a.kv.rows {
+			d.KVRows = append(d.KVRows, dialect.KVRow{Key: r.key, Value: r.value, TS: kvTS(r.ts, a.now)})
+		}
+	}
+	for _, c := range a.ack.CancelledActivities {
+		d.Cancelled = append(d.Cancelled, dialect.ActivityRef{Instance: c.Instance, Execution: int64(c.ExecutionID), Activity: int64(c.ActivityID)})
+	}
+	return d
+}
+
+// ackOrchSteps is the portable ack, in transaction tx. It returns the
+// instance of the consumed lock, "" (and writes nothing) when the token is
+// invalid, expired or used.
+func (p *gormProvider) ackOrchSteps(tx *gorm.DB, a *orchAck) (string, error) {
+	md, exec, now := a.ack.Metadata, a.exec, a.now
 	// 1. validate and consume the lock (strict single ack)
 	var ids []string
 	if err := tx.Raw(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? AND locked_until > ? RETURNING instance_id`,
-		lockToken, now).Scan(&ids).Error; err != nil {
-		return fmt.Errorf("claim lock: %w", err)
+		a.lockToken, now).Scan(&ids).Error; err != nil {
+		return "", fmt.Errorf("claim lock: %w", err)
 	}
 	if len(ids) == 0 {
-		return pfail(op, ErrInvalidLockToken, "Invalid lock token")
+		return "", nil
 	}
 	instance := ids[0]
 	// 2. instance row only with name and version (upsert); current_execution_id only grows
@@ -153,14 +243,14 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 			` updated_at = excluded.updated_at, current_execution_id = CASE WHEN i.current_execution_id < excluded.current_execution_id`+
 			` THEN excluded.current_execution_id ELSE i.current_execution_id END`,
 			instance, *md.OrchestrationName, *md.OrchestrationVersion, exec, now, now, md.ParentInstanceID).Error; err != nil {
-			return fmt.Errorf("upsert instance %s: %w", instance, err)
+			return instance, fmt.Errorf("upsert instance %s: %w", instance, err)
 		}
 		instanceExists = true
 	} else {
 		res := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET current_execution_id = CASE WHEN current_execution_id < ? THEN ? ELSE current_execution_id END,`+
 			` updated_at = ? WHERE instance_id = ?`, exec, exec, now, instance)
 		if res.Error != nil {
-			return fmt.Errorf("bump execution of %s: %w", instance, res.Error)
+			return instance, fmt.Errorf("bump execution of %s: %w", instance, res.Error)
 		}
 		instanceExists = res.RowsAffected > 0
 	}
@@ -168,11 +258,11 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 	// no history stored or in this ack, no Start/ContinueAsNew in the batch)
 	// with status, output, completed_at (every terminal status,
 	// ContinuedAsNew included) and the pinned runtime version, in one upsert
-	needExec := instanceExists || len(hist) > 0
+	needExec := instanceExists || len(a.hist) > 0
 	if !needExec {
 		var hits []int
-		if err := tx.Raw(p.orchStartedSQL("?"), lockToken, instance).Scan(&hits).Error; err != nil {
-			return fmt.Errorf("check batch of %s: %w", instance, err)
+		if err := tx.Raw(p.orchStartedSQL("?"), a.lockToken, instance).Scan(&hits).Error; err != nil {
+			return instance, fmt.Errorf("check batch of %s: %w", instance, err)
 		}
 		needExec = len(hits) > 0
 	}
@@ -182,46 +272,49 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 			` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`+
 			` ON CONFLICT (instance_id, execution_id)`+eu.conflict,
 			instance, exec, eu.status, eu.output, now, eu.completed, eu.major, eu.minor, eu.patch).Error; err != nil {
-			return fmt.Errorf("upsert execution %s/%d: %w", instance, exec, err)
+			return instance, fmt.Errorf("upsert execution %s/%d: %w", instance, exec, err)
 		}
 	}
-	// 4. history
-	if len(hist) > 0 {
-		for i := range hist {
-			hist[i].InstanceID = instance
-			hist[i].CreatedAt = now
+	// 4. history (append-only: a duplicate event id fails the ack)
+	if len(a.hist) > 0 {
+		for i := range a.hist {
+			a.hist[i].InstanceID = instance
+			a.hist[i].CreatedAt = now
 		}
-		if err := tx.CreateInBatches(hist, 500).Error; err != nil {
-			if errors.Is(translateError(err), ErrConflict) {
-				return &dupEventError{instance: instance, exec: exec, cause: translateError(err)}
-			}
-			return fmt.Errorf("append history %s/%d: %w", instance, exec, err)
+		if err := tx.CreateInBatches(a.hist, 500).Error; err != nil {
+			return instance, fmt.Errorf("append history %s/%d: %w", instance, exec, err)
 		}
 	}
 	// 5. custom status: one version bump per ack
-	if customStatus != nil {
+	if a.customStatus != nil {
 		if err := tx.Exec(`UPDATE `+p.q(models.TableInstances)+` SET custom_status = ?, custom_status_version = custom_status_version + 1 WHERE instance_id = ?`,
-			customStatus.Status, instance).Error; err != nil {
-			return fmt.Errorf("custom status of %s: %w", instance, err)
+			a.customStatus.Status, instance).Error; err != nil {
+			return instance, fmt.Errorf("custom status of %s: %w", instance, err)
 		}
 	}
 	// 5b. key-value events into the delta, merged into the store when the
 	// execution ends
-	if terminal := md.Status != nil && duroxide.IsTerminalStatus(*md.Status); terminal || !kv.empty() {
-		if err := p.applyKV(tx, instance, exec, now, kv, terminal); err != nil {
-			return err
+	if a.terminal || !a.kv.empty() {
+		if err := p.applyKV(tx, instance, exec, now, a.kv, a.terminal); err != nil {
+			return instance, err
 		}
 	}
-	// 6. worker items, then 7. cancelled activities (schedule+cancel in one turn is a no-op)
-	if len(wrows) > 0 {
-		if err := tx.CreateInBatches(wrows, 500).Error; err != nil {
+	return instance, p.ackOrchQueues(tx, a)
+}
+
+// ackOrchQueues is the queue part of the portable ack: worker items
+// enqueued, cancelled activities deleted, orchestrator items enqueued, and
+// the fetched batch (exactly) deleted.
+func (p *gormProvider) ackOrchQueues(tx *gorm.DB, a *orchAck) error {
+	if len(a.wrows) > 0 {
+		if err := tx.CreateInBatches(a.wrows, 500).Error; err != nil {
 			return fmt.Errorf("enqueue worker items: %w", err)
 		}
 	}
-	if n := len(ack.CancelledActivities); n > 0 {
+	if n := len(a.ack.CancelledActivities); n > 0 {
 		conds := make([]string, 0, n)
 		args := make([]any, 0, 3*n)
-		for _, c := range ack.CancelledActivities {
+		for _, c := range a.ack.CancelledActivities {
 			conds = append(conds, `(instance_id = ? AND execution_id = ? AND activity_id = ?)`)
 			args = append(args, c.Instance, int64(c.ExecutionID), int64(c.ActivityID))
 		}
@@ -229,14 +322,12 @@ func (p *gormProvider) ackOrch(tx *gorm.DB, now int64, lockToken string, ack dur
 			return fmt.Errorf("cancel activities: %w", err)
 		}
 	}
-	// 8. orchestrator items
-	if len(orows) > 0 {
-		if err := tx.CreateInBatches(orows, 500).Error; err != nil {
+	if len(a.orows) > 0 {
+		if err := tx.CreateInBatches(a.orows, 500).Error; err != nil {
 			return fmt.Errorf("enqueue orchestrator items: %w", err)
 		}
 	}
-	// 9. delete exactly the fetched batch
-	if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, lockToken).Error; err != nil {
+	if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, a.lockToken).Error; err != nil {
 		return fmt.Errorf("delete batch: %w", err)
 	}
 	return nil
@@ -258,7 +349,7 @@ func (p *gormProvider) orchStartedSQL(instance string) string {
 // dupEventError is an ack's unique violation on history, raised inside the
 // ack's transaction or statement; AckOrchestrationItem turns it into the
 // ErrDuplicateEvent error after the rollback. instance is empty when the
-// statement did not know it (PostgreSQL one-statement ack).
+// statement did not know it (the dialect's one-statement ack).
 type dupEventError struct {
 	instance string
 	exec     int64
@@ -296,10 +387,6 @@ func (p *gormProvider) duplicateEventError(ctx context.Context, lockToken string
 	return &duroxide.ProviderError{Op: "ack_orchestration_item", Message: "duplicate history event in " + where,
 		Err: fmt.Errorf("%w: %w", ErrDuplicateEvent, dup.cause)}
 }
-
-// maxAckParams bounds the parameters of the one-statement PostgreSQL ack
-// (the protocol allows 65,535); a larger ack runs as a transaction.
-const maxAckParams = 30000
 
 // AbandonOrchestrationItem implements duroxide.Provider.
 func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {

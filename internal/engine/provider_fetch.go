@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -208,112 +210,276 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 		` ORDER BY q.visible_at, q.id LIMIT 1`, append([]any{now, now}, args...)
 }
 
+// fetchOrchOnce is one fetch attempt (fetchOrchLoop). Where the dialect
+// claims a candidate in one statement (dialect.OrchFetchStatement, with
+// CapFastPaths and CapAdvisoryLocks) each claim is its own autocommit
+// statement (no BEGIN/COMMIT: one round trip per candidate, two for an
+// instance whose metadata is read after the lock); otherwise the loop runs
+// the portable sequence in one fetch transaction (fetchTx).
 func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
-	if p.fast != nil && p.s.has(CapAdvisoryLocks) {
-		return p.fast.fetchOrchestration(p, ctx, lockTimeout, filter)
-	}
 	var item *duroxide.OrchestrationItem
 	var corrupt error
-	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
-		item, corrupt = nil, nil
-		now := p.s.nowMS()
-		var tried []string
-		level := orchCandWindow
-		busySkips := 0
-		for {
-			// 1. candidate (SQLite: BEGIN IMMEDIATE already serialises fetchers)
-			sql, args := p.orchCandidateSQL(now, filter, tried, level)
-			var cands []struct{ InstanceID *string }
-			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
-				return fmt.Errorf("select candidate: %w", err)
-			}
-			if len(cands) == 0 {
-				return nil
-			}
-			if cands[0].InstanceID == nil { // this level cannot decide: the next one
-				if level == orchCandScan {
-					return nil
-				}
-				level++
-				continue
-			}
-			instance := *cands[0].InstanceID
-			tried = append(tried, instance)
-
-			// 2. take the instance lock unless a live one exists, and 3. lock
-			// every visible, unlocked message of the instance (the batch);
-			// a lock wait over claimWait skips the candidate
-			token := newLockToken()
-			until := now + durMS(lockTimeout)
-			var msgs []orchMsgRow
-			won := false
-			busy, err := p.boundedStep(tx, func() error {
-				res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
-					` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
-					` WHERE il.locked_until <= ?`, instance, token, until, now, now)
-				if res.Error != nil {
-					return fmt.Errorf("lock instance %s: %w", instance, res.Error)
-				}
-				if won = res.RowsAffected > 0; !won {
-					return nil
-				}
-				if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-					` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
-					token, until, instance, now, now).Scan(&msgs).Error; err != nil {
-					return fmt.Errorf("lock messages of %s: %w", instance, err)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if busy {
-				if busySkips++; busySkips > maxBusySkips {
-					return nil
-				}
-				continue // its rows are held by another transaction: next candidate
-			}
-			if !won {
-				continue // lost the race: next candidate
-			}
-			if len(msgs) == 0 { // the messages were consumed meanwhile: release and move on
-				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
-					return fmt.Errorf("release lock of %s: %w", instance, err)
-				}
-				continue
-			}
-			it, bad := orchItem(instance, token, msgs)
-			if bad != nil {
-				corrupt = bad // keep the lock and the counted attempt; report the row
-				return nil
-			}
-
-			// 4. instance metadata and history
-			if err := p.fillOrchMetadata(tx, it); err != nil {
-				return err
-			}
-
-			// 5. orphan queue messages (never-started instance): drop them and move on
-			if isOrphanBatch(it) {
-				if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, token).Error; err != nil {
-					return fmt.Errorf("drop orphan messages of %s: %w", instance, err)
-				}
-				if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
-					return fmt.Errorf("release lock of %s: %w", instance, err)
-				}
-				continue
-			}
-			item = it
-			return nil
+	st, one := p.s.d.(dialect.OrchFetchStatement)
+	if one && p.s.has(CapFastPaths) && p.s.has(CapAdvisoryLocks) {
+		var err error
+		if item, corrupt, err = p.fetchOrchLoop(ctx, p.s.db.WithContext(ctx), st, lockTimeout, filter); err != nil {
+			return nil, err
 		}
-	})
-	if err != nil {
+	} else if err := p.fetchTx(ctx, func(tx *gorm.DB) error {
+		var err error
+		item, corrupt, err = p.fetchOrchLoop(ctx, tx, nil, lockTimeout, filter)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if corrupt != nil {
-		return nil, corrupt
+		return nil, corrupt // the lock and the counted attempt are kept; the row is reported
 	}
 	return item, nil
+}
+
+// maxOrchLostCandidates bounds the candidates one fetch attempt loses to
+// other fetchers (their lock taken first).
+const maxOrchLostCandidates = 50
+
+// orchClaimed is the outcome of claiming one candidate.
+type orchClaimed struct {
+	none      bool   // there is no candidate
+	undecided bool   // this candidate level cannot decide: ask the next
+	busy      bool   // a lock wait exceeded claimWait; nothing was claimed
+	instance  string // the candidate ("" when busy and the claim does not know it)
+	won       bool   // the instance lock was taken
+	msgs      []orchMsgRow
+	// meta is the metadata the claim read after taking the lock; nil:
+	// fillOrchMetadata reads it
+	meta *orchMeta
+}
+
+// orchMeta is an instance's metadata as a claim read it: the instance
+// row, its current execution's history and its key-value snapshot.
+type orchMeta struct {
+	name    string
+	version *string
+	exec    int64
+	hist    []historyRow
+	kv      map[string]duroxide.KvEntry
+}
+
+// fetchOrchLoop claims candidates on db (the fetch transaction, or with st
+// the pool: each claim the dialect's statement) until one yields an item:
+// it picks the oldest candidate (orchCandidateSQL, level by level), takes
+// its instance lock unless a live one exists and claims every visible,
+// unlocked message of the instance (one attempt counted on each), then
+// reads the instance's metadata and history. A candidate whose lock
+// another fetcher took first is passed over (at most
+// maxOrchLostCandidates), one whose rows another transaction holds longer
+// than claimWait too (at most maxBusySkips): the attempt then returns
+// nothing and the poll goes on. A batch whose messages were consumed
+// meanwhile is released, one of queue messages only for an instance never
+// started is dropped. A message that does not decode is corrupt (its lock
+// kept). With st, a claim is committed when its statement returns, so a
+// failure after it releases the claim; in the transaction the rollback
+// does.
+func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialect.OrchFetchStatement, lockTimeout time.Duration,
+	filter *duroxide.DispatcherCapabilityFilter) (item *duroxide.OrchestrationItem, corrupt, err error) {
+	release := func(token string) {
+		if st != nil {
+			p.releaseOrchLease(ctx, token)
+		}
+	}
+	var tried []string
+	level := orchCandWindow
+	busy, lost := 0, 0
+	for {
+		// the clock is read for each candidate: the lease starts when its
+		// claim is sent, not when the attempt began
+		now := p.s.nowMS()
+		cand, cargs := p.orchCandidateSQL(now, filter, tried, level)
+		token := newLockToken()
+		var c orchClaimed
+		if st != nil {
+			c, err = p.claimOrchStatement(db, st, cand, cargs, token, now, now+durMS(lockTimeout))
+		} else {
+			c, err = p.claimOrchSteps(db, cand, cargs, token, now, now+durMS(lockTimeout))
+		}
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case c.none:
+			return nil, nil, nil
+		case c.undecided:
+			if level == orchCandScan {
+				return nil, nil, nil
+			}
+			level++
+			continue
+		case c.busy:
+			if busy++; busy > maxBusySkips {
+				return nil, nil, nil
+			}
+			if c.instance == "" { // the same query, without locks, names the candidate the claim picked
+				var cands []struct{ InstanceID *string }
+				if err := scanAll(db, &cands, cand, cargs...); err != nil {
+					return nil, nil, fmt.Errorf("select candidate: %w", err)
+				}
+				if len(cands) == 0 || cands[0].InstanceID == nil {
+					return nil, nil, nil
+				}
+				c.instance = *cands[0].InstanceID
+			}
+			tried = append(tried, c.instance)
+			continue // its rows are held by another transaction: next candidate
+		}
+		tried = append(tried, c.instance)
+		if !c.won {
+			if lost++; lost > maxOrchLostCandidates {
+				return nil, nil, nil
+			}
+			continue // another fetcher is on it: next candidate
+		}
+		if len(c.msgs) == 0 { // the messages were consumed meanwhile: release and move on
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+				release(token)
+				return nil, nil, fmt.Errorf("release lock of %s: %w", c.instance, err)
+			}
+			continue
+		}
+		it, bad := orchItem(c.instance, token, c.msgs)
+		if bad != nil {
+			return nil, bad, nil
+		}
+		if m := c.meta; m != nil {
+			setOrchMetadata(it, true, m.name, m.version, m.exec, m.hist)
+			it.KVSnapshot = m.kv
+		} else if err := p.fillOrchMetadata(db, it); err != nil {
+			release(token)
+			return nil, nil, err
+		}
+		if isOrphanBatch(it) { // queue messages of a never-started instance: drop them and move on
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, token).Error; err != nil {
+				release(token)
+				return nil, nil, fmt.Errorf("drop orphan messages of %s: %w", c.instance, err)
+			}
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+				release(token)
+				return nil, nil, fmt.Errorf("release lock of %s: %w", c.instance, err)
+			}
+			continue
+		}
+		return it, nil, nil
+	}
+}
+
+// claimOrchSteps is the portable claim of one candidate, in the fetch
+// transaction tx: the candidate query (on SQLite BEGIN IMMEDIATE already
+// serialises fetchers), then, bounded by claimWait (boundedStep), the
+// instance lock row unless a live one exists and the claim of the
+// instance's visible, unclaimed messages.
+func (p *gormProvider) claimOrchSteps(tx *gorm.DB, cand string, cargs []any, token string, now, until int64) (orchClaimed, error) {
+	var cands []struct{ InstanceID *string }
+	if err := tx.Raw(cand, cargs...).Scan(&cands).Error; err != nil {
+		return orchClaimed{}, fmt.Errorf("select candidate: %w", err)
+	}
+	if len(cands) == 0 {
+		return orchClaimed{none: true}, nil
+	}
+	if cands[0].InstanceID == nil {
+		return orchClaimed{undecided: true}, nil
+	}
+	c := orchClaimed{instance: *cands[0].InstanceID}
+	busy, err := p.boundedStep(tx, func() error {
+		res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
+			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
+			` WHERE il.locked_until <= ?`, c.instance, token, until, now, now)
+		if res.Error != nil {
+			return fmt.Errorf("lock instance %s: %w", c.instance, res.Error)
+		}
+		if c.won = res.RowsAffected > 0; !c.won {
+			return nil
+		}
+		if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+			` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
+			token, until, c.instance, now, now).Scan(&c.msgs).Error; err != nil {
+			return fmt.Errorf("lock messages of %s: %w", c.instance, err)
+		}
+		return nil
+	})
+	if busy {
+		return orchClaimed{busy: true, instance: c.instance}, nil
+	}
+	return c, err
+}
+
+// orchFetchRow is one row of a dialect's claim statement (see
+// dialect.OrchFetchStatement and dialect.OrchRow*).
+type orchFetchRow struct {
+	Kind                 int
+	InstanceID           *string
+	Got                  *bool
+	Locked               *bool
+	Fresh                *bool
+	OrchestrationName    *string
+	OrchestrationVersion *string
+	CurrentExecutionID   *int64
+	ID                   *int64
+	Data                 *string
+	AttemptCount         *int32
+	KVKey                *string
+}
+
+// claimOrchStatement claims one candidate with the dialect's statement,
+// its own autocommit transaction (asynchronous commit, lock waits bounded
+// by claimWait: a longer wait is busy, its candidate unknown). Its
+// metadata comes with it when the statement read it after the lock.
+func (p *gormProvider) claimOrchStatement(db *gorm.DB, st dialect.OrchFetchStatement, cand string, cargs []any,
+	token string, now, until int64) (orchClaimed, error) {
+	q, args := st.OrchClaimSQL(&dialect.OrchClaim{Quote: p.q, Candidate: cand, CandidateArgs: cargs, Schema: p.s.cfg.Schema, Prefix: p.s.cfg.Prefix,
+		Token: token, Until: until, Now: now, WaitMS: durMS(p.claimWait()), Async: p.s.has(CapAsyncCommit)})
+	var rows []orchFetchRow
+	// through gorm (not queryDirect): a fetch's statements are where gorm
+	// callbacks registered on the Store see a failing poll
+	if err := scanAll(db, &rows, q, args...); err != nil {
+		if p.skipsBusy() && errors.Is(translateError(err), ErrLockTimeout) {
+			return orchClaimed{busy: true}, nil
+		}
+		return orchClaimed{}, fmt.Errorf("fetch orchestration item: %w", err)
+	}
+	if len(rows) == 0 || rows[0].Kind != dialect.OrchRowHead {
+		return orchClaimed{none: true}, nil
+	}
+	head := rows[0]
+	if head.InstanceID == nil {
+		return orchClaimed{undecided: true}, nil
+	}
+	c := orchClaimed{instance: *head.InstanceID, won: head.Got != nil && *head.Got && head.Locked != nil && *head.Locked}
+	if !c.won {
+		return c, nil
+	}
+	m := orchMeta{kv: map[string]duroxide.KvEntry{}}
+	for _, r := range rows[1:] {
+		if r.ID == nil || r.Data == nil {
+			continue
+		}
+		switch r.Kind {
+		case dialect.OrchRowMessage:
+			msg := orchMsgRow{ID: *r.ID, WorkItem: *r.Data}
+			if r.AttemptCount != nil {
+				msg.AttemptCount = *r.AttemptCount
+			}
+			c.msgs = append(c.msgs, msg)
+		case dialect.OrchRowHistory:
+			m.hist = append(m.hist, historyRow{EventID: *r.ID, EventData: *r.Data})
+		case dialect.OrchRowKV:
+			if r.KVKey != nil {
+				m.kv[*r.KVKey] = duroxide.KvEntry{Value: *r.Data, LastUpdatedAtMS: uint64(*r.ID)}
+			}
+		}
+	}
+	if head.Fresh != nil && *head.Fresh && head.OrchestrationName != nil && head.CurrentExecutionID != nil {
+		m.name, m.version, m.exec = *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID
+		c.meta = &m
+	}
+	return c, nil
 }
 
 // orchItem builds the fetched item from the locked messages in id order; a
@@ -348,15 +514,20 @@ func allQueueMessages(ms []duroxide.WorkItem) bool {
 }
 
 // fillOrchMetadata sets name, version, execution, history and key-value
-// snapshot of it: one query for an existing instance, two for one not
-// created yet. The rows are scanned without GORM's reflection and each
-// history event is decoded once, straight from the driver's buffer.
-func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationItem) error {
-	q := tx.Raw(`SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id, h.event_id, h.event_data,`+
-		` CAST(NULL AS text) AS kv_key FROM `+p.q(models.TableInstances)+` i LEFT JOIN `+p.q(models.TableHistory)+
-		` h ON h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id WHERE i.instance_id = ?`+
-		` UNION ALL SELECT 1, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
-		` ORDER BY kind, event_id`, it.Instance, it.Instance)
+// snapshot of it in one query: the instance row, the history of its
+// current execution (without an instance row, of the newest execution
+// acks without metadata wrote) and kv_store. The rows are scanned without
+// GORM's reflection and each history event is decoded once, straight from
+// the driver's buffer.
+func (p *gormProvider) fillOrchMetadata(db *gorm.DB, it *duroxide.OrchestrationItem) error {
+	inst, hist := p.q(models.TableInstances), p.q(models.TableHistory)
+	q := db.Raw(`WITH i AS (SELECT orchestration_name, orchestration_version, current_execution_id FROM `+inst+` WHERE instance_id = ?),`+
+		` x AS (SELECT COALESCE((SELECT current_execution_id FROM i), (SELECT MAX(execution_id) FROM `+hist+` WHERE instance_id = ?)) AS e)`+
+		` SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id AS execution_id,`+
+		` CAST(NULL AS bigint) AS event_id, CAST(NULL AS text) AS event_data, CAST(NULL AS text) AS kv_key FROM i`+
+		` UNION ALL SELECT 1, NULL, NULL, h.execution_id, h.event_id, h.event_data, NULL FROM `+hist+` h, x WHERE h.instance_id = ? AND h.execution_id = x.e`+
+		` UNION ALL SELECT 2, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
+		` ORDER BY kind, event_id`, it.Instance, it.Instance, it.Instance, it.Instance)
 	rows, err := q.Rows()
 	if err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)
@@ -370,54 +541,34 @@ func (p *gormProvider) fillOrchMetadata(tx *gorm.DB, it *duroxide.OrchestrationI
 		eventID       sql.NullInt64
 		data          sql.RawBytes
 		kvKey         sql.NullString
-		found         bool
+		found, inHist bool
 		fname         string
 		fversion      *string
-		hist          historyDecoder
+		h             = historyDecoder{instance: it.Instance}
 	)
 	for rows.Next() {
 		if err := rows.Scan(&kind, &name, &version, &exec, &eventID, &data, &kvKey); err != nil {
 			return fmt.Errorf("load instance %s: %w", it.Instance, q.AddError(err))
 		}
 		switch {
-		case kind == 1 && kvKey.Valid && data != nil && eventID.Valid:
-			it.KVSnapshot[kvKey.String] = duroxide.KvEntry{Value: string(data), LastUpdatedAtMS: uint64(eventID.Int64)}
 		case kind == 0:
-			if !found {
-				found, fname, hist.instance, hist.exec = true, name.String, it.Instance, exec
-				if version.Valid {
-					fversion = ptr(version.String)
-				}
+			found, fname, h.exec = true, name.String, exec
+			if version.Valid {
+				fversion = ptr(version.String)
 			}
-			if eventID.Valid && data != nil {
-				hist.add(eventID.Int64, data)
+		case kind == 1 && eventID.Valid && data != nil:
+			if !inHist {
+				inHist, h.exec = true, exec
 			}
+			h.add(eventID.Int64, data)
+		case kind == 2 && kvKey.Valid && data != nil && eventID.Valid:
+			it.KVSnapshot[kvKey.String] = duroxide.KvEntry{Value: string(data), LastUpdatedAtMS: uint64(eventID.Int64)}
 		}
 	}
 	if err := translateVia(q, rows.Err()); err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, q.AddError(err))
 	}
-	if found {
-		setOrchMetadataDecoded(it, true, fname, fversion, hist.exec, hist.events, hist.err)
-		return nil
-	}
-	// history written by acks without metadata (no instance row): the newest execution's
-	var hrows []struct {
-		ExecutionID int64
-		EventID     int64
-		EventData   string
-	}
-	if err := tx.Raw(`SELECT execution_id, event_id, event_data FROM `+p.q(models.TableHistory)+` WHERE instance_id = ? AND execution_id =`+
-		` (SELECT MAX(execution_id) FROM `+p.q(models.TableHistory)+` WHERE instance_id = ?) ORDER BY event_id`, it.Instance, it.Instance).Scan(&hrows).Error; err != nil {
-		return fmt.Errorf("load history of %s: %w", it.Instance, err)
-	}
-	var hexec int64
-	var hr []historyRow
-	for _, r := range hrows {
-		hexec = r.ExecutionID
-		hr = append(hr, historyRow{EventID: r.EventID, EventData: r.EventData})
-	}
-	setOrchMetadata(it, false, "", nil, hexec, hr)
+	setOrchMetadataDecoded(it, found, fname, fversion, h.exec, h.events, h.err)
 	return nil
 }
 

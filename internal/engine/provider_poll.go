@@ -133,17 +133,6 @@ func (p *gormProvider) boundedStep(tx *gorm.DB, fn func() error) (busy bool, err
 	return false, err
 }
 
-// claimSettingsSQL is the SELECT list a one-statement fetch evaluates
-// first (its CTE async; the forcing condition reads its column w): the
-// dialect's claim settings (dialect.ClaimLockWait) with asynchronous
-// commit, else the asynchronous commit alone.
-func (p *gormProvider) claimSettingsSQL() string {
-	if lw, ok := p.s.d.(dialect.ClaimLockWait); ok {
-		return lw.ClaimSettingsSQL(true, durMS(p.claimWait()))
-	}
-	return `set_config('synchronous_commit', 'off', true) AS w`
-}
-
 // withRetry runs fn again (up to maxRetries, after 50, 100 and 150 ms)
 // while it fails retryably (as translateError classifies it: deadlock,
 // serialization failure, busy SQLite, lost connection). A non-zero deadline bounds the retries: a retry

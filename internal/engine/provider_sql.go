@@ -75,7 +75,7 @@ func scanRow(db *gorm.DB, sql string, args []any, dest ...any) (found bool, err 
 // each row is handed to scan, the statement is reported to the Store's
 // gorm logger like any other, and an error comes back as gorm returns it
 // (translated by the dialector when the gorm.DB translates errors). It is
-// for the provider's per-turn writes (the PostgreSQL one-statement acks,
+// for the provider's per-turn writes (the dialect's one-statement acks,
 // EnqueueForOrchestrator), where gorm's placeholder scan of the long SQL
 // text, its per-argument reflection and its row scanning by column name
 // were a large part of the client CPU of an orchestration. Like directTx it
