@@ -309,16 +309,28 @@ func (p *gormProvider) fetchWorkOne(ctx context.Context, in workFetchReq) error 
 	return err
 }
 
+// fetchWorkOnce is one fetch attempt: without a session config a claim of
+// one item (alone, or coalesced with concurrent attempts under
+// CapGroupCommit: the same claimWork), with one fetchWorkSession.
 func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
-	if session == nil {
-		if !p.s.groupCommit() {
-			return p.fetchWorkPlain(ctx, lockTimeout, tags)
-		}
-		var lease *duroxide.WorkItemLease
-		r := workFetchReq{lockTimeout: lockTimeout, tags: tags, out: &lease}
-		err := p.s.gc.fetchWork.do(ctx, p.s.gcFlushes(), p.s.gc.fetchWorkSeq.Add(1), r, p.fetchWorkOne, p.fetchWorkBatch)
-		return lease, err
+	if session != nil {
+		return p.fetchWorkSession(ctx, lockTimeout, session, tags)
 	}
+	if !p.s.groupCommit() {
+		return p.fetchWorkPlain(ctx, lockTimeout, tags)
+	}
+	var lease *duroxide.WorkItemLease
+	r := workFetchReq{lockTimeout: lockTimeout, tags: tags, out: &lease}
+	err := p.s.gc.fetchWork.do(ctx, p.s.gcFlushes(), p.s.gc.fetchWorkSeq.Add(1), r, p.fetchWorkOne, p.fetchWorkBatch)
+	return lease, err
+}
+
+// fetchWorkSession claims, in one fetch transaction, the oldest eligible
+// item for a worker with a session config: an item outside activity
+// sessions, or of a session the owner holds or nobody holds (whose lease
+// it then claims or extends; a lock wait on the session row over
+// claimWait passes the item over).
+func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
 	var lease *duroxide.WorkItemLease
 	var corrupt error
 	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
@@ -327,23 +339,12 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 		var skipped []any
 		busySkips := 0
 		for {
-			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q`
-			var args []any
-			if session != nil {
-				sql += ` LEFT JOIN ` + p.q(models.TableActivitySessions) + ` s ON s.session_id = q.session_id AND s.locked_until > ?`
-				args = append(args, now)
-			}
-			sql += ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)`
-			args = append(args, now, now)
 			tp, targs := tagSQL(tags)
-			sql += ` AND ` + tp
-			args = append(args, targs...)
-			if session == nil {
-				sql += ` AND q.session_id IS NULL`
-			} else {
-				sql += ` AND (q.session_id IS NULL OR s.worker_id = ? OR s.session_id IS NULL)`
-				args = append(args, session.OwnerID)
-			}
+			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q` +
+				` LEFT JOIN ` + p.q(models.TableActivitySessions) + ` s ON s.session_id = q.session_id AND s.locked_until > ?` +
+				` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND ` + tp +
+				` AND (q.session_id IS NULL OR s.worker_id = ? OR s.session_id IS NULL)`
+			args := append(append([]any{now, now, now}, targs...), session.OwnerID)
 			if len(skipped) > 0 {
 				sql += ` AND q.id NOT IN (` + placeholders(len(skipped)) + `)`
 				args = append(args, skipped...)
@@ -361,7 +362,7 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 				return nil
 			}
 			c := cands[0]
-			if c.SessionID != nil && session != nil {
+			if c.SessionID != nil {
 				// claim or extend the session lease; another live owner -> next item
 				// (a lock wait over claimWait on the session row: next item)
 				leaseMS := sessionLeaseMS(session, lockTimeout)
