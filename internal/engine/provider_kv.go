@@ -109,7 +109,8 @@ func planKV(events []duroxide.Event) (*kvPlan, error) {
 	return plan, nil
 }
 
-// applyKV is the general path (inside the ack's transaction). An ack
+// applyKV is the key-value step of the portable ack (in its transaction;
+// the dialect's one-statement ack does the same, see dialect.OrchAck). An ack
 // that does not end the execution writes plan into kv_delta. One that ends
 // it never writes kv_delta: it empties it (DELETE ... RETURNING, the only
 // statement when the execution wrote no key-values), lays plan over the
@@ -225,49 +226,6 @@ func kvTS(ts, now int64) int64 {
 		return now
 	}
 	return ts
-}
-
-// kvCTEsPG appends the PostgreSQL one-statement form of applyKV to an ack
-// statement whose CTE d returns the instance of the consumed lock. Every
-// row is written once (the CTEs share one snapshot): rows is the plan (plus,
-// for clearAll, a tombstone for every other key stored or in the delta);
-// a terminal ack writes kv_store from rows over the old delta and never
-// writes kv_delta, which it empties.
-func (p *gormProvider) kvCTEsPG(b *strings.Builder, args []any, plan *kvPlan, terminal bool, exec, now int64) []any {
-	if !terminal && plan.empty() {
-		return args
-	}
-	delta, store := p.q(models.TableKVDelta), p.q(models.TableKVStore)
-	inst := `(SELECT instance_id FROM d)`
-	b.WriteString(`, kvn AS (SELECT CAST(NULL AS text) AS k, CAST(NULL AS text) AS val, CAST(NULL AS bigint) AS ts WHERE false`)
-	if plan != nil {
-		for _, r := range plan.rows {
-			b.WriteString(` UNION ALL SELECT CAST(? AS text), CAST(? AS text), CAST(? AS bigint)`)
-			args = append(args, r.key, r.value, kvTS(r.ts, now))
-		}
-	}
-	b.WriteString(`)`)
-	if plan != nil && plan.clearAll {
-		b.WriteString(`, kvr AS (SELECT k, val, ts FROM kvn UNION ALL SELECT a.k, NULL, CAST(? AS bigint) FROM (SELECT key AS k FROM ` + delta +
-			` WHERE instance_id = ` + inst + ` UNION SELECT key FROM ` + store + ` WHERE instance_id = ` + inst + `) a WHERE a.k NOT IN (SELECT k FROM kvn))`)
-		args = append(args, now)
-	} else {
-		b.WriteString(`, kvr AS (SELECT k, val, ts FROM kvn)`)
-	}
-	if !terminal {
-		b.WriteString(`, kvw AS (INSERT INTO ` + delta + ` (instance_id, key, value, last_updated_at_ms) SELECT d.instance_id, r.k, r.val, r.ts FROM d, kvr r` +
-			` ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value, last_updated_at_ms = excluded.last_updated_at_ms)`)
-		return args
-	}
-	b.WriteString(`, kve AS (SELECT k, val, ts FROM kvr UNION ALL SELECT key, value, last_updated_at_ms FROM ` + delta +
-		` WHERE instance_id = ` + inst + ` AND key NOT IN (SELECT k FROM kvr)),` +
-		` kvs AS (INSERT INTO ` + store + ` (instance_id, key, value, execution_id, last_updated_at_ms) SELECT d.instance_id, e.k, e.val, ?, e.ts FROM d, kve e` +
-		` WHERE e.val IS NOT NULL ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value, execution_id = excluded.execution_id,` +
-		` last_updated_at_ms = excluded.last_updated_at_ms),` +
-		` kvd AS (DELETE FROM ` + store + ` WHERE instance_id = ` + inst + ` AND key IN (SELECT k FROM kve WHERE val IS NULL)),` +
-		` kvx AS (DELETE FROM ` + delta + ` WHERE instance_id = ` + inst + `)`)
-	args = append(args, exec)
-	return args
 }
 
 // GetKVValue implements duroxide.Provider: the delta row (a tombstone

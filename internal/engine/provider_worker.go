@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -76,7 +75,7 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 
 // keepWorkLease re-stamps the lease of l, claimed by a fetch that read its
 // clock at start, when the claim took longer than the slack (see "Lease
-// validity" in provider.go): the item's lock, and for a session item the
+// validity" in provider_poll.go): the item's lock, and for a session item the
 // session lease it claimed or extended for session's owner (never
 // shortened). A lease another fetcher took over meanwhile, or whose item
 // is gone (a cancelled activity), is not handed out: nil, nil. A failed
@@ -147,47 +146,101 @@ func (p *gormProvider) releaseWorkLease(ctx context.Context, id int64, stored st
 		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE id = ? AND lock_token = ?`, id, stored).Error
 }
 
-// fetchWorkPlain claims the oldest eligible non-session item in one atomic
-// statement (no explicit transaction): UPDATE ... WHERE id = (SELECT ...
-// [FOR UPDATE SKIP LOCKED]) RETURNING.
+// fetchWorkPlain claims the oldest eligible item outside activity
+// sessions for one attempt: a batch of one (claimWork).
 func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Duration, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
+	var lease *duroxide.WorkItemLease
+	r := &gcReq[uint64, workFetchReq]{ctx: ctx, in: workFetchReq{lockTimeout: lockTimeout, tags: tags, out: &lease}}
+	if _, err := p.claimWork(ctx, []*gcReq[uint64, workFetchReq]{r}); err != nil {
+		return nil, err
+	}
+	return lease, r.err
+}
+
+// claimWork claims items for attempts g of one tag filter (one FetchWorkItem
+// call, or a group-commit flush) in one atomic statement, its own
+// transaction: it locks the first len(g) visible, unlocked items outside
+// activity sessions in id order (FOR UPDATE SKIP LOCKED where the database
+// has row locks: it never waits for a row another transaction holds) and
+// gives the i-th of them to the i-th attempt, with its own token and lock
+// end. With CapAsyncCommit the statement also switches its own commit to
+// asynchronous (see fetchTx for why a fetch may), in the same round trip.
+// It sets the claimed attempts' leases (or errors: an item whose stored
+// work item does not decode is its attempt's CorruptRowError) and returns
+// the attempts that got no item, or the statement's error (then none has
+// one).
+//
+// The claim walks id order (partial index / rowid) and stops at the
+// first eligible rows. The worker queue has no visible_at index; the
+// unary plus (+q.visible_at) keeps the planners off one should it be
+// added by hand (every queued row is usually visible, so it would read
+// and sort the whole queue). TestPerfClaimPlansUseIndexes checks it.
+func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	now := p.s.nowMS()
-	token := newLockToken()
-	tp, targs := tagSQL(tags)
-	// The claim walks id order (partial index / rowid) and stops at the
-	// first eligible row. The worker queue has no visible_at index; the
-	// unary plus (+q.visible_at) keeps the planners off one should it be
-	// added by hand (every queued row is usually visible, so it would read
-	// and sort the whole queue). TestPerfClaimPlansUseIndexes checks it.
-	sub := `SELECT q.id FROM ` + p.q(models.TableWorkerQueue) + ` q WHERE +q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
-		` AND q.session_id IS NULL AND ` + tp + ` ORDER BY q.id LIMIT 1`
-	sub += p.s.forUpdateSkip("q")
-	args := append([]any{token, now + durMS(lockTimeout), now, now}, targs...)
-	var (
-		id           int64
-		workItem     string
-		attemptCount int32
-	)
-	// One atomic statement, its own transaction. On PostgreSQL it also
-	// switches its own commit to asynchronous (set_config is_local = the
-	// statement's implicit transaction; see fetchTx for why a fetch may
-	// commit asynchronously), in the same round trip. It never waits for
-	// a row another transaction holds (SKIP LOCKED).
+	tp, targs := tagSQL(g[0].in.tags)
+	wq := p.q(models.TableWorkerQueue)
 	with, async := p.s.asyncCommitCTE()
-	stmt := with + `UPDATE ` + p.q(models.TableWorkerQueue) + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-		` WHERE id = (` + sub + `)` + async + ` RETURNING id, work_item, attempt_count`
-	found, err := scanRow(p.s.db.WithContext(ctx), stmt, args, &id, &workItem, &attemptCount)
+	var b strings.Builder
+	b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = w.column2, locked_until = w.column3, attempt_count = attempt_count + 1` +
+		` FROM (SELECT cid, row_number() OVER (ORDER BY cid) AS rn FROM (SELECT q.id AS cid FROM ` + wq + ` q` +
+		` WHERE +q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
+		` ORDER BY q.id LIMIT ` + strconv.Itoa(len(g)) + p.s.forUpdateSkip("q") + `) AS c0) AS c, (VALUES `)
+	writeTuples(&b, len(g), "("+p.s.castParam("bigint")+", "+p.s.castParam("text")+", "+p.s.castParam("bigint")+")")
+	b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count`)
+	args := append([]any{now, now}, targs...)
+	byToken := make(map[string]*gcReq[uint64, workFetchReq], len(g))
+	for i, r := range g {
+		tok := newLockToken()
+		byToken[tok] = r
+		args = append(args, int64(i+1), tok, now+durMS(r.in.lockTimeout))
+	}
+	claimed := make(map[*gcReq[uint64, workFetchReq]]bool, len(g))
+	rows, err := p.s.db.WithContext(ctx).Raw(b.String(), args...).Rows()
+	if err == nil {
+		for rows.Next() {
+			var (
+				tok, workItem string
+				id            int64
+				attempts      int32
+			)
+			if err = rows.Scan(&tok, &id, &workItem, &attempts); err != nil {
+				break
+			}
+			r, ok := byToken[tok]
+			if !ok {
+				err = fmt.Errorf("claim returned an unknown lock token")
+				break
+			}
+			claimed[r] = true
+			w, derr := duroxide.UnmarshalWorkItem([]byte(workItem))
+			if derr != nil {
+				r.err = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: derr}
+				continue
+			}
+			*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, id), AttemptCount: uint32(attempts)}
+		}
+		if err == nil {
+			err = translateVia(p.s.db, rows.Err())
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("claim work item: %w", err)
+		// items claimed before the reply broke off stay locked until
+		// their lock times out (as after a lost reply to a single claim)
+		for r := range claimed {
+			*r.in.out, r.err = nil, nil
+		}
+		return nil, fmt.Errorf("claim work items: %w", err)
 	}
-	if !found {
-		return nil, nil
+	var left []*gcReq[uint64, workFetchReq]
+	for _, r := range g {
+		if !claimed[r] {
+			left = append(left, r)
+		}
 	}
-	w, err := duroxide.UnmarshalWorkItem([]byte(workItem))
-	if err != nil {
-		return nil, &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: err}
-	}
-	return &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, id), AttemptCount: uint32(attemptCount)}, nil
+	return left, nil
 }
 
 // Worker-queue lease tokens carry the row id: the token handed out is the
@@ -214,22 +267,70 @@ func parseWorkToken(tok string) (stored string, id int64, ok bool) {
 	return tok[:i], id, true
 }
 
-func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
-	if session == nil {
-		if !p.s.groupCommit() {
-			return p.fetchWorkPlain(ctx, lockTimeout, tags)
+// workFetchReq is one attempt of a FetchWorkItem call without a session
+// config: its lock timeout and tag filter, and where its lease goes.
+type workFetchReq struct {
+	lockTimeout time.Duration
+	tags        duroxide.TagFilter
+	out         **duroxide.WorkItemLease
+}
+
+// fetchWorkBatch claims work items for several fetch attempts: for the
+// attempts with one tag filter, one statement that locks the first k
+// visible, unlocked items outside activity sessions in id order (k = the
+// number of attempts; FOR UPDATE SKIP LOCKED where the database has row
+// locks) and gives the i-th of them to the i-th attempt, with its own
+// token and lock end (committed asynchronously, like the single claim).
+// An attempt for which no item was left runs the single claim under its
+// own context (nil when the queue has nothing for it, and then
+// FetchWorkItem's long poll waits as usual); a statement that fails runs
+// each attempt of its filter alone. An item whose stored work item does
+// not decode is that attempt's CorruptRowError, as alone.
+func (p *gormProvider) fetchWorkBatch(ctx context.Context, reqs []*gcReq[uint64, workFetchReq]) error {
+	claimByGroup(reqs, func(r workFetchReq) string {
+		// the filter's mode and each tag, length-prefixed (tags may hold
+		// any text)
+		k := strconv.Itoa(int(r.tags.Mode))
+		for _, t := range r.tags.Tags {
+			k += "/" + strconv.Itoa(len(t)) + ":" + t
 		}
-		var lease *duroxide.WorkItemLease
-		r := workFetchReq{lockTimeout: lockTimeout, tags: tags, out: &lease}
-		err := p.s.gc.fetchWork.do(ctx, p.s.gcFlushes(), p.s.gc.fetchWorkSeq.Add(1), r,
-			func(ctx context.Context, r workFetchReq) error {
-				l, err := p.fetchWorkPlain(ctx, r.lockTimeout, r.tags)
-				*r.out = l
-				return err
-			},
-			p.fetchWorkBatch)
-		return lease, err
+		return k
+	}, func(g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
+		return p.claimWork(ctx, g)
+	},
+		func(r *gcReq[uint64, workFetchReq]) { r.err = p.fetchWorkOne(r.ctx, r.in) })
+	return nil
+}
+
+// fetchWorkOne runs one attempt alone: a claim of one.
+func (p *gormProvider) fetchWorkOne(ctx context.Context, in workFetchReq) error {
+	l, err := p.fetchWorkPlain(ctx, in.lockTimeout, in.tags)
+	*in.out = l
+	return err
+}
+
+// fetchWorkOnce is one fetch attempt: without a session config a claim of
+// one item (alone, or coalesced with concurrent attempts under
+// CapGroupCommit: the same claimWork), with one fetchWorkSession.
+func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
+	if session != nil {
+		return p.fetchWorkSession(ctx, lockTimeout, session, tags)
 	}
+	if !p.s.groupCommit() {
+		return p.fetchWorkPlain(ctx, lockTimeout, tags)
+	}
+	var lease *duroxide.WorkItemLease
+	r := workFetchReq{lockTimeout: lockTimeout, tags: tags, out: &lease}
+	err := p.s.gc.fetchWork.do(ctx, p.s.gcFlushes(), p.s.gc.fetchWorkSeq.Add(1), r, p.fetchWorkOne, p.fetchWorkBatch)
+	return lease, err
+}
+
+// fetchWorkSession claims, in one fetch transaction, the oldest eligible
+// item for a worker with a session config: an item outside activity
+// sessions, or of a session the owner holds or nobody holds (whose lease
+// it then claims or extends; a lock wait on the session row over
+// claimWait passes the item over).
+func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
 	var lease *duroxide.WorkItemLease
 	var corrupt error
 	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
@@ -238,23 +339,12 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 		var skipped []any
 		busySkips := 0
 		for {
-			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q`
-			var args []any
-			if session != nil {
-				sql += ` LEFT JOIN ` + p.q(models.TableActivitySessions) + ` s ON s.session_id = q.session_id AND s.locked_until > ?`
-				args = append(args, now)
-			}
-			sql += ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)`
-			args = append(args, now, now)
 			tp, targs := tagSQL(tags)
-			sql += ` AND ` + tp
-			args = append(args, targs...)
-			if session == nil {
-				sql += ` AND q.session_id IS NULL`
-			} else {
-				sql += ` AND (q.session_id IS NULL OR s.worker_id = ? OR s.session_id IS NULL)`
-				args = append(args, session.OwnerID)
-			}
+			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q` +
+				` LEFT JOIN ` + p.q(models.TableActivitySessions) + ` s ON s.session_id = q.session_id AND s.locked_until > ?` +
+				` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND ` + tp +
+				` AND (q.session_id IS NULL OR s.worker_id = ? OR s.session_id IS NULL)`
+			args := append(append([]any{now, now, now}, targs...), session.OwnerID)
 			if len(skipped) > 0 {
 				sql += ` AND q.id NOT IN (` + placeholders(len(skipped)) + `)`
 				args = append(args, skipped...)
@@ -272,7 +362,7 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 				return nil
 			}
 			c := cands[0]
-			if c.SessionID != nil && session != nil {
+			if c.SessionID != nil {
 				// claim or extend the session lease; another live owner -> next item
 				// (a lock wait over claimWait on the session row: next item)
 				leaseMS := sessionLeaseMS(session, lockTimeout)
@@ -329,205 +419,6 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 		return nil, corrupt
 	}
 	return lease, nil
-}
-
-// AckWorkItem implements duroxide.Provider. It returns after the ack (the
-// delete and the completion's enqueue, in one transaction) is committed
-// synchronously. With CapGroupCommit, concurrent acks of the Store are
-// coalesced into one statement or transaction (see groupcommit.go): an ack
-// that finds no flush running commits at once on its own (after yielding the
-// processor once, which lets acks arriving at the same moment join it); acks
-// that arrive while one runs are committed together in the next, each
-// checked against its own token and told its own outcome
-// (ErrInvalidLockToken fails only its own call). An ack whose ctx ends
-// before it is taken into a flush returns the context's error and is not
-// applied; once taken, it waits for that flush's outcome.
-func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, completion duroxide.WorkItem) error {
-	const op = "ack_work_item"
-	var row *models.OrchestratorQueueItem
-	if completion != nil {
-		switch completion.(type) {
-		case *duroxide.ActivityCompleted, *duroxide.ActivityFailed:
-		default:
-			return perr(op, invalidf("Invalid completion work item type %s", completion.WorkItemType()))
-		}
-		if err := validateWorkItem(completion); err != nil {
-			return perr(op, err)
-		}
-		data, err := json.Marshal(completion)
-		if err != nil {
-			return perr(op, invalidf("encode completion: %v", err))
-		}
-		row = &models.OrchestratorQueueItem{InstanceID: completion.RoutingInstance(), WorkItem: string(data)}
-	}
-	stored, id, ok := parseWorkToken(lockToken)
-	if !ok {
-		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
-	}
-	var err error
-	if p.s.groupCommit() {
-		err = p.s.gc.ackWork.do(ctx, p.s.gcFlushes(), id, ackWorkReq{stored: stored, id: id, row: row, nowMS: p.s.nowMS()},
-			func(ctx context.Context, r ackWorkReq) error { return p.ackWorkOne(ctx, r.stored, r.id, r.row) },
-			p.ackWorkBatch)
-	} else {
-		err = p.ackWorkOne(ctx, stored, id, row)
-	}
-	if err != nil {
-		return perr(op, err)
-	}
-	if row != nil {
-		p.orch.notify()
-	}
-	return nil
-}
-
-// ackWorkOne acks one item in its own statement or transaction.
-func (p *gormProvider) ackWorkOne(ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
-	if p.fast != nil {
-		return p.fast.ackWork(p, ctx, stored, id, row)
-	}
-	return p.ackWorkTx(ctx, stored, id, row)
-}
-
-// ackWorkTx acks on SQLite, which has no data-modifying CTEs. An ack with
-// no completion of an item outside any activity session is one autocommit
-// DELETE (the common case); everything else (a completion to enqueue, a
-// session to touch, or a token that matched nothing) runs in one
-// transaction.
-func (p *gormProvider) ackWorkTx(ctx context.Context, stored string, id int64, row *models.OrchestratorQueueItem) error {
-	const op = "ack_work_item"
-	if row == nil {
-		res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableWorkerQueue)+
-			` WHERE id = ? AND lock_token = ? AND locked_until > ? AND session_id IS NULL`, id, stored, p.s.nowMS())
-		if res.Error != nil {
-			return fmt.Errorf("delete work item: %w", res.Error)
-		}
-		if res.RowsAffected == 1 {
-			return nil
-		}
-	}
-	return p.tx(ctx, func(tx *gorm.DB) error {
-		now := p.s.nowMS()
-		var gone []struct{ SessionID *string }
-		if err := scanAll(tx, &gone, `DELETE FROM `+p.q(models.TableWorkerQueue)+` WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
-			id, stored, now); err != nil {
-			return fmt.Errorf("delete work item: %w", err)
-		}
-		if len(gone) == 0 {
-			return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
-		}
-		if row != nil {
-			row.VisibleAt, row.CreatedAt = now, now
-			if err := tx.Create(row).Error; err != nil {
-				return fmt.Errorf("enqueue completion: %w", err)
-			}
-		}
-		if sid := gone[0].SessionID; sid != nil {
-			if err := tx.Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET last_activity_at = ? WHERE session_id = ? AND locked_until > ?`,
-				now, *sid, now).Error; err != nil {
-				return fmt.Errorf("touch session %s: %w", *sid, err)
-			}
-		}
-		return nil
-	})
-}
-
-// RenewWorkItemLock implements duroxide.Provider.
-func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_work_item_lock"
-	if extendFor <= 0 {
-		return perr(op, invalidf("extension must be positive"))
-	}
-	stored, id, ok := parseWorkToken(lockToken)
-	if !ok {
-		return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
-	}
-	err := p.tx(ctx, func(tx *gorm.DB) error {
-		now := p.s.nowMS()
-		var rows []struct{ SessionID *string }
-		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
-			now+durMS(extendFor), id, stored, now).Scan(&rows).Error; err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
-		}
-		if sid := rows[0].SessionID; sid != nil {
-			return tx.Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET last_activity_at = ? WHERE session_id = ? AND locked_until > ?`,
-				now, *sid, now).Error
-		}
-		return nil
-	})
-	return perr(op, err)
-}
-
-// AbandonWorkItem implements duroxide.Provider.
-func (p *gormProvider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_work_item"
-	if delay < 0 {
-		return perr(op, invalidf("negative delay"))
-	}
-	stored, id, ok := parseWorkToken(lockToken)
-	if !ok {
-		return pfail(op, ErrInvalidLockToken, "Invalid lock token or already acked")
-	}
-	now := p.s.nowMS()
-	set := `lock_token = NULL, locked_until = NULL, visible_at = ?`
-	if ignoreAttempt {
-		set += `, attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END`
-	}
-	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET `+set+` WHERE id = ? AND lock_token = ?`, now+durMS(delay), id, stored)
-	if res.Error != nil {
-		return perr(op, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return pfail(op, ErrInvalidLockToken, "Invalid lock token or already acked")
-	}
-	p.work.notify()
-	return nil
-}
-
-// RenewSessionLock implements duroxide.Provider.
-func (p *gormProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
-	const op = "renew_session_lock"
-	if len(ownerIDs) == 0 {
-		return 0, nil
-	}
-	if extendFor <= 0 || idleTimeout < 0 {
-		return 0, perr(op, invalidf("extension must be positive and idle timeout non-negative"))
-	}
-	now := p.s.nowMS()
-	args := append([]any{now + durMS(extendFor)}, strArgs(ownerIDs)...)
-	args = append(args, now, now-durMS(idleTimeout))
-	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET locked_until = ? WHERE worker_id IN (`+placeholders(len(ownerIDs))+`)`+
-		` AND locked_until > ? AND last_activity_at > ?`, args...)
-	if res.Error != nil {
-		return 0, perr(op, res.Error)
-	}
-	return int(res.RowsAffected), nil
-}
-
-// CleanupOrphanedSessions implements duroxide.Provider. A session with no
-// queued item (locked or not) is deleted when its lease expired or, for
-// idleTimeout > 0, when it saw no activity for idleTimeout (duroxide-pg
-// ignores the argument). idleTimeout 0 deletes expired sessions only;
-// negative is ErrInvalidInput.
-func (p *gormProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
-	const op = "cleanup_orphaned_sessions"
-	if idleTimeout < 0 {
-		return 0, perr(op, invalidf("negative idle timeout"))
-	}
-	now := p.s.nowMS()
-	cond, args := `locked_until <= ?`, []any{now}
-	if idleTimeout > 0 {
-		cond, args = `(locked_until <= ? OR last_activity_at <= ?)`, []any{now, now - durMS(idleTimeout)}
-	}
-	res := p.s.db.WithContext(ctx).Exec(`DELETE FROM `+p.q(models.TableActivitySessions)+` WHERE `+cond+
-		` AND NOT EXISTS (SELECT 1 FROM `+p.q(models.TableWorkerQueue)+` w WHERE w.session_id = `+p.q(models.TableActivitySessions)+`.session_id)`, args...)
-	if res.Error != nil {
-		return 0, perr(op, res.Error)
-	}
-	return int(res.RowsAffected), nil
 }
 
 // GetCustomStatus implements duroxide.Provider.

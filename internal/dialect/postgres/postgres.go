@@ -29,10 +29,9 @@ import (
 )
 
 // The PostgreSQL dialect: pgx through database/sql, GORM's postgres
-// driver. Its optional fast paths are in dialect_postgres_provider.go and
-// dialect_postgres_sessions.go, its wake-up mechanism (LISTEN/NOTIFY) in
-// dialect_postgres_notify.go, its catalog reader in
-// dialect_postgres_catalog.go.
+// driver. Its one-statement provider steps are in provider.go (the
+// session append's, AppendOneSQL, below), its wake-up mechanism
+// (LISTEN/NOTIFY) in notify.go, its catalog reader in catalog.go.
 
 // pgDialect implements dialect for PostgreSQL.
 type pgDialect struct{}

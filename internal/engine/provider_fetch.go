@@ -1,0 +1,631 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo/duroxide"
+)
+
+// FetchOrchestrationItem implements duroxide.Provider.
+func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	if lockTimeout <= 0 {
+		return nil, perr(op, invalidf("lock timeout must be positive"))
+	}
+	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
+		return nil, nil // supports nothing
+	}
+	p.listenIfPossible(pollTimeout)
+	item, err := longPoll(ctx, p.orch, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
+		var it *duroxide.OrchestrationItem
+		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
+			var e error
+			start := p.s.nowMS()
+			if it, e = p.fetchOrchOnce(ctx, lockTimeout, filter); e != nil || it == nil {
+				return p.claimWaitExpired(e)
+			}
+			it, e = p.keepOrchLease(ctx, it, start, lockTimeout)
+			return e
+		})
+		return it, err
+	})
+	return item, perr(op, err)
+}
+
+// keepOrchLease re-stamps the lease of it, claimed by a fetch that read
+// its clock at start, when the claim took longer than the slack (see
+// "Lease validity"). A lease another fetcher took over meanwhile (it had
+// expired during the claim) or whose instance was deleted is not handed
+// out: nil, nil. A failed re-stamp releases the claim.
+func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.OrchestrationItem, start int64, lockTimeout time.Duration) (*duroxide.OrchestrationItem, error) {
+	slack, lt := leaseSlackMS(lockTimeout), durMS(lockTimeout)
+	for i := 0; ; i++ {
+		now := p.s.nowMS()
+		if now-start <= slack || i == maxRestamps {
+			return it, nil
+		}
+		var held bool
+		err := p.tx(ctx, func(tx *gorm.DB) error {
+			res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ?`, now+lt, it.LockToken)
+			if res.Error != nil || res.RowsAffected == 0 {
+				return res.Error
+			}
+			held = true
+			return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`, now+lt, it.LockToken).Error
+		})
+		if err != nil {
+			p.releaseOrchLease(ctx, it.LockToken)
+			return nil, fmt.Errorf("renew the lease of %s after a slow claim: %w", it.Instance, err)
+		}
+		if !held {
+			return nil, nil
+		}
+		start = now
+	}
+}
+
+// releaseOrchLease undoes a claim whose fetch then failed: the lock row
+// goes, the messages are unlocked and their attempt uncounted. Best
+// effort: if it fails too, the lock expires.
+func (p *gormProvider) releaseOrchLease(ctx context.Context, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = p.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+			return err
+		}
+		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = NULL, locked_until = NULL,`+
+			` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`, token).Error
+	})
+}
+
+type orchMsgRow struct {
+	ID           int64
+	WorkItem     string
+	AttemptCount int32
+}
+
+// capabilitySQL returns the predicate matching executions e compatible with
+// filter: unpinned, or inside any range (row-value comparison, no packing).
+func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) {
+	var b strings.Builder
+	var args []any
+	b.WriteString("(e.duroxide_version_major IS NULL")
+	for _, r := range filter.SupportedDuroxideVersions {
+		b.WriteString(" OR ((e.duroxide_version_major, COALESCE(e.duroxide_version_minor, 0), COALESCE(e.duroxide_version_patch, 0)) >= (?, ?, ?)" +
+			" AND (e.duroxide_version_major, COALESCE(e.duroxide_version_minor, 0), COALESCE(e.duroxide_version_patch, 0)) <= (?, ?, ?))")
+		args = append(args, int64(r.Min.Major()), int64(r.Min.Minor()), int64(r.Min.Patch()),
+			int64(r.Max.Major()), int64(r.Max.Minor()), int64(r.Max.Patch()))
+	}
+	b.WriteString(")")
+	return b.String(), args
+}
+
+// The orchestration candidate query comes in three levels; each of the
+// first two answers with a row whose instance_id is NULL when it cannot
+// decide, and the fetch asks the next level.
+const (
+	// orchCandWindow looks at the first orchCandidateWindow visible
+	// messages of the visible index (visible_at, id) only.
+	orchCandWindow = iota
+	// orchCandWalk visits the instance ids that have queued messages, up
+	// to orchCandidateWalkMax of them (a loose index scan of the
+	// (instance_id, visible_at, id) index: one probe per instance, an
+	// excluded instance's messages never read), and takes each eligible
+	// instance's oldest visible message.
+	orchCandWalk
+	// orchCandScan reads the visible index until the first eligible
+	// message (what the window does, without its bound).
+	orchCandScan
+)
+
+const (
+	// orchCandidateWindow is how many visible messages the window level
+	// inspects.
+	orchCandidateWindow = 8
+	// orchCandidateWalkMax is how many instance ids the walk level visits
+	// before it gives up (the queue then holds many instances, and a
+	// scan past the excluded messages is the cheaper way).
+	orchCandidateWalkMax = 256
+)
+
+// orchCandidateSQL returns the query, at level (orchCand*), for the oldest
+// visible, unclaimed message of an unlocked, compatible instance not in
+// tried (one instance_id column, at most one row), taken without row
+// locks so a failed candidate blocks nobody. The window and walk levels
+// return a row with a NULL instance_id when they cannot decide (the
+// window is full of excluded instances' messages; the queue holds more
+// than orchCandidateWalkMax instances): ask the next level.
+//
+// So the messages of excluded instances (locked by a turn in flight,
+// filtered out, or tried) decide the cost only when the queue also holds
+// many instances: a locked instance's backlog is skipped, not read. Every
+// level picks the message the plain ORDER BY visible_at, id over every
+// eligible message would.
+func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level int) (string, []any) {
+	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
+	// eligible returns the joins and conditions that keep instance col:
+	// no live instance lock, compatible with filter, not tried.
+	eligible := func(col string) (joins, where string, args []any) {
+		where = ` AND NOT EXISTS (SELECT 1 FROM ` + il + ` il WHERE il.instance_id = ` + col + ` AND il.locked_until > ?)`
+		args = append(args, now)
+		if filter != nil {
+			joins = ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = ` + col +
+				` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+			c, cargs := capabilitySQL(filter)
+			where += ` AND ` + c
+			args = append(args, cargs...)
+		}
+		if len(tried) > 0 {
+			where += ` AND ` + col + ` NOT IN (` + placeholders(len(tried)) + `)`
+			args = append(args, strArgs(tried)...)
+		}
+		return joins, where, args
+	}
+	switch level {
+	case orchCandWindow:
+		j, w, args := eligible("x.instance_id")
+		return `SELECT u.instance_id FROM (SELECT 0 AS ph, x.instance_id, x.visible_at, x.id FROM` +
+			` (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
+			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `) x` + j +
+			` WHERE (x.lock_token IS NULL OR x.locked_until <= ?)` + w +
+			// the window-full row: sorts after every candidate
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM ` + oq + ` q WHERE q.visible_at <= ?` +
+			` ORDER BY q.visible_at, q.id LIMIT 1 OFFSET ` + strconv.Itoa(orchCandidateWindow-1) + `)) u` +
+			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append(append([]any{now, now}, args...), now)
+	case orchCandWalk:
+		j, w, args := eligible("ids.iid")
+		return `WITH RECURSIVE ids(iid, n) AS (SELECT (SELECT q.instance_id FROM ` + oq + ` q ORDER BY q.instance_id LIMIT 1), 1` +
+			` UNION ALL SELECT (SELECT q.instance_id FROM ` + oq + ` q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1), ids.n + 1` +
+			` FROM ids WHERE ids.iid IS NOT NULL AND ids.n <= ` + strconv.Itoa(orchCandidateWalkMax) + `),` +
+			// each eligible instance's oldest visible, unclaimed message
+			// (instance_id as a range and ordered by the whole index key:
+			// with instance_id = x PostgreSQL drops instance_id from the
+			// order and may read the visible index filtering on
+			// instance_id instead), and the walk's end (iid NULL: complete)
+			` h AS MATERIALIZED (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
+			` WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
+			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
+			// (the head's visible_at by a primary-key probe, not a join: the
+			// planner cannot estimate h and may hash-join a seq scan)
+			` SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid) AS va, h.hid` +
+			` FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)` +
+			// the walk-incomplete row
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u` +
+			` ORDER BY u.ph, u.va, u.hid LIMIT 1`, append([]any{now, now}, args...)
+	}
+	j, w, args := eligible("q.instance_id")
+	return `SELECT q.instance_id FROM ` + oq + ` q` + j + ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` + w +
+		` ORDER BY q.visible_at, q.id LIMIT 1`, append([]any{now, now}, args...)
+}
+
+// fetchOrchOnce is one fetch attempt (fetchOrchLoop). Where the dialect
+// claims a candidate in one statement (dialect.OrchFetchStatement, with
+// CapFastPaths and CapAdvisoryLocks) each claim is its own autocommit
+// statement (no BEGIN/COMMIT: one round trip per candidate, two for an
+// instance whose metadata is read after the lock); otherwise the loop runs
+// the portable sequence in one fetch transaction (fetchTx).
+func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
+	var item *duroxide.OrchestrationItem
+	var corrupt error
+	st, one := p.s.d.(dialect.OrchFetchStatement)
+	if one && p.s.has(CapFastPaths) && p.s.has(CapAdvisoryLocks) {
+		var err error
+		if item, corrupt, err = p.fetchOrchLoop(ctx, p.s.db.WithContext(ctx), st, lockTimeout, filter); err != nil {
+			return nil, err
+		}
+	} else if err := p.fetchTx(ctx, func(tx *gorm.DB) error {
+		var err error
+		item, corrupt, err = p.fetchOrchLoop(ctx, tx, nil, lockTimeout, filter)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if corrupt != nil {
+		return nil, corrupt // the lock and the counted attempt are kept; the row is reported
+	}
+	return item, nil
+}
+
+// maxOrchLostCandidates bounds the candidates one fetch attempt loses to
+// other fetchers (their lock taken first).
+const maxOrchLostCandidates = 50
+
+// orchClaimed is the outcome of claiming one candidate.
+type orchClaimed struct {
+	none      bool   // there is no candidate
+	undecided bool   // this candidate level cannot decide: ask the next
+	busy      bool   // a lock wait exceeded claimWait; nothing was claimed
+	instance  string // the candidate ("" when busy and the claim does not know it)
+	won       bool   // the instance lock was taken
+	msgs      []orchMsgRow
+	// meta is the metadata the claim read after taking the lock; nil:
+	// fillOrchMetadata reads it
+	meta *orchMeta
+}
+
+// orchMeta is an instance's metadata as a claim read it: the instance
+// row, its current execution's history and its key-value snapshot.
+type orchMeta struct {
+	name    string
+	version *string
+	exec    int64
+	hist    []historyRow
+	kv      map[string]duroxide.KvEntry
+}
+
+// fetchOrchLoop claims candidates on db (the fetch transaction, or with st
+// the pool: each claim the dialect's statement) until one yields an item:
+// it picks the oldest candidate (orchCandidateSQL, level by level), takes
+// its instance lock unless a live one exists and claims every visible,
+// unlocked message of the instance (one attempt counted on each), then
+// reads the instance's metadata and history. A candidate whose lock
+// another fetcher took first is passed over (at most
+// maxOrchLostCandidates), one whose rows another transaction holds longer
+// than claimWait too (at most maxBusySkips): the attempt then returns
+// nothing and the poll goes on. A batch whose messages were consumed
+// meanwhile is released, one of queue messages only for an instance never
+// started is dropped. A message that does not decode is corrupt (its lock
+// kept). With st, a claim is committed when its statement returns, so a
+// failure after it releases the claim; in the transaction the rollback
+// does.
+func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialect.OrchFetchStatement, lockTimeout time.Duration,
+	filter *duroxide.DispatcherCapabilityFilter) (item *duroxide.OrchestrationItem, corrupt, err error) {
+	release := func(token string) {
+		if st != nil {
+			p.releaseOrchLease(ctx, token)
+		}
+	}
+	var tried []string
+	level := orchCandWindow
+	busy, lost := 0, 0
+	for {
+		// the clock is read for each candidate: the lease starts when its
+		// claim is sent, not when the attempt began
+		now := p.s.nowMS()
+		cand, cargs := p.orchCandidateSQL(now, filter, tried, level)
+		token := newLockToken()
+		var c orchClaimed
+		if st != nil {
+			c, err = p.claimOrchStatement(db, st, cand, cargs, token, now, now+durMS(lockTimeout))
+		} else {
+			c, err = p.claimOrchSteps(db, cand, cargs, token, now, now+durMS(lockTimeout))
+		}
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case c.none:
+			return nil, nil, nil
+		case c.undecided:
+			if level == orchCandScan {
+				return nil, nil, nil
+			}
+			level++
+			continue
+		case c.busy:
+			if busy++; busy > maxBusySkips {
+				return nil, nil, nil
+			}
+			if c.instance == "" { // the same query, without locks, names the candidate the claim picked
+				var cands []struct{ InstanceID *string }
+				if err := scanAll(db, &cands, cand, cargs...); err != nil {
+					return nil, nil, fmt.Errorf("select candidate: %w", err)
+				}
+				if len(cands) == 0 || cands[0].InstanceID == nil {
+					return nil, nil, nil
+				}
+				c.instance = *cands[0].InstanceID
+			}
+			tried = append(tried, c.instance)
+			continue // its rows are held by another transaction: next candidate
+		}
+		tried = append(tried, c.instance)
+		if !c.won {
+			if lost++; lost > maxOrchLostCandidates {
+				return nil, nil, nil
+			}
+			continue // another fetcher is on it: next candidate
+		}
+		if len(c.msgs) == 0 { // the messages were consumed meanwhile: release and move on
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+				release(token)
+				return nil, nil, fmt.Errorf("release lock of %s: %w", c.instance, err)
+			}
+			continue
+		}
+		it, bad := orchItem(c.instance, token, c.msgs)
+		if bad != nil {
+			return nil, bad, nil
+		}
+		if m := c.meta; m != nil {
+			setOrchMetadata(it, true, m.name, m.version, m.exec, m.hist)
+			it.KVSnapshot = m.kv
+		} else if err := p.fillOrchMetadata(db, it); err != nil {
+			release(token)
+			return nil, nil, err
+		}
+		if isOrphanBatch(it) { // queue messages of a never-started instance: drop them and move on
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, token).Error; err != nil {
+				release(token)
+				return nil, nil, fmt.Errorf("drop orphan messages of %s: %w", c.instance, err)
+			}
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+				release(token)
+				return nil, nil, fmt.Errorf("release lock of %s: %w", c.instance, err)
+			}
+			continue
+		}
+		return it, nil, nil
+	}
+}
+
+// claimOrchSteps is the portable claim of one candidate, in the fetch
+// transaction tx: the candidate query (on SQLite BEGIN IMMEDIATE already
+// serialises fetchers), then, bounded by claimWait (boundedStep), the
+// instance lock row unless a live one exists and the claim of the
+// instance's visible, unclaimed messages.
+func (p *gormProvider) claimOrchSteps(tx *gorm.DB, cand string, cargs []any, token string, now, until int64) (orchClaimed, error) {
+	var cands []struct{ InstanceID *string }
+	if err := tx.Raw(cand, cargs...).Scan(&cands).Error; err != nil {
+		return orchClaimed{}, fmt.Errorf("select candidate: %w", err)
+	}
+	if len(cands) == 0 {
+		return orchClaimed{none: true}, nil
+	}
+	if cands[0].InstanceID == nil {
+		return orchClaimed{undecided: true}, nil
+	}
+	c := orchClaimed{instance: *cands[0].InstanceID}
+	busy, err := p.boundedStep(tx, func() error {
+		res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
+			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
+			` WHERE il.locked_until <= ?`, c.instance, token, until, now, now)
+		if res.Error != nil {
+			return fmt.Errorf("lock instance %s: %w", c.instance, res.Error)
+		}
+		if c.won = res.RowsAffected > 0; !c.won {
+			return nil
+		}
+		if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+			` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
+			token, until, c.instance, now, now).Scan(&c.msgs).Error; err != nil {
+			return fmt.Errorf("lock messages of %s: %w", c.instance, err)
+		}
+		return nil
+	})
+	if busy {
+		return orchClaimed{busy: true, instance: c.instance}, nil
+	}
+	return c, err
+}
+
+// orchFetchRow is one row of a dialect's claim statement (see
+// dialect.OrchFetchStatement and dialect.OrchRow*).
+type orchFetchRow struct {
+	Kind                 int
+	InstanceID           *string
+	Got                  *bool
+	Locked               *bool
+	Fresh                *bool
+	OrchestrationName    *string
+	OrchestrationVersion *string
+	CurrentExecutionID   *int64
+	ID                   *int64
+	Data                 *string
+	AttemptCount         *int32
+	KVKey                *string
+}
+
+// claimOrchStatement claims one candidate with the dialect's statement,
+// its own autocommit transaction (asynchronous commit, lock waits bounded
+// by claimWait: a longer wait is busy, its candidate unknown). Its
+// metadata comes with it when the statement read it after the lock.
+func (p *gormProvider) claimOrchStatement(db *gorm.DB, st dialect.OrchFetchStatement, cand string, cargs []any,
+	token string, now, until int64) (orchClaimed, error) {
+	q, args := st.OrchClaimSQL(&dialect.OrchClaim{Quote: p.q, Candidate: cand, CandidateArgs: cargs, Schema: p.s.cfg.Schema, Prefix: p.s.cfg.Prefix,
+		Token: token, Until: until, Now: now, WaitMS: durMS(p.claimWait()), Async: p.s.has(CapAsyncCommit)})
+	var rows []orchFetchRow
+	// through gorm (not queryDirect): a fetch's statements are where gorm
+	// callbacks registered on the Store see a failing poll
+	if err := scanAll(db, &rows, q, args...); err != nil {
+		if p.skipsBusy() && errors.Is(translateError(err), ErrLockTimeout) {
+			return orchClaimed{busy: true}, nil
+		}
+		return orchClaimed{}, fmt.Errorf("fetch orchestration item: %w", err)
+	}
+	if len(rows) == 0 || rows[0].Kind != dialect.OrchRowHead {
+		return orchClaimed{none: true}, nil
+	}
+	head := rows[0]
+	if head.InstanceID == nil {
+		return orchClaimed{undecided: true}, nil
+	}
+	c := orchClaimed{instance: *head.InstanceID, won: head.Got != nil && *head.Got && head.Locked != nil && *head.Locked}
+	if !c.won {
+		return c, nil
+	}
+	m := orchMeta{kv: map[string]duroxide.KvEntry{}}
+	for _, r := range rows[1:] {
+		if r.ID == nil || r.Data == nil {
+			continue
+		}
+		switch r.Kind {
+		case dialect.OrchRowMessage:
+			msg := orchMsgRow{ID: *r.ID, WorkItem: *r.Data}
+			if r.AttemptCount != nil {
+				msg.AttemptCount = *r.AttemptCount
+			}
+			c.msgs = append(c.msgs, msg)
+		case dialect.OrchRowHistory:
+			m.hist = append(m.hist, historyRow{EventID: *r.ID, EventData: *r.Data})
+		case dialect.OrchRowKV:
+			if r.KVKey != nil {
+				m.kv[*r.KVKey] = duroxide.KvEntry{Value: *r.Data, LastUpdatedAtMS: uint64(*r.ID)}
+			}
+		}
+	}
+	if head.Fresh != nil && *head.Fresh && head.OrchestrationName != nil && head.CurrentExecutionID != nil {
+		m.name, m.version, m.exec = *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID
+		c.meta = &m
+	}
+	return c, nil
+}
+
+// orchItem builds the fetched item from the locked messages in id order; a
+// message that does not decode is returned as a *CorruptRowError.
+func orchItem(instance, token string, msgs []orchMsgRow) (*duroxide.OrchestrationItem, error) {
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+	it := &duroxide.OrchestrationItem{Instance: instance, LockToken: token}
+	for _, m := range msgs {
+		it.AttemptCount = max(it.AttemptCount, uint32(m.AttemptCount))
+		w, err := duroxide.UnmarshalWorkItem([]byte(m.WorkItem))
+		if err != nil {
+			return nil, &CorruptRowError{Table: models.TableOrchestratorQueue, RowID: fmt.Sprint(m.ID), Column: "work_item", Err: err}
+		}
+		it.Messages = append(it.Messages, w)
+	}
+	return it, nil
+}
+
+// isOrphanBatch reports a batch of queue messages only, for an instance
+// that was never started (no instance row, no history).
+func isOrphanBatch(it *duroxide.OrchestrationItem) bool {
+	return it.OrchestrationName == "Unknown" && len(it.History) == 0 && it.HistoryError == "" && allQueueMessages(it.Messages)
+}
+
+func allQueueMessages(ms []duroxide.WorkItem) bool {
+	for _, m := range ms {
+		if _, ok := m.(*duroxide.QueueMessage); !ok {
+			return false
+		}
+	}
+	return len(ms) > 0
+}
+
+// fillOrchMetadata sets name, version, execution, history and key-value
+// snapshot of it in one query: the instance row, the history of its
+// current execution (without an instance row, of the newest execution
+// acks without metadata wrote) and kv_store. The rows are scanned without
+// GORM's reflection and each history event is decoded once, straight from
+// the driver's buffer.
+func (p *gormProvider) fillOrchMetadata(db *gorm.DB, it *duroxide.OrchestrationItem) error {
+	inst, hist := p.q(models.TableInstances), p.q(models.TableHistory)
+	q := db.Raw(`WITH i AS (SELECT orchestration_name, orchestration_version, current_execution_id FROM `+inst+` WHERE instance_id = ?),`+
+		` x AS (SELECT COALESCE((SELECT current_execution_id FROM i), (SELECT MAX(execution_id) FROM `+hist+` WHERE instance_id = ?)) AS e)`+
+		` SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id AS execution_id,`+
+		` CAST(NULL AS bigint) AS event_id, CAST(NULL AS text) AS event_data, CAST(NULL AS text) AS kv_key FROM i`+
+		` UNION ALL SELECT 1, NULL, NULL, h.execution_id, h.event_id, h.event_data, NULL FROM `+hist+` h, x WHERE h.instance_id = ? AND h.execution_id = x.e`+
+		` UNION ALL SELECT 2, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
+		` ORDER BY kind, event_id`, it.Instance, it.Instance, it.Instance, it.Instance)
+	rows, err := q.Rows()
+	if err != nil {
+		return fmt.Errorf("load instance %s: %w", it.Instance, err)
+	}
+	defer rows.Close()
+	it.KVSnapshot = map[string]duroxide.KvEntry{}
+	var (
+		kind          int
+		name, version sql.NullString
+		exec          int64
+		eventID       sql.NullInt64
+		data          sql.RawBytes
+		kvKey         sql.NullString
+		found, inHist bool
+		fname         string
+		fversion      *string
+		h             = historyDecoder{instance: it.Instance}
+	)
+	for rows.Next() {
+		if err := rows.Scan(&kind, &name, &version, &exec, &eventID, &data, &kvKey); err != nil {
+			return fmt.Errorf("load instance %s: %w", it.Instance, q.AddError(err))
+		}
+		switch {
+		case kind == 0:
+			found, fname, h.exec = true, name.String, exec
+			if version.Valid {
+				fversion = ptr(version.String)
+			}
+		case kind == 1 && eventID.Valid && data != nil:
+			if !inHist {
+				inHist, h.exec = true, exec
+			}
+			h.add(eventID.Int64, data)
+		case kind == 2 && kvKey.Valid && data != nil && eventID.Valid:
+			it.KVSnapshot[kvKey.String] = duroxide.KvEntry{Value: string(data), LastUpdatedAtMS: uint64(eventID.Int64)}
+		}
+	}
+	if err := translateVia(q, rows.Err()); err != nil {
+		return fmt.Errorf("load instance %s: %w", it.Instance, q.AddError(err))
+	}
+	setOrchMetadataDecoded(it, found, fname, fversion, h.exec, h.events, h.err)
+	return nil
+}
+
+// setOrchMetadata sets name, version, execution and decoded history of it.
+// found: the instance row exists (name, version and execution come from
+// it); otherwise they come from the batch (any Start or ContinueAsNew in
+// it) and exec is the execution of history written by acks without
+// metadata (0: none).
+func setOrchMetadata(it *duroxide.OrchestrationItem, found bool, name string, version *string, exec int64, hist []historyRow) {
+	h, err := decodeHistory(it.Instance, exec, hist)
+	setOrchMetadataDecoded(it, found, name, version, exec, h, err)
+}
+
+// setOrchMetadataDecoded is setOrchMetadata with the history already
+// decoded: hist holds the events decoded before the first failure
+// decodeErr (reported in HistoryError, with an empty History).
+func setOrchMetadataDecoded(it *duroxide.OrchestrationItem, found bool, name string, version *string, exec int64, hist []duroxide.Event, decodeErr error) {
+	if found {
+		it.OrchestrationName = name
+		it.Version = "unknown"
+		if version != nil {
+			it.Version = *version
+		}
+	} else {
+		it.OrchestrationName, it.Version = "Unknown", "unknown"
+		batchExec := int64(1)
+		for _, m := range it.Messages {
+			if so, ok := m.(*duroxide.StartOrchestration); ok {
+				it.OrchestrationName = so.Orchestration
+				if so.Version != nil {
+					it.Version = *so.Version
+				}
+				if so.ExecutionID > 0 {
+					batchExec = int64(so.ExecutionID)
+				}
+				break
+			}
+			if can, ok := m.(*duroxide.ContinueAsNew); ok {
+				it.OrchestrationName = can.Orchestration
+				if can.Version != nil {
+					it.Version = *can.Version
+				}
+				break
+			}
+		}
+		if len(hist) == 0 && decodeErr == nil { // no history rows
+			exec = batchExec
+		}
+	}
+	it.ExecutionID = uint64(exec)
+	if decodeErr != nil {
+		it.History = []duroxide.Event{}
+		it.HistoryError = "Failed to deserialize history: " + decodeErr.Error()
+		return
+	}
+	if hist == nil {
+		hist = []duroxide.Event{}
+	}
+	it.History = hist
+}

@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/models"
+)
+
+// defaultPollInterval is how often a long-polling fetch re-checks the
+// database when no wake-up arrives (delayed messages becoming visible,
+// and on SQLite other processes). See WithPollInterval.
+const defaultPollInterval = 20 * time.Millisecond
+
+// listenIfPossible starts the cross-Store wake-up mechanism (CapWakeup)
+// before a fetch waits.
+func (p *gormProvider) listenIfPossible(pollTimeout time.Duration) {
+	if p.waker != nil && pollTimeout > 0 {
+		p.waker.Start()
+	}
+}
+
+// Internal retries of retryable failures in fetch and ack (as duroxide-pg).
+const (
+	maxRetries = 3
+	retryDelay = 50 * time.Millisecond
+)
+
+// fetchTx runs a fetch transaction. On PostgreSQL its commit does not wait
+// for the WAL flush (synchronous_commit = off for this transaction only): a
+// fetch only takes a lock and counts an attempt, so if a crash loses the
+// commit the token simply no longer exists (its ack fails with
+// ErrInvalidLockToken) and the messages are fetched again; any later
+// synchronous commit (every ack) flushes it first. This saves one fsync per
+// fetch, the dominant cost of a turn on PostgreSQL.
+//
+// Its lock waits are bounded by claimWait where the dialect can bound them
+// (dialect.ClaimLockWait, whose settings also carry the asynchronous
+// commit, in the one statement asyncCommitTx would cost): the transaction
+// then fails with ErrLockTimeout, and the fetch attempt claims nothing
+// (claimWaitExpired).
+func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if lw, ok := p.s.d.(dialect.ClaimLockWait); ok {
+		return p.tx(ctx, func(tx *gorm.DB) error {
+			if err := tx.Exec(`SELECT ` + lw.ClaimSettingsSQL(p.s.has(CapAsyncCommit), durMS(p.claimWait()))).Error; err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	}
+	if !p.s.has(CapAsyncCommit) {
+		return p.tx(ctx, fn)
+	}
+	return p.tx(ctx, func(tx *gorm.DB) error {
+		if err := p.s.asyncCommitTx(tx); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// claimLockWait bounds how long a claim waits for a row lock another
+// transaction holds (an instance lock row or instance row under an ack in
+// flight, a force delete, a user's long transaction), where the dialect
+// can bound it (dialect.ClaimLockWait). Claims skip queue rows other claims hold
+// (SKIP LOCKED, advisory try-locks); this bounds the waits that remain.
+// Table locks (DDL, LOCK TABLE) are taken before a statement runs and are
+// waited for like any statement's (WithLockTimeout bounds those).
+const claimLockWait = time.Second
+
+// claimWait is claimLockWait, or the Store's lock timeout
+// (WithLockTimeout) when that is shorter.
+func (p *gormProvider) claimWait() time.Duration {
+	if lt := p.s.cfg.LockTimeout; lt > 0 && lt < claimLockWait {
+		return lt
+	}
+	return claimLockWait
+}
+
+// claimWaitExpired returns nil for a claim that failed because a lock
+// wait exceeded claimWait (the dialect bounds claim waits: the rows it
+// waited for are held by another transaction, so there is nothing to
+// claim now, and the long poll goes on), else err.
+func (p *gormProvider) claimWaitExpired(err error) error {
+	if err != nil && p.skipsBusy() && errors.Is(translateError(err), ErrLockTimeout) {
+		return nil
+	}
+	return err
+}
+
+// skipsBusy reports whether a claim whose lock wait expired skips (the
+// bound in force is the provider's own claimLockWait, which the dialect
+// applies) rather than failing with ErrLockTimeout: when the Store's own
+// WithLockTimeout is the shorter bound, its expiry is the caller's
+// ErrLockTimeout, as WithLockTimeout documents.
+func (p *gormProvider) skipsBusy() bool {
+	if _, ok := p.s.d.(dialect.ClaimLockWait); !ok {
+		return false
+	}
+	lt := p.s.cfg.LockTimeout
+	return lt == 0 || lt >= claimLockWait
+}
+
+// maxBusySkips bounds the candidates one fetch attempt skips because a
+// lock wait on them exceeded claimWait (a table lock would make every
+// candidate wait): past it the attempt claims nothing and the poll goes on.
+const maxBusySkips = 4
+
+// boundedStep runs fn, a claim step of the fetch transaction tx, so that a
+// lock wait over claimWait fails only fn: where the dialect bounds claim
+// waits (dialect.ClaimLockWait), fn runs after a savepoint, and on
+// ErrLockTimeout the transaction rolls back to it and goes on (busy).
+// Elsewhere fn just runs.
+func (p *gormProvider) boundedStep(tx *gorm.DB, fn func() error) (busy bool, err error) {
+	if !p.skipsBusy() {
+		return false, fn()
+	}
+	if err := tx.SavePoint("claim").Error; err != nil {
+		return false, err
+	}
+	err = fn()
+	if err != nil && errors.Is(translateError(err), ErrLockTimeout) {
+		if rerr := tx.RollbackTo("claim").Error; rerr != nil {
+			return false, rerr
+		}
+		return true, nil
+	}
+	return false, err
+}
+
+// withRetry runs fn again (up to maxRetries, after 50, 100 and 150 ms)
+// while it fails retryably (as translateError classifies it: deadlock,
+// serialization failure, busy SQLite, lost connection). A non-zero deadline bounds the retries: a retry
+// whose back-off would end at or after it is not made, and the last error
+// is returned (so a long poll never sleeps past its poll timeout). Each
+// retry is an Info event "retry" on the WithSlog logger (op, attempt,
+// wait, the failure's class and the database's message).
+func (p *gormProvider) withRetry(ctx context.Context, op string, deadline time.Time, fn func() error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = fn()
+		// classify through translateError: fn returns driver errors as they
+		// came (wrapped), translated only by perr at the end
+		if err == nil || attempt >= maxRetries || !errors.Is(translateError(err), ErrRetryable) || ctx.Err() != nil {
+			return err
+		}
+		wait := retryDelay * time.Duration(attempt+1)
+		if !deadline.IsZero() && !time.Now().Add(wait).Before(deadline) {
+			return err
+		}
+		noteRetry(ctx)
+		p.s.cfg.Slog.LogAttrs(ctx, slog.LevelInfo, "agentstore: retrying after a transient database failure",
+			slog.String("component", "agentstore"), slog.String("event", "retry"), slog.String("op", op),
+			slog.Int("attempt", attempt+1), slog.Duration("wait", wait),
+			slog.String("class", retryClass(err)), slog.String("error", err.Error()))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// retryClass names the class of a retried failure for the retry event.
+func retryClass(err error) string {
+	if errors.Is(translateError(err), ErrLockTimeout) {
+		return "lock_timeout"
+	}
+	return "retryable"
+}
+
+// idleRecheck is how often a fetch waiting on a healthy cross-Store
+// wake-up re-checks the database when no wake-up arrives and no message is
+// due sooner (the poll interval, if longer, instead): a safety net for a
+// lost notification, since every enqueue wakes the waiting fetchers.
+const idleRecheck = time.Second
+
+// longPoll calls try until it yields something, fails, or pollTimeout
+// passes; between tries it waits for sig or the fallback interval. try gets
+// the poll's deadline for its internal retries (zero for a short poll,
+// pollTimeout 0, which keeps duroxide's three retries). While sig's
+// wake-up is healthy (sig.healthy), an empty try is followed by one
+// sig.nextDue query (after a wake-up or once the last answer is due; a
+// plain re-check reuses it) and the wait lasts until that time, a
+// wake-up, or max(fallback, idleRecheck), whichever comes first: about
+// one claim statement per idle second per waiting fetch.
+// (nextDue is set only on a Store on the real clock, so due times are
+// Unix ms of time.Now.)
+func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
+	deadline := time.Now().Add(pollTimeout)
+	retryBound := deadline
+	if pollTimeout <= 0 {
+		retryBound = time.Time{}
+	}
+	// due is the last nextDue answer (dueOK: there is one); fresh means
+	// it must be asked again: first round, after a wake-up, once due.
+	var due, askedAt int64
+	dueOK, fresh := false, true
+	for {
+		ch := sig.wait()
+		since := time.Now().UnixMilli()
+		v, err := try(retryBound)
+		if err != nil || v != nil {
+			return v, err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return nil, nil
+		}
+		wait := fallback
+		if sig.healthy != nil && sig.nextDue != nil && sig.healthy() {
+			// Anything committed since ch was taken has woken it; what
+			// remains is time: the next delay or lock expiry. A re-check
+			// after idleRecheck without a wake-up keeps the last answer
+			// (a lock taken since by another Store is seen expired by the
+			// claim at a re-check).
+			// A negative answer (a message waits for a locked instance)
+			// keeps the poll interval and is asked again after idleRecheck.
+			if fresh || (dueOK && due <= since && (due >= 0 || since-askedAt >= idleRecheck.Milliseconds())) {
+				var err error
+				due, dueOK, err = sig.nextDue(ctx, since)
+				fresh, askedAt = err != nil, since
+			}
+			if !fresh {
+				switch {
+				case dueOK && due < 0:
+					wait = fallback
+				case dueOK:
+					wait = min(max(fallback, idleRecheck), max(time.Duration(due-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+				default:
+					wait = max(fallback, idleRecheck)
+				}
+			}
+		}
+		t := time.NewTimer(min(remaining, wait))
+		if sig.waiting != nil {
+			sig.waiting(1)
+		}
+		select {
+		case <-ctx.Done():
+		case <-ch:
+			fresh = true
+			sig.woke(ctx)
+		case <-t.C:
+		}
+		t.Stop()
+		if sig.waiting != nil {
+			sig.waiting(-1)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// minDue runs a query of one column t (MIN over UNION ALL branches) and
+// returns its value.
+func (p *gormProvider) minDue(ctx context.Context, sql string, args ...any) (int64, bool, error) {
+	var row struct{ T *int64 }
+	if err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&row).Error; err != nil {
+		return 0, false, err
+	}
+	if row.T == nil {
+		return 0, false, nil
+	}
+	return *row.T, true, nil
+}
+
+// orchNextDue: the earliest future visible_at or lock expiry of an
+// orchestrator-queue message, or instance-lock expiry, after since. While
+// a visible message waits for a locked instance (a turn in flight, whose
+// ack need not wake anyone), it is -1: the fetch keeps re-checking at the
+// poll interval, as without a healthy wake-up.
+func (p *gormProvider) orchNextDue(ctx context.Context, since int64) (int64, bool, error) {
+	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
+	return p.minDue(ctx, `SELECT MIN(x.t) AS t FROM (SELECT MIN(visible_at) AS t FROM `+oq+` WHERE visible_at > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+oq+` WHERE lock_token IS NOT NULL AND locked_until > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+il+` WHERE locked_until > ?`+
+		` UNION ALL SELECT -1 AS t WHERE EXISTS (SELECT 1 FROM `+oq+` q JOIN `+il+` l ON l.instance_id = q.instance_id`+
+		` WHERE l.locked_until > ? AND q.visible_at <= ? AND q.lock_token IS NULL)) x`,
+		since, since, since, since, since)
+}
+
+// workNextDue: the earliest future visible_at or lock expiry of a
+// worker-queue item, or activity-session lease expiry, after since.
+func (p *gormProvider) workNextDue(ctx context.Context, since int64) (int64, bool, error) {
+	wq, as := p.q(models.TableWorkerQueue), p.q(models.TableActivitySessions)
+	return p.minDue(ctx, `SELECT MIN(x.t) AS t FROM (SELECT MIN(visible_at) AS t FROM `+wq+` WHERE visible_at > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+wq+` WHERE lock_token IS NOT NULL AND locked_until > ?`+
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+as+` WHERE locked_until > ?) x`, since, since, since)
+}
+
+// Lease validity. A claim computes its lease end from a clock read before
+// its statements run (the candidate query needs it), so a claim that
+// waited (on a lock another transaction holds, a busy database, a
+// descheduled process) would hand out a lease already partly or wholly
+// spent: every ack with it would fail, and another fetcher could take the
+// item at once (duroxide#46/#47, duroxide-pg#21). So every fetch reads the
+// clock again when its claim returns and, when more than leaseSlackMS has
+// passed since the fetch started, re-stamps the lease (the instance lock
+// and its messages, or the worker item and its activity session) to end
+// exactly the lock timeout after that second reading. A lease a fetch
+// returns therefore ends at least lockTimeout - leaseSlackMS after the
+// fetch returns, and exactly start + lockTimeout when the claim was quick.
+
+// maxLeaseSlack bounds leaseSlackMS.
+const maxLeaseSlack = 100 * time.Millisecond
+
+// maxRestamps bounds the re-stamps of one fetch (each re-stamp that itself
+// took longer than the slack is followed by another).
+const maxRestamps = 3
+
+// leaseSlackMS is how much of its lease a fetch may have spent when it
+// returns: a twentieth of the lock timeout, at most maxLeaseSlack.
+func leaseSlackMS(lockTimeout time.Duration) int64 {
+	return min(durMS(lockTimeout)/20, maxLeaseSlack.Milliseconds())
+}

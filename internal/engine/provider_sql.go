@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+func (p *gormProvider) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return p.s.db.WithContext(ctx).Transaction(fn)
+}
+
+// scanAll runs sql and scans every row into dest, like Raw(...).Scan(dest)
+// (errors translated the same way) but without the recorder logger that
+// GORM's Scan installs on every call: it renders the statement with all
+// arguments inlined (logger.ExplainSQL) even when the Store's logger
+// discards it, ~10 % of the client CPU of an orchestration on PostgreSQL
+// with the many-parameter fetch and ack statements. The Store's logger
+// still sees the statement.
+func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
+	switch dest.(type) {
+	case *int64, *int, *string, *bool:
+		// one column into a scalar: GORM's ScanRows would first try, and
+		// fail (building an error), to parse dest as a model
+		_, err := scanRow(db, sql, args, dest)
+		return err
+	}
+	tx := db.Raw(sql, args...)
+	rows, err := tx.Rows()
+	if err != nil {
+		return err
+	}
+	if rows.Next() {
+		err = tx.ScanRows(rows, dest)
+	} else if rerr := translateVia(tx, rows.Err()); rerr != nil {
+		err = tx.AddError(rerr)
+	}
+	if cerr := rows.Close(); err == nil && cerr != nil {
+		err = tx.AddError(cerr)
+	}
+	return err
+}
+
+// scanRow runs sql through GORM (its callbacks and logger see it) and
+// scans the first row's columns into dest; found reports whether there was
+// a row. Unlike scanAll it does not map rows onto a model (GORM would parse
+// dest as one on every call).
+func scanRow(db *gorm.DB, sql string, args []any, dest ...any) (found bool, err error) {
+	tx := db.Raw(sql, args...)
+	rows, err := tx.Rows()
+	if err != nil {
+		return false, err
+	}
+	if rows.Next() {
+		found = true
+		if err = rows.Scan(dest...); err != nil {
+			err = tx.AddError(err)
+		}
+	} else if rerr := translateVia(tx, rows.Err()); rerr != nil {
+		err = tx.AddError(rerr)
+	}
+	if cerr := rows.Close(); err == nil && cerr != nil {
+		err = tx.AddError(cerr)
+	}
+	return found, err
+}
+
+// queryDirect runs query on db's connection pool (or transaction) without
+// gorm's statement building: the ? placeholders are bound as the dialect
+// binds them (none may be inside a literal; arguments are plain values),
+// each row is handed to scan, the statement is reported to the Store's
+// gorm logger like any other, and an error comes back as gorm returns it
+// (translated by the dialector when the gorm.DB translates errors). It is
+// for the provider's per-turn writes (the dialect's one-statement acks,
+// EnqueueForOrchestrator), where gorm's placeholder scan of the long SQL
+// text, its per-argument reflection and its row scanning by column name
+// were a large part of the client CPU of an orchestration. Like directTx it
+// bypasses gorm's callbacks; the fetches keep them (they are where a
+// callback registered on the Store sees a failing long poll).
+func queryDirect(db *gorm.DB, query string, args []any, scan func(rows *sql.Rows) error) error {
+	_, err := newDirectTx(db).each(query, args, func(rows *sql.Rows, _ int64) error { return scan(rows) })
+	return gormTranslate(db, err)
+}
+
+// execDirect is queryDirect for a statement that returns no rows.
+func execDirect(db *gorm.DB, query string, args ...any) error {
+	_, err := newDirectTx(db).execRaw(query, args...)
+	return gormTranslate(db, err)
+}
+
+// gormTranslate translates a driver error the way gorm does for db (by
+// its dialector, when the gorm.DB translates errors).
+func gormTranslate(db *gorm.DB, err error) error {
+	if err != nil && db.Config.TranslateError {
+		if tr, ok := db.Dialector.(gorm.ErrorTranslator); ok {
+			return tr.Translate(err)
+		}
+	}
+	return err
+}
+
+func newLockToken() string { return "lock_" + uuid.NewString() }
+
+// durMS converts a duration to whole milliseconds, rounding up: a lock,
+// lease or delay of 500 µs lasts 1 ms, never 0 (which would be expired or
+// due at once).
+func durMS(d time.Duration) int64 {
+	if d <= 0 {
+		return d.Milliseconds()
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// placeholders returns "?,?,...,?" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+func strArgs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// writeTuples writes n copies of tuple, comma-separated (a VALUES list).
+func writeTuples(b *strings.Builder, n int, tuple string) {
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(tuple)
+	}
+}
