@@ -31,6 +31,7 @@ func searchTests() []test {
 		test{"SearchBranchesAndForks", testSearchBranchesAndForks},
 		test{"SearchConcurrentAppendsIndexed", testSearchConcurrentAppendsIndexed},
 		test{"SearchHostileInputs", testSearchHostileInputs},
+		test{"SearchLargeMessage", testSearchLargeMessage},
 	)
 }
 
@@ -652,5 +653,29 @@ func testSearchHostileInputs(t *testing.T, h *harness) {
 		if _, err := r.Search(ctx, p); !isInvalid(err) {
 			t.Errorf("search %+v: %v, want ErrInvalidInput", p, err)
 		}
+	}
+}
+
+// testSearchLargeMessage: a message far larger than a database's text
+// search limits (PostgreSQL: a tsvector of at most 1 MB) is stored and
+// its beginning found: the indexed text is cut at 100,000 characters.
+func testSearchLargeMessage(t *testing.T, h *harness) {
+	st, _ := newSessionsStore(t, h)
+	r := st.Sessions()
+	s := repo.NewSession()
+	mustSave(t, r, s)
+	var b strings.Builder
+	for i := 0; b.Len() < 3<<20; i++ {
+		fmt.Fprintf(&b, "w%07d ", i) // 3 MB of distinct words
+	}
+	if _, err := r.AppendMessages(context.Background(), s.ID, textMsg("big", repo.RoleTool, b.String()),
+		textMsg("small", repo.RoleUser, "w0000001 again")); err != nil {
+		t.Fatalf("append a 3 MB message: %v", err)
+	}
+	if got := srchIDs(t, r, repo.SearchParams{Query: "w0000001"}); !slices.Equal(got, ids("big", "small")) {
+		t.Errorf("w0000001: %v", got)
+	}
+	if got := srchIDs(t, r, repo.SearchParams{Query: "w0300000"}); len(got) != 0 {
+		t.Errorf("a word after 100,000 characters was indexed: %v", got)
 	}
 }

@@ -18,7 +18,10 @@ import (
 // nested blocks), in document order. JSON punctuation, keys and other
 // values (numbers, ids, tool inputs under other names) are not indexed.
 // The characters U+E000 and U+E001 are dropped from the indexed text
-// (snippets use them as highlight markers internally). Every message of
+// (snippets use them as highlight markers internally). Only the first
+// 100,000 characters of a message's indexed text are indexed (a
+// PostgreSQL tsvector holds at most 1 MB); words after them are not
+// found. Every message of
 // every branch is indexed: edits, regenerated answers, fork copies and
 // compact summaries are found like any other message; a deleted session's
 // messages are not.

@@ -24,7 +24,7 @@ WITH RECURSIVE t(v, k, d, p) AS (SELECT c, NULL::text, 0, ARRAY[]::bigint[]
 UNION ALL SELECT x.v, x.k, t.d + 1, t.p || x.n FROM t CROSS JOIN LATERAL (
 SELECT e.v, NULL::text AS k, e.n FROM json_array_elements(CASE WHEN json_typeof(t.v) = 'array' THEN t.v END) WITH ORDINALITY AS e(v, n)
 UNION ALL SELECT o.value, o.key, o.n FROM json_each(CASE WHEN json_typeof(t.v) = 'object' THEN t.v END) WITH ORDINALITY AS o(key, value, n)) AS x)
-SELECT translate(string_agg(t.v #>> '{}', chr(10) ORDER BY t.p), chr(57344) || chr(57345), '')
+SELECT left(translate(string_agg(t.v #>> '{}', chr(10) ORDER BY t.p), chr(57344) || chr(57345), ''), 100000)
 FROM t WHERE json_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content'))
 $$;
 CREATE OR REPLACE FUNCTION "agentstore_message_tsv"(c json, cfg regconfig) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -33,8 +33,8 @@ $$;
 CREATE OR REPLACE FUNCTION "agentstore_message_search_tsv"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN NEW."search_tsv" := "agentstore_message_tsv"(NEW."content", CAST(TG_ARGV[0] AS regconfig)); RETURN NEW; END
 $$;
-DROP TRIGGER IF EXISTS "trg_agentstore_messages_search" ON "agentstore_messages";
-CREATE TRIGGER "trg_agentstore_messages_search" BEFORE INSERT OR UPDATE OF "content" ON "agentstore_messages" FOR EACH ROW EXECUTE FUNCTION "agentstore_message_search_tsv"('simple');
+DROP TRIGGER IF EXISTS "trg_messages_search" ON "agentstore_messages";
+CREATE TRIGGER "trg_messages_search" BEFORE INSERT OR UPDATE OF "content" ON "agentstore_messages" FOR EACH ROW EXECUTE FUNCTION "agentstore_message_search_tsv"('simple');
 DO $$
 DECLARE can_commit boolean := txid_current_if_assigned() IS NULL; last_sid uuid; last_seq bigint; k_sid uuid; k_seq bigint
 ; BEGIN

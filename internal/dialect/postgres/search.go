@@ -28,7 +28,7 @@ var _ dialect.Searcher = pgDialect{}
 // to their table, so the name is the same for every prefix and schema
 // (and must not look like a prefixed name, which migrations.Render would
 // schema-qualify).
-const pgSearchTrigger = "trg_agentstore_messages_search"
+const pgSearchTrigger = "trg_messages_search"
 
 // pgHeadlineOptions are ts_headline's options: the markers the engine
 // turns into highlight spans, about 30 words in at most two fragments.
@@ -45,7 +45,7 @@ WITH RECURSIVE t(v, k, d, p) AS (SELECT c, NULL::text, 0, ARRAY[]::bigint[]
 UNION ALL SELECT x.v, x.k, t.d + 1, t.p || x.n FROM t CROSS JOIN LATERAL (
 SELECT e.v, NULL::text AS k, e.n FROM json_array_elements(CASE WHEN json_typeof(t.v) = 'array' THEN t.v END) WITH ORDINALITY AS e(v, n)
 UNION ALL SELECT o.value, o.key, o.n FROM json_each(CASE WHEN json_typeof(t.v) = 'object' THEN t.v END) WITH ORDINALITY AS o(key, value, n)) AS x)
-SELECT translate(string_agg(t.v #>> '{}', chr(10) ORDER BY t.p), chr(57344) || chr(57345), '')
+SELECT left(translate(string_agg(t.v #>> '{}', chr(10) ORDER BY t.p), chr(57344) || chr(57345), ''), 100000)
 FROM t WHERE json_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content'))
 $$`
 	pgSearchTsvFn = `CREATE OR REPLACE FUNCTION "agentstore_message_tsv"(c json, cfg regconfig) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$

@@ -41,7 +41,7 @@ var _ dialect.Searcher = liteDialect{}
 // none, and for a stored content that is not JSON (never refused here:
 // the row is reported by the reads, the index just has no text for it).
 func liteExtract(c string) string {
-	return `(SELECT replace(replace(group_concat(atom, char(10)), char(57344), ''), char(57345), '') FROM (SELECT atom FROM json_tree(CASE WHEN json_valid(` +
+	return `(SELECT substr(replace(replace(group_concat(atom, char(10)), char(57344), ''), char(57345), ''), 1, 100000) FROM (SELECT atom FROM json_tree(CASE WHEN json_valid(` +
 		c + `) THEN ` + c + ` ELSE '[]' END) WHERE type = 'text' AND (path = '$' OR key IN ('text', 'content')) ORDER BY id))`
 }
 
