@@ -16,7 +16,8 @@ import (
 // string value of an object member named "text" or "content" (a text
 // block's text, a tool result's content string or the text of its
 // nested blocks), in document order. JSON punctuation, keys and other
-// values (numbers, ids, tool inputs under other names) are not indexed.
+// values (numbers, ids, tool inputs under other names) are not indexed
+// (on PostgreSQL the members of one object come in jsonb's key order).
 // The characters U+E000 and U+E001 are dropped from the indexed text
 // (snippets use them as highlight markers internally). Only the first
 // 100,000 characters of a message's indexed text are indexed (a

@@ -41,12 +41,13 @@ const pgHeadlineOptions = "StartSel=" + dialect.SnippetOpen + ", StopSel=" + dia
 const (
 	pgSearchColumn = `ALTER TABLE "agentstore_messages" ADD COLUMN IF NOT EXISTS "search_tsv" tsvector`
 	pgSearchTextFn = `CREATE OR REPLACE FUNCTION "agentstore_message_text"(c json) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-WITH RECURSIVE t(v, k, d, p) AS (SELECT c, NULL::text, 0, ARRAY[]::bigint[]
+WITH RECURSIVE t(v, k, d, p) AS (SELECT c::jsonb, NULL::text, 0, ARRAY[]::bigint[]
 UNION ALL SELECT x.v, x.k, t.d + 1, t.p || x.n FROM t CROSS JOIN LATERAL (
-SELECT e.v, NULL::text AS k, e.n FROM json_array_elements(CASE WHEN json_typeof(t.v) = 'array' THEN t.v END) WITH ORDINALITY AS e(v, n)
-UNION ALL SELECT o.value, o.key, o.n FROM json_each(CASE WHEN json_typeof(t.v) = 'object' THEN t.v END) WITH ORDINALITY AS o(key, value, n)) AS x)
-SELECT left(translate(string_agg(t.v #>> '{}', chr(10) ORDER BY t.p), chr(57344) || chr(57345), ''), 100000)
-FROM t WHERE json_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content'))
+SELECT e.v, NULL::text AS k, e.n FROM jsonb_array_elements(CASE WHEN jsonb_typeof(t.v) = 'array' THEN t.v END) WITH ORDINALITY AS e(v, n)
+UNION ALL SELECT o.value, o.key, o.n FROM jsonb_each(CASE WHEN jsonb_typeof(t.v) = 'object' THEN t.v END) WITH ORDINALITY AS o(key, value, n)) AS x
+WHERE jsonb_typeof(t.v) IN ('array', 'object'))
+SELECT left(translate(string_agg(left(t.v #>> '{}', 100000), chr(10) ORDER BY t.p), chr(57344) || chr(57345), ''), 100000)
+FROM t WHERE jsonb_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content'))
 $$`
 	pgSearchTsvFn = `CREATE OR REPLACE FUNCTION "agentstore_message_tsv"(c json, cfg regconfig) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT to_tsvector(cfg, translate(COALESCE("agentstore_message_text"(c), ''), '!"#$%&''()*+,-./:;<=>?@[\]^_` + "`" + `{|}~', '                                '))
