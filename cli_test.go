@@ -54,6 +54,11 @@ func runCLI(t *testing.T, bin string, args ...string) cliResult {
 	if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
 		t.Fatalf("agentstore %v panicked:\n%s", args, r.stderr)
 	}
+	// Every line names its command once: "agentstore verify: cannot open …",
+	// never "agentstore verify: agentstore: cannot open …".
+	if strings.Contains(r.stderr, ": agentstore: ") {
+		t.Fatalf("agentstore %v: doubled prefix in:\n%s", args, r.stderr)
+	}
 	return r
 }
 

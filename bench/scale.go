@@ -51,8 +51,11 @@ var scaleOps = []scaleOp{
 	{key: "fetch_ack_locked_backlog", label: "Fetch+Ack while one locked instance has N queued messages"},
 	{key: "list_running_page", label: `ListInstancesByStatusPage("Running", Limit 10): 10 Running of N`},
 	{key: "list_completed_page", label: `ListInstancesByStatusPage("Completed", Limit 10): first 10 of N`},
+	{key: "list_running_all", label: `ListInstancesByStatus("Running"): 10 Running of N`},
 	{key: "delete_bulk_none", label: "DeleteInstanceBulk, nothing eligible (CompletedBefore)"},
 	{key: "delete_bulk_limit100", label: "DeleteInstanceBulk Limit 100 (N terminal roots)"},
+	{key: "poll_work_nothing_eligible", label: "FetchWorkItem (untagged, no session) finding nothing: N future + N tagged + N session-bound items"},
+	{key: "poll_orch_nothing_eligible", label: "FetchOrchestrationItem finding nothing: N messages visible tomorrow"},
 	{key: "system_metrics", label: "GetSystemMetrics (exact), N instances"},
 	{key: "system_metrics_estimate", label: "GetSystemMetricsEstimate (Cap 1000), N instances"},
 	{key: "read_history", label: "Read of an instance with N/10 events", inherent: true},
@@ -93,6 +96,8 @@ type scaleEnv struct {
 	oqRow   []any    // a queued ExternalRaised for "busy"
 	wqRow   []any    // a queued ActivityExecute
 	clock   int64    // completed_at of planted instances (epoch ms)
+
+	cleanups []func() // stores opened beside st (scale_polls.go)
 }
 
 var (
@@ -173,6 +178,11 @@ func (b *bench) scaleDialect(ctx context.Context, d string, ns []int) (map[strin
 		}
 		b.logf("   seeded N=%d in %v", n, time.Since(t0).Round(time.Millisecond))
 		runs[i] = e.runs(n)
+		defer func() {
+			for _, c := range e.cleanups {
+				c()
+			}
+		}()
 	}
 	for _, op := range scaleOps {
 		var at []*scaleRun
@@ -713,6 +723,16 @@ func (e *scaleEnv) runs(n int) map[string]*scaleRun {
 		_, err := a.GetInstanceInfo(ctx, "other")
 		return err
 	})
+	add("list_running_all", reps, nil, func() error {
+		ids, err := a.ListInstancesByStatus(ctx, duroxide.StatusRunning)
+		if err == nil && len(ids) != 10 {
+			err = fmt.Errorf("%d ids, want 10", len(ids))
+		}
+		return err
+	})
+	if err := e.pollRuns(n, add); err != nil {
+		e.b.skipf("scale", e.d, "poll rows", "N=%d: %v", n, err)
+	}
 	return out
 }
 

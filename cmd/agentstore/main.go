@@ -247,7 +247,7 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "wrote %s\n", p)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "agentstore ddl: %v\n", err)
+			fmt.Fprintf(stderr, "agentstore ddl: %s\n", cliErr(err))
 			return exitError
 		}
 		return exitOK
@@ -258,11 +258,11 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 	}
 	ddl, err := agentstore.DDL(d, c.options()...)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentstore ddl: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore ddl: %s\n", cliErr(err))
 		return exitError
 	}
 	if _, err := io.WriteString(stdout, ddl); err != nil {
-		fmt.Fprintf(stderr, "agentstore ddl: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore ddl: %s\n", cliErr(err))
 		return exitError
 	}
 	return exitOK
@@ -280,7 +280,7 @@ func (c *common) open(ctx context.Context, cmd string, stderr io.Writer, extra .
 	st, err := agentstore.Open(ctx, c.dsn, append(c.options(), extra...)...)
 	if err != nil {
 		// Open's errors name the (redacted) target once and never contain the password.
-		fmt.Fprintf(stderr, "agentstore %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "agentstore %s: %s\n", cmd, cliErr(err))
 		return nil, false
 	}
 	return st, true
@@ -299,7 +299,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer st.Close()
 	ms, err := st.MigrationStatus(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentstore status: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore status: %s\n", cliErr(err))
 		return exitError
 	}
 	state, code := "current", exitOK
@@ -326,7 +326,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			*agentstore.MigrationStatus
 			State string `json:"state"`
 		}{ms, state}); err != nil {
-			fmt.Fprintf(stderr, "agentstore status: %v\n", err)
+			fmt.Fprintf(stderr, "agentstore status: %s\n", cliErr(err))
 			return exitError
 		}
 		return say()
@@ -375,7 +375,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer st.Close()
 	before, err := st.MigrationStatus(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore migrate: %s\n", cliErr(err))
 		return exitError
 	}
 	if before.Current > *target && !before.Ahead() {
@@ -387,7 +387,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return migrateDryRun(ctx, st, c.dsn, *target, before, stdout, stderr)
 	}
 	if err := st.MigrateTo(ctx, *target); err != nil {
-		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore migrate: %s\n", cliErr(err))
 		var me *agentstore.MigrationError
 		if errors.As(err, &me) && me.DatabaseMessage != "" {
 			fmt.Fprintf(stderr, "database said: %s\n", me.DatabaseMessage)
@@ -399,7 +399,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	after, err := st.MigrationStatus(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore migrate: %s\n", cliErr(err))
 		return exitError
 	}
 	for _, a := range after.Applied {
@@ -420,7 +420,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func migrateDryRun(ctx context.Context, st *agentstore.Store, dsn string, target int64, before *agentstore.MigrationStatus, stdout, stderr io.Writer) int {
 	plan, err := st.MigrationPlan(ctx, target)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentstore migrate: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore migrate: %s\n", cliErr(err))
 		if errors.Is(err, agentstore.ErrSchemaAhead) {
 			return exitIssues
 		}
@@ -465,14 +465,14 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer st.Close()
 	rep, err := st.Verify(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentstore verify: %v\n", err)
+		fmt.Fprintf(stderr, "agentstore verify: %s\n", cliErr(err))
 		return exitError
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "agentstore verify: %v\n", err)
+			fmt.Fprintf(stderr, "agentstore verify: %s\n", cliErr(err))
 			return exitError
 		}
 	} else {
@@ -488,4 +488,11 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitIssues
 	}
 	return exitOK
+}
+
+// cliErr is err's text without the library's "agentstore: " prefixes (the
+// sentinels carry one, and wrapped errors repeat it mid-line): the CLI
+// already starts each line with "agentstore <command>: ".
+func cliErr(err error) string {
+	return strings.ReplaceAll(err.Error(), "agentstore: ", "")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -25,9 +26,10 @@ func (p *gormProvider) ListInstances(ctx context.Context) ([]string, error) {
 // ListInstancesByStatus implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
 	ids := []string{}
+	cond, args := statusCond("e.status", status)
 	err := p.s.db.WithContext(ctx).Raw(`SELECT e.instance_id FROM `+p.q(models.TableExecutions)+` e JOIN `+p.q(models.TableInstances)+
-		` i ON i.instance_id = e.instance_id AND i.current_execution_id = e.execution_id WHERE e.status = ? ORDER BY e.started_at DESC, e.instance_id DESC`,
-		status).Scan(&ids).Error
+		` i ON i.instance_id = e.instance_id AND i.current_execution_id = e.execution_id WHERE `+cond+` ORDER BY e.started_at DESC, e.instance_id DESC`,
+		args...).Scan(&ids).Error
 	return ids, perr("list_instances_by_status", err)
 }
 
@@ -92,9 +94,10 @@ func (p *gormProvider) ListInstancesPage(ctx context.Context, pp repo.PageParams
 
 // ListInstancesByStatusPage implements duroxide.ProviderAdmin.
 func (p *gormProvider) ListInstancesByStatusPage(ctx context.Context, status string, pp repo.PageParams) ([]string, string, error) {
+	cond, args := statusCond("e.status", status)
 	return p.instancesPage(ctx, "list_instances_by_status_page", curByStatus,
 		p.q(models.TableExecutions)+` e JOIN `+p.q(models.TableInstances)+` i ON i.instance_id = e.instance_id AND i.current_execution_id = e.execution_id`,
-		"e.status = ?", "e.started_at", "e.instance_id", []any{status}, pp)
+		cond, "e.started_at", "e.instance_id", args, pp)
 }
 
 // ListExecutionsPage implements duroxide.ProviderAdmin.
@@ -475,11 +478,11 @@ func (p *gormProvider) bulkSelect(ctx context.Context, filter duroxide.InstanceF
 		args = append(args, strArgs(filter.InstanceIDs)...)
 	}
 	if filter.CompletedBefore != nil {
-		sql += ` AND e.completed_at < ?`
-		args = append(args, filter.CompletedBefore.UnixMilli())
+		// a literal, not a parameter: a generic plan of "< $n" cannot tell a
+		// cutoff that excludes every row from one that excludes none
+		sql += ` AND e.completed_at < ` + strconv.FormatInt(filter.CompletedBefore.UnixMilli(), 10)
 	}
-	sql += ` ORDER BY i.created_at, i.instance_id LIMIT ?`
-	args = append(args, limit)
+	sql += ` ORDER BY i.created_at, i.instance_id LIMIT ` + strconv.Itoa(limit)
 	var ids []string
 	err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&ids).Error
 	return ids, err
@@ -500,11 +503,10 @@ func (p *gormProvider) DeleteInstanceBulk(ctx context.Context, filter duroxide.I
 	// for the Running ones when its statistics say all are Completed) and
 	// walks up to their roots.
 	with := `WITH RECURSIVE busy(instance_id, parent_instance_id) AS (SELECT c.instance_id, c.parent_instance_id FROM ` + inst + ` c CROSS JOIN ` + exe +
-		` ce WHERE ce.instance_id = c.instance_id AND ce.execution_id = c.current_execution_id AND ce.status = ? AND c.parent_instance_id IS NOT NULL` +
+		` ce WHERE ce.instance_id = c.instance_id AND ce.execution_id = c.current_execution_id AND ce.status = 'Running' AND c.parent_instance_id IS NOT NULL` +
 		` UNION SELECT a.instance_id, a.parent_instance_id FROM ` + inst + ` a JOIN busy ON a.instance_id = busy.parent_instance_id) `
-	roots, err := p.bulkSelect(ctx, filter, with, ` AND i.parent_instance_id IS NULL AND e.status IN (?, ?, ?)`+
-		` AND i.instance_id NOT IN (SELECT instance_id FROM busy WHERE parent_instance_id IS NULL)`,
-		duroxide.StatusRunning, duroxide.StatusCompleted, duroxide.StatusFailed, duroxide.StatusContinuedAsNew)
+	roots, err := p.bulkSelect(ctx, filter, with, ` AND i.parent_instance_id IS NULL AND e.status IN ('Completed', 'Failed', 'ContinuedAsNew')`+
+		` AND i.instance_id NOT IN (SELECT instance_id FROM busy WHERE parent_instance_id IS NULL)`)
 	if err != nil {
 		return total, perr(op, err)
 	}
@@ -602,11 +604,10 @@ func (p *gormProvider) PruneExecutionsBulk(ctx context.Context, filter duroxide.
 	// only instances with something to prune take places in the limit
 	// (the same rules as PruneExecutions), so repeated calls progress
 	cond := ` AND EXISTS (SELECT 1 FROM ` + p.q(models.TableExecutions) + ` x WHERE x.instance_id = i.instance_id` +
-		` AND x.execution_id <> i.current_execution_id AND x.status <> ?`
-	args := []any{duroxide.StatusRunning}
+		` AND x.execution_id <> i.current_execution_id AND x.status <> 'Running'`
+	var args []any
 	if opts.CompletedBefore != nil {
-		cond += ` AND x.completed_at < ?`
-		args = append(args, opts.CompletedBefore.UnixMilli())
+		cond += ` AND x.completed_at < ` + strconv.FormatInt(opts.CompletedBefore.UnixMilli(), 10) // a literal: see bulkSelect
 	}
 	if opts.KeepLast > 0 {
 		cond += ` AND (SELECT COUNT(*) FROM ` + p.q(models.TableExecutions) + ` y WHERE y.instance_id = x.instance_id AND y.execution_id > x.execution_id) >= ?`
@@ -629,4 +630,18 @@ func (p *gormProvider) PruneExecutionsBulk(ctx context.Context, filter duroxide.
 		total.EventsDeleted += r.EventsDeleted
 	}
 	return total, nil
+}
+
+// statusCond is col compared with an execution status. A status of the
+// closed set is written as a literal: the statuses are skewed (Completed
+// rows outnumber Running ones by orders of magnitude), and a generic plan
+// of "col = $n" — the one a statement cache settles on — cannot tell a rare
+// status from a common one, so it scans (issue 24, TestPlanTraps). Any
+// other string is bound as an argument.
+func statusCond(col, status string) (string, []any) {
+	switch status {
+	case duroxide.StatusRunning, duroxide.StatusCompleted, duroxide.StatusFailed, duroxide.StatusContinuedAsNew:
+		return col + ` = '` + status + `'`, nil
+	}
+	return col + ` = ?`, []any{status}
 }
