@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 	"gorm.io/gorm"
 )
@@ -242,6 +243,30 @@ func planTrapCases() []planTrapCase {
 				n, err := st.Sessions().CleanupExpired(context.Background(), 100)
 				if err != nil || n != 0 {
 					t.Fatalf("CleanupExpired: %d, %v; want 0", n, err)
+				}
+			},
+		},
+		{
+			name:   "Search of a rare word among N messages",
+			tables: []string{models.TableMessages},
+			fill: func(t *testing.T, st *agentstore.Store, now int64) {
+				s := repo.NewSession()
+				if err := st.Sessions().Save(context.Background(), s); err != nil {
+					t.Fatal(err)
+				}
+				ts, typ := "now()", "json"
+				if st.Dialect() == agentstore.SQLite {
+					ts, typ = "CURRENT_TIMESTAMP", "text"
+				}
+				// N messages (indexed by V8's triggers as they are inserted), 10 with the rare word.
+				fillSeries(t, st, "INSERT INTO "+quote(st, models.TableMessages)+" (session_id, seq, id, role, content, created_at)"+
+					" SELECT '"+s.ID.String()+"', g.i, 'm' || g.i, 'user', CAST('[{\"type\":\"text\",\"text\":\"ordinary filler ' ||"+
+					" CASE WHEN g.i %% 10000 = 7 THEN 'zanzibar' ELSE 'text' END || ' ' || g.i || '\"}]' AS "+typ+"), "+ts+" FROM %s")
+			},
+			call: func(t *testing.T, st *agentstore.Store) {
+				page, err := st.Sessions().Search(context.Background(), repo.SearchParams{Query: "zanzibar"})
+				if err != nil || len(page.Hits) != 10 {
+					t.Fatalf("Search: %d hits, %v; want 10", len(page.Hits), err)
 				}
 			},
 		},

@@ -262,6 +262,7 @@ func Areas() []Area {
 		{"KV", kvTests()},
 		{"Orchestration", concat(orchestrationTests(), orchestrationDefectTests(), orchestrationContractTests(), orchestrationLeaseTests())},
 		{"Schema", schemaTests()},
+		{"Search", searchTests()},
 		{"SessionErrors", sessionErrorsTests()},
 		{"SessionQueue", concat(groupCommitQueueTests(), sessionQueueTests(), sessionQueueRetentionTests(), sessionQueueReadsTests())},
 		{"Sessions", concat(sessionsTests(), sessionsBranchesTests(), sessionsAppendTests(), sessionsDataTests(), sessionsLimitsTests(), sessionsPagingTests(), sessionsReadsTests())},

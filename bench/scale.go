@@ -60,6 +60,8 @@ var scaleOps = []scaleOp{
 	{key: "system_metrics_estimate", label: "GetSystemMetricsEstimate (Cap 1000), N instances"},
 	{key: "read_history", label: "Read of an instance with N/10 events", inherent: true},
 	{key: "fetch_ack_history", label: "Fetch+Ack of an instance with N/10 events", inherent: true},
+	{key: "search_selective", label: `Search of a rare word (10 hits among N messages), page of 20`},
+	{key: "search_common", label: `Search of a word all N messages hold, first page of 20`, inherent: true},
 	{key: "control_load_lastn", label: "control: Load LastN 20, session of N messages"},
 	{key: "control_append", label: "control: AppendMessages (1), session of N messages"},
 	{key: "control_enqueue", label: "control: SessionQueue Enqueue, queue table of N"},
@@ -84,7 +86,8 @@ type scaleEnv struct {
 	qSess   uuid.UUID // the control queue's session
 
 	sessions, queued, messages, instances, oqueue, wqueue, history int
-	serial                                                         int // planted instance ids
+	serial                                                         int  // planted instance ids
+	rare                                                           bool // the 10 messages Search finds (search_selective)
 
 	tplInst []any    // template instance row values (instanceCols order, id replaced)
 	tplExec []any    // template execution row values
@@ -439,6 +442,16 @@ func (e *scaleEnv) grow(n int) error {
 		}
 		e.messages += k
 	}
+	if !e.rare { // the selective term of search_selective
+		msgs := make([]repo.Message, 10)
+		for i := range msgs {
+			msgs[i] = textMsg(fmt.Sprintf("rare-%d", i), repo.RoleUser, fmt.Sprintf("a zanzibar note %d", i))
+		}
+		if _, err := ss.AppendMessages(e.ctx, e.msgSess, msgs...); err != nil {
+			return err
+		}
+		e.rare = true
+	}
 	// instances: N in all (10 Running planted and 4 made through the API in setup)
 	if k := n - e.instances; k > 0 {
 		if err := e.plantInstances(k, duroxide.StatusCompleted); err != nil {
@@ -654,6 +667,21 @@ func (e *scaleEnv) runs(n int) map[string]*scaleRun {
 	})
 	add("fetch_ack_history", 7, func() error { return e.raise("hist") },
 		func() error { return e.fetchAck("hist", runningMeta()) })
+
+	add("search_selective", reps, nil, func() error {
+		page, err := ss.Search(ctx, repo.SearchParams{Query: "zanzibar"})
+		if err == nil && len(page.Hits) != 10 {
+			err = fmt.Errorf("search: %d hits, want 10", len(page.Hits))
+		}
+		return err
+	})
+	add("search_common", 11, nil, func() error {
+		page, err := ss.Search(ctx, repo.SearchParams{Query: "moderate"})
+		if err == nil && len(page.Hits) != repo.DefaultSearchLimit {
+			err = fmt.Errorf("search: %d hits, want %d", len(page.Hits), repo.DefaultSearchLimit)
+		}
+		return err
+	})
 
 	// controls
 	add("control_load_lastn", reps, nil, func() error {

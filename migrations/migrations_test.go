@@ -28,6 +28,8 @@ var released = map[string]int32{
 	"sqlite/V6__sessions_paging_and_queue_retention_indexes.sql":   -1215285331, // 0.2.0
 	"postgres/V7__provider_scale_indexes.sql":                      172083950,   // 0.2.0
 	"sqlite/V7__provider_scale_indexes.sql":                        1297691169,  // 0.2.0
+	"postgres/V8__message_search.sql":                              -919713068,  // 0.3.0
+	"sqlite/V8__message_search.sql":                                -1495747942, // 0.3.0
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

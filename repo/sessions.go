@@ -190,6 +190,20 @@ type Sessions interface {
 	// ErrNotFound when the session does not exist (in the view's tenant)
 	// or holds no message messageID (the error names it).
 	LoadBranch(ctx context.Context, sessionID uuid.UUID, messageID string, opts ...LoadOptions) ([]Message, error)
+	// Search returns one page of the messages whose indexed text matches
+	// p.Query (see SearchParams for the query syntax and filters, and the
+	// package documentation of search for what is indexed), most relevant
+	// first (Score descending, then session id and seq), each with a
+	// highlighted snippet. Pages are keyset-paged: a walk from After ""
+	// until Next is "" returns every matching message that existed, with
+	// the same content, for the whole walk exactly once (messages appended
+	// or deleted meanwhile may or may not appear, never twice). A
+	// tenant-scoped view searches its tenant's sessions only. Messages of
+	// deleted sessions are never found; an idempotent retry of an append
+	// stores (and so finds) its messages once. ErrInvalidInput, before any
+	// SQL, for an invalid query, filter, limit or cursor; a database whose
+	// schema predates the search index (before V8) is agentstore.ErrSchemaBehind.
+	Search(ctx context.Context, p SearchParams) (SearchPage, error)
 	// WithSessionLock runs fn while holding the session's write lock, in
 	// one transaction: the session row locked (SELECT ... FOR UPDATE) on a
 	// database with row locks, the database's write transaction on a

@@ -61,7 +61,9 @@ type Config struct {
 	CustomClock  bool       // WithClock
 	PgBouncer    bool       // WithPgBouncer
 	DirectDSN    string     // WithDirectDSN
-	Slog         *slog.Logger
+	// SearchLanguage is WithSearchLanguage ("" = "simple").
+	SearchLanguage string
+	Slog           *slog.Logger
 	// stmtTimeout and lockTimeout (WithStatementTimeout, WithLockTimeout;
 	// 0 = off) are applied by the dialect (see its Open and Wrap).
 	StmtTimeout time.Duration

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/migrations"
 	"github.com/agentstore/agentstore/models"
 )
 
@@ -148,6 +149,12 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 	for _, st := range orderDDL(rec.stmts) {
 		b.WriteString(dl.NormalizeDDL(st))
 		b.WriteString(";\n")
+	}
+	if sr, ok := dl.(dialect.Searcher); ok { // the message search index, outside the models
+		for _, st := range sr.SearchDDL() {
+			b.WriteString(migrations.Render(st, cfg.Prefix, cfg.Schema))
+			b.WriteString(";\n")
+		}
 	}
 	n := models.NewNamer(cfg.Prefix, cfg.Schema)
 	fmt.Fprintf(&b, "\nINSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP);\n",

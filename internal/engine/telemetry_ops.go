@@ -27,6 +27,7 @@ const (
 	opSessRewind
 	opSessBranches
 	opSessLoadBranch
+	opSessSearch
 	opQueueEnqueue
 	opQueueEnqueueWith
 	opQueueItem
@@ -111,6 +112,7 @@ func opDefs() []opDef {
 		opSessRewind:                      {"Sessions", "Rewind", "rewind_session", models.TableSessions, ""},
 		opSessBranches:                    {"Sessions", "Branches", "list_branches", models.TableMessages, ""},
 		opSessLoadBranch:                  {"Sessions", "LoadBranch", "load_branch", models.TableMessages, ""},
+		opSessSearch:                      {"Sessions", "Search", "search_messages", models.TableMessages, ""},
 		opQueueEnqueue:                    {"SessionQueue", "Enqueue", "enqueue", models.TableQueue, ""},
 		opQueueEnqueueWith:                {"SessionQueue", "EnqueueWith", "enqueue", models.TableQueue, ""},
 		opQueueItem:                       {"SessionQueue", "Item", "queue_item", models.TableQueue, ""},

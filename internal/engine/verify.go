@@ -127,6 +127,11 @@ func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
 		rep.Tables++
 		rep.Issues = append(rep.Issues, s.compareTable(db, exp, live[exp.name])...)
 	}
+	si, err := s.searchIssues(db, nsp, live)
+	if err != nil {
+		return nil, err
+	}
+	rep.Issues = append(rep.Issues, si...)
 	conn, err := cat.ConnectionIssues(db)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", translateError(err))
@@ -362,6 +367,10 @@ func (s *Store) compareTable(db *gorm.DB, exp *expectedTable, lt *dialect.LiveTa
 	for _, c := range exp.cols {
 		known[c.name] = true
 	}
+	searchCols, _ := s.searchExtras(exp.name) // the search index's (verify_search.go)
+	for c := range searchCols {
+		known[c] = true
+	}
 	for _, name := range sortedKeys(lt.Cols) {
 		if !known[name] {
 			out = append(out, SchemaIssue{Kind: IssueExtraColumn, Table: exp.name, Object: name, Actual: lt.Cols[name].Type,
@@ -438,6 +447,10 @@ func (s *Store) indexIssues(db *gorm.DB, exp *expectedTable, lt *dialect.LiveTab
 	declared := map[string]bool{}
 	for _, ei := range exp.indexes {
 		declared[ei.name] = true
+	}
+	_, searchIdx := s.searchExtras(exp.name) // the search index's (verify_search.go)
+	for i := range searchIdx {
+		declared[i] = true
 	}
 	for _, name := range sortedKeys(lt.Indexes) {
 		if li := lt.Indexes[name]; !declared[name] && !li.Constraint {

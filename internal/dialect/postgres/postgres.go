@@ -208,8 +208,8 @@ func (pgDialect) TranslateDriverError(err error) (error, bool) {
 		case "23503":
 			// a referenced row is gone (deleted concurrently)
 			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
-		case "42P01", "42703":
-			// undefined table or column
+		case "42P01", "42703", "42883":
+			// undefined table, column or function (the search functions of V8)
 			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
 		case "42P05", "26000":
 			// duplicate_prepared_statement, invalid_sql_statement_name: a

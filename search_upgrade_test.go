@@ -1,0 +1,101 @@
+package agentstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// TestSearchUpgradeIndexesExistingMessages: messages written before V8
+// (more than two of PostgreSQL's backfill batches of 5000, string and
+// block content, in sessions of a tenant, one session deleted before the
+// upgrade) are found by Search after Migrate brings the database to V8;
+// messages appended afterwards are found too, Verify is clean, and a
+// Search on the database still at V7 is ErrSchemaBehind, not a driver
+// error.
+func TestSearchUpgradeIndexesExistingMessages(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		old := h.Open(t)
+		if err := old.MigrateTo(ctx, 7); err != nil {
+			t.Fatal(err)
+		}
+		r := old.ForTenant("acme").Sessions()
+		const sessions, perSession = 12, 1000
+		var ids []repo.Session
+		for i := range sessions {
+			s := repo.NewSession()
+			if err := r.Save(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, *s)
+			for b := 0; b < perSession; b += 500 {
+				msgs := make([]repo.Message, 0, 500)
+				for j := b; j < b+500; j++ {
+					text := fmt.Sprintf("ordinary filler %d %d", i, j)
+					if j%100 == 7 {
+						text = fmt.Sprintf("the rare heliotrope %d %d", i, j)
+					}
+					content, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+					if j%2 == 1 {
+						content, _ = json.Marshal(text) // the string form
+					}
+					msgs = append(msgs, repo.Message{ID: fmt.Sprintf("m%d", j), Role: repo.RoleUser, Content: content})
+				}
+				if _, err := r.AppendMessages(ctx, s.ID, msgs...); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if ok, err := r.Delete(ctx, ids[0].ID); !ok || err != nil {
+			t.Fatalf("delete: %v %v", ok, err)
+		}
+		if _, err := r.Search(ctx, repo.SearchParams{Query: "heliotrope"}); !errors.Is(err, agentstore.ErrSchemaBehind) || !errors.As(err, new(*repo.Error)) {
+			t.Fatalf("search at V7: %v, want ErrSchemaBehind", err)
+		}
+		st := h.Open(t)
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatalf("migrate to V8: %v", err)
+		}
+		testkit.VerifyClean(t, st)
+		rs := st.ForTenant("acme").Sessions()
+		count := func(q string) int {
+			n := 0
+			p := repo.SearchParams{Query: q, Limit: repo.MaxSearchLimit}
+			for {
+				page, err := rs.Search(ctx, p)
+				if err != nil {
+					t.Fatalf("search %q: %v", q, err)
+				}
+				n += len(page.Hits)
+				if page.Next == "" {
+					return n
+				}
+				p.After = page.Next
+			}
+		}
+		// 10 rare messages per session, 11 sessions left.
+		if n := count("heliotrope"); n != 10*(sessions-1) {
+			t.Fatalf("heliotrope: %d hits after the upgrade, want %d", n, 10*(sessions-1))
+		}
+		if n := count("filler 5 99*"); n != 11 {
+			t.Errorf(`"filler 5 99*": %d hits, want 11 (m99, m990..m999)`, n)
+		}
+		if _, err := rs.AppendMessages(ctx, ids[1].ID, testkit.TextMsg("new", repo.RoleUser, "a new heliotrope")); err != nil {
+			t.Fatal(err)
+		}
+		if n := count("heliotrope"); n != 10*(sessions-1)+1 {
+			t.Errorf("heliotrope after an append: %d hits", n)
+		}
+		if n, err := st.ForTenant("other").Sessions().Search(ctx, repo.SearchParams{Query: "heliotrope"}); err != nil || len(n.Hits) != 0 {
+			t.Errorf("another tenant: %+v, %v", n, err)
+		}
+	})
+}
