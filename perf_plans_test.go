@@ -68,8 +68,8 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 			"session queue dequeue": "SELECT seq, priority FROM " + q(models.TableQueue) + " WHERE session_id = '" + sid +
 				"' AND processed_at IS NULL AND (status = 'pending' OR (status = 'processing' AND leased_until < " + now + "))" +
 				" ORDER BY priority DESC, seq LIMIT 1" + lock,
-			"worker queue plain claim": "SELECT q.id FROM " + q(models.TableWorkerQueue) + " q WHERE +q.visible_at <= " + now +
-				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.id LIMIT 1" +
+			"worker queue plain claim": "SELECT q.id FROM " + q(models.TableWorkerQueue) + " q WHERE q.visible_at <= " + now +
+				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.visible_at, q.id LIMIT 1" +
 				strings.Replace(lock, "UPDATE", "UPDATE OF q", 1),
 			"orchestrator queue candidate": "SELECT q.instance_id FROM " + q(models.TableOrchestratorQueue) + " q WHERE q.visible_at <= " + now +
 				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND NOT EXISTS (SELECT 1 FROM " + q(models.TableInstanceLocks) +

@@ -174,6 +174,12 @@ func planTrapCases() []planTrapCase {
 	}
 	return []planTrapCase{
 		{
+			name:   "worker poll, future-visible work",
+			tables: []string{models.TableWorkerQueue},
+			fill:   workFill("", future),
+			call:   pollWork(nil, duroxide.TagFilter{}),
+		},
+		{
 			name:   "untagged worker poll, only tagged work",
 			tables: []string{models.TableWorkerQueue},
 			fill:   workFill("tag='gpu'", past),

@@ -30,6 +30,8 @@ var released = map[string]int32{
 	"sqlite/V7__provider_scale_indexes.sql":                        1297691169,  // 0.2.0
 	"postgres/V8__message_search.sql":                              -919713068,  // 0.3.0
 	"sqlite/V8__message_search.sql":                                -1495747942, // 0.3.0
+	"postgres/V9__worker_queue_ready_index.sql":                    2117590869,  // 0.3.0
+	"sqlite/V9__worker_queue_ready_index.sql":                      -1658305389, // 0.3.0
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -108,17 +108,22 @@ func (OrchestratorQueueItem) TableName(n schema.Namer) string {
 // (instance, execution, activity) are copied from the ActivityExecute work
 // item so cancellation and deletion can find the row.
 type WorkerQueueItem struct {
-	// ID also has a partial index matching the plain claim (no session, no
-	// tag, ORDER BY id): without it PostgreSQL, lacking statistics on a
-	// freshly filled queue, bitmap-ANDs the session_id and tag indexes and
-	// sorts every queued row on each claim.
+	// The plain claim (no session, no tag) walks the partial index "ready"
+	// (visible_at, id) WHERE session_id IS NULL AND tag IS NULL from its
+	// start up to now, so it reads only visible rows: rows visible later
+	// (delays, abandons with a delay), tagged rows and session-bound rows
+	// are not in its way (V9; before, the claim walked id order and read
+	// every future-visible row on each poll). Without a partial index
+	// PostgreSQL, lacking statistics on a freshly filled queue,
+	// bitmap-ANDs the session_id and tag indexes and sorts every queued
+	// row on each claim.
 	// The session_id and tag indexes are partial (IS NOT NULL): most rows
 	// have neither, so those rows cost no index entries on enqueue or ack;
 	// every query on these columns compares them with a value (= or IN),
 	// which implies IS NOT NULL, so both planners use the partial indexes.
-	ID           int64   `gorm:"primaryKey;autoIncrement;index:,where:session_id IS NULL AND tag IS NULL"`
+	ID           int64   `gorm:"primaryKey;autoIncrement;index:,composite:ready,priority:2"`
 	WorkItem     string  `gorm:"type:text;not null"`
-	VisibleAt    int64   `gorm:"not null"`  // no index: claims walk id order (see ID), and an index on it only cost every enqueue and ack an entry
+	VisibleAt    int64   `gorm:"not null;index:,composite:ready,priority:1,where:session_id IS NULL AND tag IS NULL"` // the plain claim's order (V9)
 	LockToken    *string `gorm:"type:text"` // no index: lease tokens carry the row id (see provider_worker.go)
 	LockedUntil  *int64
 	CreatedAt    int64   `gorm:"not null;autoCreateTime:false"`

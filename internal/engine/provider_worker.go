@@ -170,29 +170,54 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // the attempts that got no item, or the statement's error (then none has
 // one).
 //
-// The claim walks id order (partial index / rowid) and stops at the
-// first eligible rows. The worker queue has no visible_at index; the
-// unary plus (+q.visible_at) keeps the planners off one should it be
-// added by hand (every queued row is usually visible, so it would read
-// and sort the whole queue). TestPerfClaimPlansUseIndexes checks it.
+// Untagged attempts (the default filter) walk the partial index "ready"
+// (visible_at, id) of plain rows from its start to now, so a claim reads
+// only visible rows however many are queued for later, tagged or bound to
+// an activity session (TestPlanTraps); they take the items in visibility
+// order. Other tag filters walk id order (primary key / rowid) and stop at
+// the first eligible rows; there visible_at carries a unary plus, which
+// keeps the planners from sorting every visible row by it.
+//
+// One attempt (a FetchWorkItem call alone) updates the row the claim
+// picks by primary key; several pair the picked rows with their tokens by
+// row number. The pick, the arguments' meaning, the reply and its errors
+// are the same.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	now := p.s.nowMS()
 	tp, targs := tagSQL(g[0].in.tags)
 	wq := p.q(models.TableWorkerQueue)
+	vis, order := `+q.visible_at`, `q.id`
+	if g[0].in.tags.Mode == duroxide.TagDefaultOnly {
+		vis, order = `q.visible_at`, `q.visible_at, q.id`
+	}
+	pick := `SELECT q.id AS cid, q.visible_at AS cvis FROM ` + wq + ` q` +
+		` WHERE ` + vis + ` <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
+		` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(len(g)) + p.s.forUpdateSkip("q")
 	with, async := p.s.asyncCommitCTE()
-	var b strings.Builder
-	b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = w.column2, locked_until = w.column3, attempt_count = attempt_count + 1` +
-		` FROM (SELECT cid, row_number() OVER (ORDER BY cid) AS rn FROM (SELECT q.id AS cid FROM ` + wq + ` q` +
-		` WHERE +q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
-		` ORDER BY q.id LIMIT ` + strconv.Itoa(len(g)) + p.s.forUpdateSkip("q") + `) AS c0) AS c, (VALUES `)
-	writeTuples(&b, len(g), "("+p.s.castParam("bigint")+", "+p.s.castParam("text")+", "+p.s.castParam("bigint")+")")
-	b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count`)
-	args := append([]any{now, now}, targs...)
 	byToken := make(map[string]*gcReq[uint64, workFetchReq], len(g))
-	for i, r := range g {
+	var b strings.Builder
+	var args []any
+	if len(g) == 1 {
 		tok := newLockToken()
-		byToken[tok] = r
-		args = append(args, int64(i+1), tok, now+durMS(r.in.lockTimeout))
+		byToken[tok] = g[0]
+		b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
+			` WHERE id = (SELECT cid FROM (` + pick + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count`)
+		args = append([]any{tok, now + durMS(g[0].in.lockTimeout), now, now}, targs...)
+	} else {
+		rowOrder := `cid`
+		if order != `q.id` {
+			rowOrder = `cvis, cid`
+		}
+		b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = w.column2, locked_until = w.column3, attempt_count = attempt_count + 1` +
+			` FROM (SELECT cid, row_number() OVER (ORDER BY ` + rowOrder + `) AS rn FROM (` + pick + `) AS c0) AS c, (VALUES `)
+		writeTuples(&b, len(g), "("+p.s.castParam("bigint")+", "+p.s.castParam("text")+", "+p.s.castParam("bigint")+")")
+		b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count`)
+		args = append([]any{now, now}, targs...)
+		for i, r := range g {
+			tok := newLockToken()
+			byToken[tok] = r
+			args = append(args, int64(i+1), tok, now+durMS(r.in.lockTimeout))
+		}
 	}
 	claimed := make(map[*gcReq[uint64, workFetchReq]]bool, len(g))
 	rows, err := p.s.db.WithContext(ctx).Raw(b.String(), args...).Rows()
