@@ -124,7 +124,7 @@ type WorkerQueueItem struct {
 	ID           int64   `gorm:"primaryKey;autoIncrement;index:,composite:ready,priority:2"`
 	WorkItem     string  `gorm:"type:text;not null"`
 	VisibleAt    int64   `gorm:"not null;index:,composite:ready,priority:1,where:session_id IS NULL AND tag IS NULL"` // the plain claim's order (V9)
-	LockToken    *string `gorm:"type:text"` // no index: lease tokens carry the row id (see provider_worker.go)
+	LockToken    *string `gorm:"type:text"`                                                                           // no index: lease tokens carry the row id (see provider_worker.go)
 	LockedUntil  *int64
 	CreatedAt    int64   `gorm:"not null;autoCreateTime:false"`
 	AttemptCount int32   `gorm:"not null;default:0"`
