@@ -687,7 +687,10 @@ func TestFetchWorkBatchStatement(t *testing.T) {
 				}
 				lockedBefore = append(lockedBefore, l)
 			}
-			// u1 and u2 are released again; u3 stays locked
+			// u1 and u2 are released again, so they are visible after u4
+			// and bad (an untagged claim takes items in visibility order);
+			// u3 stays locked
+			time.Sleep(5 * time.Millisecond)
 			for _, l := range lockedBefore[:2] {
 				if err := p.AbandonWorkItem(ctx, l.LockToken, 0, true); err != nil {
 					t.Fatalf("abandon: %v", err)
@@ -700,13 +703,13 @@ func TestFetchWorkBatchStatement(t *testing.T) {
 				want    string // "" no item
 				corrupt bool
 			}{
-				{def, time.Minute, "u1", false},
+				{def, time.Minute, "u4", false},
 				{tagged, 2 * time.Minute, "g1", false},
-				{def, 3 * time.Minute, "u2", false},
+				{def, 3 * time.Minute, "", true},
 				{tagged, 4 * time.Minute, "g2", false},
-				{def, 5 * time.Minute, "u4", false},
+				{def, 5 * time.Minute, "u1", false},
 				{tagged, time.Minute, "", false},
-				{def, time.Minute, "", true},
+				{def, time.Minute, "u2", false},
 				{def, time.Minute, "", false},
 				// two filters whose tags print alike are not one group
 				{duroxide.TagFilter{Mode: duroxide.TagTags, Tags: []string{"a b"}}, time.Minute, "", false},

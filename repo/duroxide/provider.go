@@ -104,6 +104,10 @@ type Provider interface {
 	EnqueueForWorker(ctx context.Context, item WorkItem) error
 	// FetchWorkItem peek-locks the oldest eligible worker item for
 	// lockTimeout, or waits up to pollTimeout and returns (nil, nil).
+	// Untagged items (the zero TagFilter) are taken in the order they
+	// became visible, oldest first (an abandoned item becomes visible again
+	// when it is abandoned, or after its delay); other tag filters take
+	// items in enqueue order.
 	// Without session config, session items are invisible; with it, items
 	// of sessions leased by another owner are skipped and fetching a
 	// session item claims or extends the session lease for
