@@ -259,7 +259,8 @@ func requireVerifyAtV1(t *testing.T, ctx context.Context, d *database, laterInde
 	// (indexes): those are the only issue kinds allowed, and the version
 	// must be reported behind.
 	later := map[agentstore.IssueKind]bool{agentstore.IssueMissingIndex: true, agentstore.IssueMissingTable: true,
-		agentstore.IssueMissingColumn: true, agentstore.IssueColumnTypeMismatch: true, agentstore.IssueExtraIndex: true}
+		agentstore.IssueMissingColumn: true, agentstore.IssueColumnTypeMismatch: true, agentstore.IssueExtraIndex: true,
+		agentstore.IssueSearchIndex: true} // V8's search objects
 	behind := false
 	var missing []string
 	for _, is := range rep.Issues {

@@ -648,9 +648,29 @@ var concurrentlyRE = regexp.MustCompile(`(?i)((?:CREATE (?:UNIQUE )?|DROP ))INDE
 // (the V1 baseline).
 const FlywayFileName = "V1__agentstore_baseline.sql"
 
-// golangMigrateSQL rewrites ";" in comment lines, which golang-migrate's
-// x-multi-statement splitter (every ";", comments included) would cut at.
+// golangMigrateSQL rewrites what golang-migrate's x-multi-statement
+// splitter (it cuts at every ";", in comments and quoted bodies too) would
+// cut: ";" in comment lines becomes ",", and a $$-quoted body holding a ";"
+// (a function or DO block, V8) becomes the same text as an escape string
+// constant, E'…', with ";" written \073, "'" as \' and "\" as \\, which
+// PostgreSQL reads back byte for byte.
 func golangMigrateSQL(sql string) string {
+	parts := strings.Split(sql, "$$")
+	if len(parts)%2 == 1 { // balanced: odd parts are bodies
+		var b strings.Builder
+		for i, part := range parts {
+			switch {
+			case i%2 == 0:
+				b.WriteString(part)
+			case !strings.Contains(part, ";"):
+				b.WriteString("$$" + part + "$$")
+			default:
+				r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, ";", `\073`)
+				b.WriteString("E'" + r.Replace(part) + "'")
+			}
+		}
+		sql = b.String()
+	}
 	lines := strings.Split(sql, "\n")
 	for i, l := range lines {
 		if strings.HasPrefix(strings.TrimSpace(l), "--") {
