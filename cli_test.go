@@ -23,12 +23,7 @@ import (
 // buildCLI compiles cmd/agentstore into a temporary directory.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentstore")
-	out, err := exec.Command("go", "build", "-o", bin, "./cmd/agentstore").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/agentstore: %v\n%s", err, out)
-	}
-	return bin
+	return testBinary(t, "agentstore")
 }
 
 type cliResult struct {

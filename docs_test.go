@@ -179,10 +179,7 @@ func TestDocsReadmeExampleRuns(t *testing.T) {
 // checks that it prints the migrations it applied.
 func TestDocsQuickstartRuns(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "quickstart")
-	if out, err := exec.Command("go", "build", "-o", bin, "./examples/quickstart").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/quickstart: %v\n%s", err, out)
-	}
+	bin := testBinary(t, "quickstart")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin).CombinedOutput()

@@ -3,7 +3,6 @@ package agentstore_test
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +14,7 @@ import (
 // and the state set at creation kept.
 func TestExampleRewindRuns(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "rewind")
-	if out, err := exec.Command("go", "build", "-o", bin, "./examples/rewind").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/rewind: %v\n%s", err, out)
-	}
+	bin := testBinary(t, "rewind")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)

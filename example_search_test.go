@@ -3,7 +3,6 @@ package agentstore_test
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +15,7 @@ import (
 // ErrInvalidInput or plain words.
 func TestExampleSearchRuns(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "search")
-	if out, err := exec.Command("go", "build", "-o", bin, "./examples/search").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/search: %v\n%s", err, out)
-	}
+	bin := testBinary(t, "search")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)

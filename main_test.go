@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 	setDefaultParallel(db)
 	vacuumCatalogs(db, "before")
 	code := m.Run()
+	removeTestBinaries()
 	vacuumCatalogs(db, "after")
 	os.Exit(code)
 }
@@ -138,6 +139,17 @@ func attributeStats(ctx context.Context, db *sql.DB) string {
 		return "(unknown)"
 	}
 	return fmt.Sprintf("%s (%d live rows, %d dead)", size, live, dead)
+}
+
+// requireSuiteVariant skips t, a further whole run of the conformance
+// suite under other options (fast paths off, telemetry, timeouts), unless
+// longTestsEnv=1: `go test ./...` runs the suite once per dialect, CI runs
+// every variant as well.
+func requireSuiteVariant(t testing.TB) {
+	t.Helper()
+	if os.Getenv(longTestsEnv) != "1" {
+		t.Skipf("conformance variant: set %s=1 to run it (CI does)", longTestsEnv)
+	}
 }
 
 // requireLongTests skips t unless longTestsEnv=1.

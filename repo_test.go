@@ -33,6 +33,7 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("postgres-general", func(t *testing.T) {
 		t.Parallel()
+		requireSuiteVariant(t)
 		requirePostgres(t)
 		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(agentstore.CapFastPaths)))
 	})

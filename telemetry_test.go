@@ -741,6 +741,7 @@ func (a *spanAudit) OnEnd(s sdktrace.ReadOnlySpan) {
 // as the plain ones, and audits every span the suite produces.
 func TestConformanceTelemetry(t *testing.T) {
 	t.Parallel()
+	requireSuiteVariant(t)
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()

@@ -32,6 +32,7 @@ import (
 // purpose).
 func TestConformancePostgresTimeouts(t *testing.T) {
 	t.Parallel()
+	requireSuiteVariant(t)
 	requirePostgres(t)
 	agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(),
 		agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(30*time.Second)))
@@ -42,6 +43,7 @@ func TestConformancePostgresTimeouts(t *testing.T) {
 // busy timeout set by WithLockTimeout).
 func TestConformanceSQLiteTimeouts(t *testing.T) {
 	t.Parallel()
+	requireSuiteVariant(t)
 	agentstoretest.Run(t, agentstoretest.SQLite(agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(20*time.Second)))
 }
 
