@@ -399,6 +399,14 @@ func (s *Store) SessionQueue() repo.SessionQueue {
 	return s.e.SessionQueue()
 }
 
+// ChangeFeed returns the session change feed of the store (every tenant):
+// a lossless, resumable, commit-ordered record of session and session-queue
+// changes made through any Store on the database. See repo.ChangeFeed and
+// docs/changes.md.
+func (s *Store) ChangeFeed() repo.ChangeFeed {
+	return s.e.ChangeFeed()
+}
+
 // Limits of WithMaxContentBytes.
 const (
 	// DefaultMaxContentBytes is the largest message or queue-item content
@@ -497,3 +505,7 @@ func (v *TenantView) Sessions() repo.Sessions { return v.v.Sessions() }
 
 // SessionQueue returns the tenant's session queue.
 func (v *TenantView) SessionQueue() repo.SessionQueue { return v.v.SessionQueue() }
+
+// ChangeFeed returns the change feed of the tenant's sessions: only changes
+// of sessions whose tenant id is the view's tenant.
+func (v *TenantView) ChangeFeed() repo.ChangeFeed { return v.v.ChangeFeed() }
