@@ -229,7 +229,7 @@ func (j *VerbatimJSON) Scan(src any) error { return (*JSON)(j).Scan(src) }
 // transaction's id (raised to the session's previous Ord) on PostgreSQL.
 // At is the database's clock in Unix milliseconds.
 type SessionChange struct {
-	ID        int64      `gorm:"primaryKey;autoIncrement"`
+	ID        int64      `gorm:"primaryKey;autoIncrement;index:,composite:ord,priority:2;index:,composite:session,priority:3"`
 	Ord       int64      `gorm:"not null;default:0;index:,composite:ord,priority:1;index:,composite:session,priority:2"`
 	TenantID  *string    `gorm:"type:text"`
 	SessionID uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session,priority:1"`
