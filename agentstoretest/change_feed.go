@@ -510,13 +510,15 @@ func testChangeFeedPurge(t *testing.T, h *harness) {
 	}
 	before := waitForChanges(t, f, repo.ChangesParams{}, 5)
 	time.Sleep(1500 * time.Millisecond)
+	mid := time.Now()
 	young := repo.NewSession()
 	mustSave(t, r, young)
 	if _, err := r.AppendMessages(ctx, young.ID, textMsg("y", repo.RoleUser, "x")); err != nil {
 		t.Fatal(err)
 	}
 	waitForChanges(t, f, repo.ChangesParams{}, len(before)+2)
-	n, err := f.PurgeChanges(ctx, 700*time.Millisecond, 2)
+	// The cutoff falls in the pause, however long the wait above took.
+	n, err := f.PurgeChanges(ctx, time.Since(mid)+500*time.Millisecond, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@
 -- below that bound has ended, so a consumer resuming after its last
 -- (ord, id) never misses a committed change nor sees one twice.
 -- at is the database's clock in Unix milliseconds (retention).
-CREATE TABLE IF NOT EXISTS "agentstore_session_changes" ("id" bigserial,"ord" bigint NOT NULL,"tenant_id" text,"session_id" uuid NOT NULL,"kind" varchar(32) NOT NULL,"item_id" uuid,"state" varchar(32),"from_seq" bigint NOT NULL DEFAULT 0,"to_seq" bigint NOT NULL DEFAULT 0,"version" bigint NOT NULL DEFAULT 0,"at" bigint NOT NULL,PRIMARY KEY ("id"));
+CREATE TABLE IF NOT EXISTS "agentstore_session_changes" ("id" bigserial,"ord" bigint NOT NULL DEFAULT 0,"tenant_id" text,"session_id" uuid NOT NULL,"kind" varchar(32) NOT NULL,"item_id" uuid,"state" varchar(32),"from_seq" bigint NOT NULL DEFAULT 0,"to_seq" bigint NOT NULL DEFAULT 0,"version" bigint NOT NULL DEFAULT 0,"at" bigint NOT NULL,PRIMARY KEY ("id"));
 CREATE INDEX IF NOT EXISTS "idx_agentstore_session_changes_ord" ON "agentstore_session_changes" ("ord","id");
 CREATE INDEX IF NOT EXISTS "idx_agentstore_session_changes_session" ON "agentstore_session_changes" ("session_id","ord","id");
 CREATE OR REPLACE FUNCTION "agentstore_session_change"() RETURNS trigger LANGUAGE plpgsql AS $$
