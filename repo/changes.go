@@ -134,7 +134,8 @@ type ChangeFeed interface {
 	// filters apply); it waits between them for a wake-up (the same
 	// machinery as the provider's long polls: LISTEN/NOTIFY on PostgreSQL,
 	// the data_version watcher on SQLite, in-process wake-ups from this
-	// Store) or the fallback re-check at WithPollInterval. It returns the
+	// Store) or a re-check: every max(WithPollInterval, 250 ms) while the
+	// wake-up is up, every WithPollInterval otherwise. It returns the
 	// error fn returned, ctx's error (context.Canceled or
 	// DeadlineExceeded) when ctx ends, or the error of a read that failed
 	// (the session API's sentinels, as Changes). fn sees change.Cursor:
