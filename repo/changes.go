@@ -123,7 +123,8 @@ const (
 type ChangeFeed interface {
 	// Changes returns the first committed changes after p.After in feed
 	// order, at most p.Limit of them, filtered by p.SessionID and
-	// p.TenantID. It refuses a malformed cursor or limit with
+	// p.TenantID. It refuses a malformed cursor, a limit out of range or a
+	// TenantID that is not a valid id (empty, too long, not UTF-8, NUL) with
 	// ErrInvalidInput. An empty page means nothing after p.After has
 	// committed yet (or everything after it was filtered out); Next is then
 	// p.After.
