@@ -205,8 +205,8 @@ func testChangeFeedKindsAndPaging(t *testing.T, h *harness) {
 	}
 }
 
-// testChangeFeedRefusals: malformed cursors, bad limits and purge
-// arguments are ErrInvalidInput.
+// testChangeFeedRefusals: malformed cursors, bad limits, an invalid tenant
+// filter, purge arguments and a nil Watch function are ErrInvalidInput.
 func testChangeFeedRefusals(t *testing.T, h *harness) {
 	st := h.New(t)
 	f := feedOf(t, st)
@@ -223,6 +223,10 @@ func testChangeFeedRefusals(t *testing.T, h *harness) {
 		if _, err := f.Changes(ctx, repo.ChangesParams{Limit: n}); !errors.Is(err, agentstore.ErrInvalidInput) {
 			t.Errorf("limit %d: %v, want ErrInvalidInput", n, err)
 		}
+	}
+	empty := ""
+	if _, err := f.Changes(ctx, repo.ChangesParams{TenantID: &empty}); !errors.Is(err, agentstore.ErrInvalidInput) {
+		t.Errorf("empty tenant id: %v, want ErrInvalidInput", err)
 	}
 	if _, err := f.PurgeChanges(ctx, -time.Second, 0); !errors.Is(err, agentstore.ErrInvalidInput) {
 		t.Errorf("negative age: %v", err)
