@@ -136,7 +136,10 @@ func WithSQLiteSynchronous(mode string) Option {
 // second per waiting fetch. Otherwise (wake-up off, not yet up or lost,
 // behind PgBouncer without WithDirectDSN, a pool of fewer than 3
 // connections) an idle waiting fetcher runs one claim query per interval,
-// and the interval bounds how late a delayed item is seen.
+// and the interval bounds how late a delayed item is seen. A change-feed
+// Watch (ChangeFeed) follows the same rules, re-checking every
+// max(interval, 250 ms) while the wake-up is up and every interval
+// otherwise.
 func WithPollInterval(d time.Duration) Option {
 	return engine.WithPollInterval(d)
 }
@@ -399,6 +402,14 @@ func (s *Store) SessionQueue() repo.SessionQueue {
 	return s.e.SessionQueue()
 }
 
+// ChangeFeed returns the session change feed of the store (every tenant):
+// a lossless, resumable, commit-ordered record of session and session-queue
+// changes made through any Store on the database. See repo.ChangeFeed and
+// docs/changes.md.
+func (s *Store) ChangeFeed() repo.ChangeFeed {
+	return s.e.ChangeFeed()
+}
+
 // Limits of WithMaxContentBytes.
 const (
 	// DefaultMaxContentBytes is the largest message or queue-item content
@@ -497,3 +508,7 @@ func (v *TenantView) Sessions() repo.Sessions { return v.v.Sessions() }
 
 // SessionQueue returns the tenant's session queue.
 func (v *TenantView) SessionQueue() repo.SessionQueue { return v.v.SessionQueue() }
+
+// ChangeFeed returns the change feed of the tenant's sessions: only changes
+// of sessions whose tenant id is the view's tenant.
+func (v *TenantView) ChangeFeed() repo.ChangeFeed { return v.v.ChangeFeed() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,7 +37,12 @@ import (
 // benchSession creates a store and a session holding n messages.
 func benchSession(b *testing.B, d agentstore.Dialect, n int) (*agentstore.Store, *repo.Session) {
 	b.Helper()
-	h := newHarness(b, d)
+	return benchSessionIn(b, newHarness(b, d), n)
+}
+
+// benchSessionIn is benchSession on h's database.
+func benchSessionIn(b *testing.B, h *harness, n int) (*agentstore.Store, *repo.Session) {
+	b.Helper()
 	st := h.New(b)
 	r := st.Sessions()
 	s := repo.NewSession()
@@ -325,5 +331,60 @@ func BenchmarkSessionsQueue(b *testing.B) {
 			}
 			b.ReportMetric(float64(items*b.N)/elapsed.Seconds(), "items/s")
 		})
+	}
+}
+
+// BenchmarkSessionsAppendFeedCost measures what the change feed (V10's
+// triggers) costs an append: it alternates single-message appends to a
+// session of n messages on two databases of one dialect, one with the
+// feed's triggers and one with them dropped (the append path as it was
+// before V10), so machine load hits both alike, and reports each one's
+// time per append and their ratio (with/without).
+//
+//	go test -run '^$' -bench 'BenchmarkSessionsAppendFeedCost' -benchtime 2000x .
+func BenchmarkSessionsAppendFeedCost(b *testing.B) {
+	drop := map[agentstore.Dialect][]string{
+		agentstore.SQLite: {`DROP TRIGGER "agentstore_sessions_change_insert"`, `DROP TRIGGER "agentstore_sessions_change_update"`,
+			`DROP TRIGGER "agentstore_sessions_change_delete"`, `DROP TRIGGER "agentstore_queue_change_insert"`,
+			`DROP TRIGGER "agentstore_queue_change_status"`},
+		agentstore.Postgres: {`DROP TRIGGER "trg_sessions_change" ON "agentstore_sessions"`,
+			`DROP TRIGGER "trg_queue_change_insert" ON "agentstore_queue"`, `DROP TRIGGER "trg_queue_change_status" ON "agentstore_queue"`},
+	}
+	for _, d := range dialects {
+		for _, n := range []int{10, 10000} {
+			b.Run(fmt.Sprintf("%s/n=%d", d, n), func(b *testing.B) {
+				ctx := context.Background()
+				with, ws := benchSession(b, d, n)
+				h := newHarness(b, d)
+				without, wos := benchSessionIn(b, h, n)
+				db := without.DB(ctx)
+				for _, stmt := range drop[d] {
+					if h.Schema != "" {
+						stmt = strings.Replace(stmt, `ON "`, `ON "`+h.Schema+`"."`, 1)
+					}
+					if err := db.Exec(stmt).Error; err != nil {
+						b.Fatal(err)
+					}
+				}
+				var tWith, tWithout time.Duration
+				i := 0
+				for b.Loop() {
+					t0 := time.Now()
+					if _, err := with.Sessions().AppendMessages(ctx, ws.ID, testkit.TextMsg(fmt.Sprint("f-", i), repo.RoleAssistant, "reply")); err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					if _, err := without.Sessions().AppendMessages(ctx, wos.ID, testkit.TextMsg(fmt.Sprint("f-", i), repo.RoleAssistant, "reply")); err != nil {
+						b.Fatal(err)
+					}
+					tWith += t1.Sub(t0)
+					tWithout += time.Since(t1)
+					i++
+				}
+				b.ReportMetric(float64(tWith.Microseconds())/float64(b.N), "feed-us")
+				b.ReportMetric(float64(tWithout.Microseconds())/float64(b.N), "nofeed-us")
+				b.ReportMetric(float64(tWith)/float64(tWithout), "ratio")
+			})
+		}
 	}
 }

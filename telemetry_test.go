@@ -856,6 +856,7 @@ func TestTelemetryCoversEveryMethod(t *testing.T) {
 	for name, typ := range map[string]reflect.Type{
 		"Sessions":      reflect.TypeFor[repo.Sessions](),
 		"SessionQueue":  reflect.TypeFor[repo.SessionQueue](),
+		"ChangeFeed":    reflect.TypeFor[repo.ChangeFeed](),
 		"Provider":      reflect.TypeFor[duroxide.Provider](),
 		"ProviderAdmin": reflect.TypeFor[duroxide.ProviderAdminExt](),
 	} {

@@ -257,6 +257,7 @@ func Areas() []Area {
 	return []Area{
 		{"ActivitySessions", concat(activitySessionsTests(), activitySessionsDefectTests(), activitySessionsLeaseTests())},
 		{"Admin", concat(adminTests(), adminExtTests(), adminDefectTests(), providerPagingTests())},
+		{"ChangeFeed", changeFeedTests()},
 		{"Errors", concat(errorsTests(), errorsDriverTests(), errorsDefectTests(), closedTests())},
 		{"Hostile", hostileTests()},
 		{"KV", kvTests()},

@@ -12,7 +12,7 @@ import (
 
 // SchemaVersion is the version of the schema these models describe. Migrate
 // records it; Verify reports a database whose recorded version is behind.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // TableSchemaVersion is the base name of the table recording applied schema versions.
 const TableSchemaVersion = "schema_version"
@@ -28,7 +28,7 @@ func (SchemaVersionRow) TableName(n schema.Namer) string { return tableName(n, T
 
 // SessionModels returns fresh values of the session-domain models, parents first.
 func SessionModels() []any {
-	return []any{&Session{}, &Message{}, &Compact{}, &Summary{}, &QueueItem{}, &Todo{}, &Plan{}}
+	return []any{&Session{}, &Message{}, &Compact{}, &Summary{}, &QueueItem{}, &Todo{}, &Plan{}, &SessionChange{}}
 }
 
 // ProviderModels returns fresh values of the provider-domain models.

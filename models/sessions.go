@@ -18,6 +18,8 @@ const (
 	TableQueue     = "queue"
 	TableTodos     = "todos"
 	TablePlans     = "plans"
+	// TableSessionChanges holds the session change feed (V10).
+	TableSessionChanges = "session_changes"
 )
 
 // Session is one row of {prefix}sessions: an agent session. The row carries
@@ -218,3 +220,27 @@ func (j VerbatimJSON) Value() (driver.Value, error) { return JSON(j).Value() }
 
 // Scan implements sql.Scanner; the bytes are copied, never validated.
 func (j *VerbatimJSON) Scan(src any) error { return (*JSON)(j).Scan(src) }
+
+// SessionChange is one row of {prefix}session_changes: one committed change
+// of a session (kind session.created, session.updated, session.deleted) or
+// of a session-queue item's state (queue.item). The rows are written by the
+// database's triggers (migration V10), never by the models; the feed's order
+// is (Ord, ID): Ord is 0 on a single-writer database and the writing
+// transaction's id (raised to the session's previous Ord) on PostgreSQL.
+// At is the database's clock in Unix milliseconds.
+type SessionChange struct {
+	ID        int64      `gorm:"primaryKey;autoIncrement;index:,composite:ord,priority:2;index:,composite:session,priority:3"`
+	Ord       int64      `gorm:"not null;default:0;index:,composite:ord,priority:1;index:,composite:session,priority:2"`
+	TenantID  *string    `gorm:"type:text"`
+	SessionID uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session,priority:1"`
+	Kind      string     `gorm:"type:varchar(32);not null"`
+	ItemID    *uuid.UUID `gorm:"type:uuid"`
+	State     *string    `gorm:"type:varchar(32)"`
+	FromSeq   int64      `gorm:"not null;default:0"`
+	ToSeq     int64      `gorm:"not null;default:0"`
+	Version   int64      `gorm:"not null;default:0"`
+	At        int64      `gorm:"not null"`
+}
+
+// TableName returns the prefixed table name.
+func (SessionChange) TableName(n schema.Namer) string { return tableName(n, TableSessionChanges) }

@@ -159,7 +159,10 @@ func WithSQLiteSynchronous(mode string) Option {
 // second per waiting fetch. Otherwise (wake-up off, not yet up or lost,
 // behind PgBouncer without WithDirectDSN, a pool of fewer than 3
 // connections) an idle waiting fetcher runs one claim query per interval,
-// and the interval bounds how late a delayed item is seen.
+// and the interval bounds how late a delayed item is seen. A change-feed
+// Watch (ChangeFeed) follows the same rules, re-checking every
+// max(interval, 250 ms) while the wake-up is up and every interval
+// otherwise.
 func WithPollInterval(d time.Duration) Option {
 	return optionFunc(func(c *Config) error {
 		if d < time.Millisecond || d > time.Minute {

@@ -84,6 +84,7 @@ type gormProvider struct {
 	s    *Store
 	orch *signal // orchestrator queue got messages
 	work *signal // worker queue got items
+	feed *signal // session changes were committed (the change feed's Watch)
 	// waker carries wake-ups across Stores and processes (the dialect's
 	// mechanism: LISTEN/NOTIFY, PRAGMA data_version); nil without
 	// CapWakeup.
@@ -97,7 +98,7 @@ var (
 
 func (s *Store) provider() *gormProvider {
 	s.provOnce.Do(func() {
-		p := &gormProvider{s: s, orch: newSignal(), work: newSignal()}
+		p := &gormProvider{s: s, orch: newSignal(), work: newSignal(), feed: newSignal()}
 		if s.has(CapWakeup) {
 			p.waker = s.d.NewWaker(s.env(), func(kind string) {
 				switch kind {
@@ -105,6 +106,8 @@ func (s *Store) provider() *gormProvider {
 					p.orch.wake()
 				case dialect.NotifyWork:
 					p.work.wake()
+				case dialect.NotifyFeed:
+					p.feed.wake()
 				}
 			})
 		}
@@ -113,6 +116,11 @@ func (s *Store) provider() *gormProvider {
 			p.work.publish = func() { w.Publish(dialect.NotifyWork) }
 			p.orch.waiting = w.Waiting
 			p.work.waiting = w.Waiting
+			p.feed.publish = func() { w.Publish(dialect.NotifyFeed) }
+			p.feed.waiting = w.Waiting
+			if h, ok := w.(dialect.HealthReporter); ok {
+				p.feed.healthy = h.Healthy
+			}
 			// A Store on its own clock (WithClock) cannot turn a due time
 			// into a wait: it keeps re-checking every poll interval.
 			if h, ok := w.(dialect.HealthReporter); ok && !s.cfg.CustomClock {

@@ -398,6 +398,7 @@ func walkToRoot(nodes []treeNode, start int, onCurrent []bool) {
 
 // Rewind implements repo.Sessions.
 func (a sessionsAPI) Rewind(ctx context.Context, sessionID uuid.UUID, toMessageID string, o repo.RewindOptions) (int64, error) {
+	defer a.ss.wrote()
 	v, err := a.ss.Rewind(ctx, sessionID, toMessageID, o)
 	return v, opErr("rewind_session", err)
 }

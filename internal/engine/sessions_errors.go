@@ -106,6 +106,7 @@ var (
 
 // Save implements repo.Sessions.
 func (a sessionsAPI) Save(ctx context.Context, s *repo.Session) error {
+	defer a.ss.wrote()
 	return opErr("save_session", a.ss.Save(ctx, s))
 }
 
@@ -117,6 +118,7 @@ func (a sessionsAPI) Load(ctx context.Context, id uuid.UUID, opts ...repo.LoadOp
 
 // Delete implements repo.Sessions.
 func (a sessionsAPI) Delete(ctx context.Context, id uuid.UUID) (bool, error) {
+	defer a.ss.wrote()
 	ok, err := a.ss.Delete(ctx, id)
 	return ok, opErr("delete_session", err)
 }
@@ -135,18 +137,21 @@ func (a sessionsAPI) ListChildren(ctx context.Context, parentID uuid.UUID) ([]uu
 
 // AppendMessages implements repo.Sessions.
 func (a sessionsAPI) AppendMessages(ctx context.Context, sessionID uuid.UUID, msgs ...repo.Message) ([]repo.Message, error) {
+	defer a.ss.wrote()
 	out, err := a.ss.AppendMessages(ctx, sessionID, msgs...)
 	return out, opErr("append_messages", err)
 }
 
 // AppendMessagesWith implements repo.Sessions.
 func (a sessionsAPI) AppendMessagesWith(ctx context.Context, sessionID uuid.UUID, o repo.AppendOptions, msgs ...repo.Message) ([]repo.Message, error) {
+	defer a.ss.wrote()
 	out, err := a.ss.AppendMessagesWith(ctx, sessionID, o, msgs...)
 	return out, opErr("append_messages", err)
 }
 
 // WithSessionLock implements repo.Sessions.
 func (a sessionsAPI) WithSessionLock(ctx context.Context, id uuid.UUID, fn func(ctx context.Context, tx repo.Sessions) error) error {
+	defer a.ss.wrote()
 	err := a.ss.WithSessionLock(ctx, id, fn)
 	var fe *fnError
 	if errors.As(err, &fe) {
@@ -157,12 +162,14 @@ func (a sessionsAPI) WithSessionLock(ctx context.Context, id uuid.UUID, fn func(
 
 // Fork implements repo.Sessions.
 func (a sessionsAPI) Fork(ctx context.Context, sessionID uuid.UUID, atMessageID string) (*repo.Session, error) {
+	defer a.ss.wrote()
 	s, err := a.ss.Fork(ctx, sessionID, atMessageID)
 	return s, opErr("fork_session", err)
 }
 
 // AddSummary implements repo.Sessions.
 func (a sessionsAPI) AddSummary(ctx context.Context, snap repo.SummarySnapshot) (repo.SummarySnapshot, error) {
+	defer a.ss.wrote()
 	out, err := a.ss.AddSummary(ctx, snap)
 	return out, opErr("add_summary", err)
 }
@@ -175,6 +182,7 @@ func (a sessionsAPI) GetSummaries(ctx context.Context, sessionID uuid.UUID) ([]r
 
 // SetTodos implements repo.Sessions.
 func (a sessionsAPI) SetTodos(ctx context.Context, sessionID uuid.UUID, todos []repo.TodoItem) ([]repo.TodoItem, error) {
+	defer a.ss.wrote()
 	out, err := a.ss.SetTodos(ctx, sessionID, todos)
 	return out, opErr("set_todos", err)
 }
@@ -205,6 +213,7 @@ func (a sessionsAPI) PlansPage(ctx context.Context, sessionID uuid.UUID, p repo.
 
 // CleanupExpired implements repo.Sessions.
 func (a sessionsAPI) CleanupExpired(ctx context.Context, batchSize int) (int, error) {
+	defer a.ss.wrote()
 	n, err := a.ss.CleanupExpired(ctx, batchSize)
 	return n, opErr("cleanup_expired", err)
 }
@@ -214,12 +223,14 @@ type sessionQueueAPI struct{ sq *sessionQueue }
 
 // Enqueue implements repo.SessionQueue.
 func (a sessionQueueAPI) Enqueue(ctx context.Context, sessionID uuid.UUID, content string, priority int32) (*repo.QueueItem, error) {
+	defer a.sq.wrote()
 	it, err := a.sq.Enqueue(ctx, sessionID, content, priority)
 	return it, opErr("enqueue", err)
 }
 
 // EnqueueWith implements repo.SessionQueue.
 func (a sessionQueueAPI) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p repo.EnqueueParams) (*repo.QueueItem, error) {
+	defer a.sq.wrote()
 	it, err := a.sq.EnqueueWith(ctx, sessionID, p)
 	return it, opErr("enqueue", err)
 }
@@ -238,27 +249,32 @@ func (a sessionQueueAPI) Items(ctx context.Context, sessionID uuid.UUID, statuse
 
 // Dequeue implements repo.SessionQueue.
 func (a sessionQueueAPI) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo.DequeueParams) (*repo.QueueItem, error) {
+	defer a.sq.wrote()
 	it, err := a.sq.Dequeue(ctx, sessionID, p)
 	return it, opErr("dequeue", err)
 }
 
 // Complete implements repo.SessionQueue.
 func (a sessionQueueAPI) Complete(ctx context.Context, l repo.Lease) error {
+	defer a.sq.wrote()
 	return opErr("complete", a.sq.Complete(ctx, l))
 }
 
 // Fail implements repo.SessionQueue.
 func (a sessionQueueAPI) Fail(ctx context.Context, l repo.Lease, reason string) error {
+	defer a.sq.wrote()
 	return opErr("fail", a.sq.Fail(ctx, l, reason))
 }
 
 // Release implements repo.SessionQueue.
 func (a sessionQueueAPI) Release(ctx context.Context, l repo.Lease) error {
+	defer a.sq.wrote()
 	return opErr("release", a.sq.Release(ctx, l))
 }
 
 // CancelQueued implements repo.SessionQueue.
 func (a sessionQueueAPI) CancelQueued(ctx context.Context, itemID uuid.UUID) (bool, error) {
+	defer a.sq.wrote()
 	ok, err := a.sq.CancelQueued(ctx, itemID)
 	return ok, opErr("cancel_queued", err)
 }

@@ -84,6 +84,9 @@ const (
 	opAdminGetQueueDepthsEstimate
 	opAdminListChildrenPage
 	opAdminReadHistoryPage
+	opFeedChanges
+	opFeedWatch
+	opFeedPurgeChanges
 )
 
 // opDefs describes every instrumented method: its interface and name (the
@@ -169,6 +172,9 @@ func opDefs() []opDef {
 		opAdminGetQueueDepthsEstimate:     {"ProviderAdmin", "GetQueueDepthsEstimate", "get_queue_depths_estimate", "", ""},
 		opAdminListChildrenPage:           {"ProviderAdmin", "ListChildrenPage", "list_children_page", models.TableInstances, ""},
 		opAdminReadHistoryPage:            {"ProviderAdmin", "ReadHistoryPage", "read_history_page", models.TableHistory, ""},
+		opFeedChanges:                     {"ChangeFeed", "Changes", "changes", models.TableSessionChanges, ""},
+		opFeedWatch:                       {"ChangeFeed", "Watch", "watch_changes", models.TableSessionChanges, ""},
+		opFeedPurgeChanges:                {"ChangeFeed", "PurgeChanges", "purge_changes", models.TableSessionChanges, ""},
 	}
 }
 

@@ -341,3 +341,50 @@ func (w tracedSessions) LoadBranch(ctx context.Context, sessionID uuid.UUID, mes
 	c.end(err)
 	return msgs, err
 }
+
+// changeFeed returns a, traced when the Store has telemetry.
+func (t *telemetry) changeFeed(a changeFeed) repo.ChangeFeed {
+	if t == nil {
+		return a
+	}
+	return tracedChangeFeed{a, t}
+}
+
+// tracedChangeFeed is repo.ChangeFeed with a span and metrics per call
+// (Watch: one span for the whole watch).
+type tracedChangeFeed struct {
+	repo.ChangeFeed
+	t *telemetry
+}
+
+var _ repo.ChangeFeed = tracedChangeFeed{}
+
+// Changes implements repo.ChangeFeed.
+func (w tracedChangeFeed) Changes(ctx context.Context, p repo.ChangesParams) (repo.ChangesPage, error) {
+	ctx, c := w.t.start(ctx, opFeedChanges)
+	if p.SessionID != uuid.Nil {
+		c.session(p.SessionID)
+	}
+	page, err := w.ChangeFeed.Changes(ctx, p)
+	c.end(err)
+	return page, err
+}
+
+// Watch implements repo.ChangeFeed.
+func (w tracedChangeFeed) Watch(ctx context.Context, p repo.ChangesParams, fn func(repo.Change) error) error {
+	ctx, c := w.t.start(ctx, opFeedWatch)
+	if p.SessionID != uuid.Nil {
+		c.session(p.SessionID)
+	}
+	err := w.ChangeFeed.Watch(ctx, p, fn)
+	c.end(err)
+	return err
+}
+
+// PurgeChanges implements repo.ChangeFeed.
+func (w tracedChangeFeed) PurgeChanges(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+	ctx, c := w.t.start(ctx, opFeedPurgeChanges)
+	n, err := w.ChangeFeed.PurgeChanges(ctx, olderThan, batch)
+	c.end(err)
+	return n, err
+}

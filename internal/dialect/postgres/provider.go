@@ -263,3 +263,12 @@ func (pgDialect) WorkerAckSQL(n int, quote func(base string) string) string {
 		` SELECT k FROM d`)
 	return b.String()
 }
+
+// VisibleOrdSQL implements dialect.ChangeFeedVisibility: the xmin of the
+// reading statement's snapshot. Every transaction with a smaller id has
+// ended (and is in the snapshot when it committed); a running or later
+// transaction writes changes with ord at least its own id (migration V10),
+// so nothing can still appear below the bound.
+func (pgDialect) VisibleOrdSQL() string {
+	return `CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS text) AS bigint)`
+}
