@@ -32,8 +32,8 @@ var released = map[string]int32{
 	"sqlite/V8__message_search.sql":                                -1495747942, // 0.3.0
 	"postgres/V9__worker_queue_ready_index.sql":                    2117590869,  // 0.3.0
 	"sqlite/V9__worker_queue_ready_index.sql":                      -1658305389, // 0.3.0
-	"postgres/V10__session_change_feed.sql":                        611681746,   // unreleased (issue 27: change feed)
-	"sqlite/V10__session_change_feed.sql":                          -1416295894, // unreleased (issue 27: change feed)
+	"postgres/V10__session_change_feed.sql":                        611681746,   // issue 27: change feed
+	"sqlite/V10__session_change_feed.sql":                          -1416295894, // issue 27: change feed
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
