@@ -236,6 +236,7 @@ func (n *pgNotifier) serve(pc *pgx.Conn) error {
 	// Work may have arrived while we were not listening.
 	n.onNotify(dialect.NotifyOrch)
 	n.onNotify(dialect.NotifyWork)
+	n.onNotify(dialect.NotifySessionQueue)
 	for {
 		note, err := pc.WaitForNotification(n.env.BG)
 		if err != nil {

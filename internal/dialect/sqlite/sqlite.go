@@ -130,7 +130,11 @@ func (liteDialect) MigrateLock(tx *gorm.DB, _ *dialect.Env) error {
 }
 
 func (liteDialect) NewWaker(env *dialect.Env, onWake func(kind string)) dialect.Waker {
-	return newLiteWatcher(env, func() { onWake(dialect.NotifyOrch); onWake(dialect.NotifyWork) })
+	return newLiteWatcher(env, func() {
+		onWake(dialect.NotifyOrch)
+		onWake(dialect.NotifyWork)
+		onWake(dialect.NotifySessionQueue)
+	})
 }
 
 func (liteDialect) Catalog() dialect.Catalog { return liteCatalog{} }
