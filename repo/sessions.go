@@ -302,6 +302,8 @@ type SessionQueue interface {
 	// session's next lease expiry or after max(WithPollInterval, 1 s): about
 	// one claim query per idle second per waiting call. A call whose ctx
 	// ends while it waits returns the context's error and claims nothing.
+	// The session's existence is checked once, at the start (ErrNotFound);
+	// a session deleted while the call waits ends it with nil at p.Wait.
 	Dequeue(ctx context.Context, sessionID uuid.UUID, p DequeueParams) (*QueueItem, error)
 	// Complete ends the lease with status completed. It returns only
 	// after its own completion is committed (durable as the store's
