@@ -1,5 +1,3 @@
-//go:build cgo
-
 package sqlite
 
 import (
@@ -7,14 +5,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/repo"
-
-	"github.com/mattn/go-sqlite3"
 )
 
 // SQLite timeouts (WithStatementTimeout, WithLockTimeout) and the caller's
@@ -51,30 +48,56 @@ func liteBusy(cfg *dialect.Config) time.Duration {
 	return liteDefaultBusy
 }
 
-// liteTimeoutConnector opens mattn/go-sqlite3 connections on dsn wrapped
-// in liteTimeoutConn.
+// liteConnector opens the build's driver's connections on dsn.
+type liteConnector struct{ dsn string }
+
+func (c *liteConnector) Connect(context.Context) (driver.Conn, error) {
+	return liteDriver().Open(c.dsn)
+}
+func (c *liteConnector) Driver() driver.Driver { return liteDriver() }
+
+// liteTimeoutConnector opens the build's driver's connections on dsn
+// wrapped in liteTimeoutConn.
 type liteTimeoutConnector struct {
 	dsn  string
-	busy time.Duration // the DSN's _busy_timeout
+	busy time.Duration // the DSN's busy timeout
 	stmt time.Duration // WithStatementTimeout, 0 = off
 }
 
+// liteDriverConn is what both drivers' connections implement.
+type liteDriverConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.ConnPrepareContext
+	driver.Pinger
+}
+
 func (c *liteTimeoutConnector) Connect(context.Context) (driver.Conn, error) {
-	dc, err := (&sqlite3.SQLiteDriver{}).Open(c.dsn)
+	dc, err := liteDriver().Open(c.dsn)
 	if err != nil {
 		return nil, err
 	}
-	return &liteTimeoutConn{sc: dc.(*sqlite3.SQLiteConn), busy: c.busy, stmt: c.stmt}, nil
+	sc, ok := dc.(liteDriverConn)
+	if !ok {
+		_ = dc.Close()
+		return nil, errors.New("agentstore: the SQLite driver's connection lacks the context methods")
+	}
+	return &liteTimeoutConn{sc: sc, busy: c.busy, stmt: c.stmt}, nil
 }
 
-func (c *liteTimeoutConnector) Driver() driver.Driver { return &sqlite3.SQLiteDriver{} }
+func (c *liteTimeoutConnector) Driver() driver.Driver { return liteDriver() }
 
 // liteTimeoutConn is a SQLite connection that bounds its statements and
-// its busy waits (see above).
+// its busy waits (see above). inTx tracks whether a transaction begun
+// through BeginTx is open (a statement inside it never waits for the
+// write lock: BEGIN IMMEDIATE took it).
 type liteTimeoutConn struct {
-	sc   *sqlite3.SQLiteConn
+	sc   liteDriverConn
 	busy time.Duration
 	stmt time.Duration
+	inTx bool
 }
 
 var (
@@ -149,8 +172,7 @@ func mapLiteErr(ctx, bctx context.Context, why int, err error) error {
 	if bctx.Err() != nil {
 		return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}
 	}
-	var se sqlite3.Error
-	if errors.As(err, &se) && se.Code == sqlite3.ErrBusy {
+	if code, _, _, ok := liteErrCode(err); ok && code == codeBusy {
 		switch why {
 		case busyStmt:
 			return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}
@@ -173,7 +195,24 @@ func (c *liteTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (d
 	if err != nil {
 		return nil, mapLiteErr(ctx, bctx, why, err)
 	}
-	return tx, nil
+	c.inTx = true
+	return &liteTimeoutTx{tx: tx, c: c}, nil
+}
+
+// liteTimeoutTx ends a liteTimeoutConn's transaction.
+type liteTimeoutTx struct {
+	tx driver.Tx
+	c  *liteTimeoutConn
+}
+
+func (t *liteTimeoutTx) Commit() error {
+	t.c.inTx = false
+	return t.tx.Commit()
+}
+
+func (t *liteTimeoutTx) Rollback() error {
+	t.c.inTx = false
+	return t.tx.Rollback()
 }
 
 // waitsForWriteLock reports whether q, run outside a transaction, may wait
@@ -191,7 +230,7 @@ func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driv
 	bctx, cancel := c.bound(ctx)
 	defer cancel()
 	why, restore := busyFull, func() {}
-	if waitsForWriteLock(q) && c.sc.AutoCommit() {
+	if waitsForWriteLock(q) && !c.inTx {
 		why, restore = c.shorten(ctx)
 	}
 	res, err := c.sc.ExecContext(bctx, q, args)
@@ -206,7 +245,7 @@ func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driv
 func (c *liteTimeoutConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	bctx, cancel := c.bound(ctx)
 	why, restore := busyFull, func() {}
-	if waitsForWriteLock(q) && c.sc.AutoCommit() {
+	if waitsForWriteLock(q) && !c.inTx {
 		why, restore = c.shorten(ctx)
 	}
 	rows, err := c.sc.QueryContext(bctx, q, args)
@@ -216,29 +255,32 @@ func (c *liteTimeoutConn) QueryContext(ctx context.Context, q string, args []dri
 		cancel()
 		return nil, err
 	}
-	sr, ok := rows.(*sqlite3.SQLiteRows)
-	if !ok {
-		restore()
-		cancel()
-		_ = rows.Close()
-		return nil, errors.New("agentstore: unexpected SQLite rows type")
-	}
-	return &liteTimeoutRows{SQLiteRows: sr, ctx: ctx, bctx: bctx, why: why, done: func() { restore(); cancel() }}, nil
+	return &liteTimeoutRows{rows: rows, ctx: ctx, bctx: bctx, why: why, done: func() { restore(); cancel() }}, nil
 }
 
 // liteTimeoutRows are the rows of a bounded query: their errors are
 // classified like the statement's, and closing them restores the busy
-// timeout and releases the bound.
+// timeout and releases the bound. The driver's column-type methods pass
+// through.
 type liteTimeoutRows struct {
-	*sqlite3.SQLiteRows
+	rows      driver.Rows
 	ctx, bctx context.Context
 	why       int
 	done      func()
 }
 
+var (
+	_ driver.RowsColumnTypeDatabaseTypeName = (*liteTimeoutRows)(nil)
+	_ driver.RowsColumnTypeScanType         = (*liteTimeoutRows)(nil)
+	_ driver.RowsColumnTypeNullable         = (*liteTimeoutRows)(nil)
+)
+
+// Columns implements driver.Rows.
+func (r *liteTimeoutRows) Columns() []string { return r.rows.Columns() }
+
 // Next implements driver.Rows.
 func (r *liteTimeoutRows) Next(dest []driver.Value) error {
-	err := r.SQLiteRows.Next(dest)
+	err := r.rows.Next(dest)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return mapLiteErr(r.ctx, r.bctx, r.why, err)
 	}
@@ -247,10 +289,34 @@ func (r *liteTimeoutRows) Next(dest []driver.Value) error {
 
 // Close implements driver.Rows.
 func (r *liteTimeoutRows) Close() error {
-	err := r.SQLiteRows.Close()
+	err := r.rows.Close()
 	if r.done != nil {
 		r.done()
 		r.done = nil
 	}
 	return err
+}
+
+// ColumnTypeDatabaseTypeName implements driver.RowsColumnTypeDatabaseTypeName.
+func (r *liteTimeoutRows) ColumnTypeDatabaseTypeName(i int) string {
+	if t, ok := r.rows.(driver.RowsColumnTypeDatabaseTypeName); ok {
+		return t.ColumnTypeDatabaseTypeName(i)
+	}
+	return ""
+}
+
+// ColumnTypeScanType implements driver.RowsColumnTypeScanType.
+func (r *liteTimeoutRows) ColumnTypeScanType(i int) reflect.Type {
+	if t, ok := r.rows.(driver.RowsColumnTypeScanType); ok {
+		return t.ColumnTypeScanType(i)
+	}
+	return reflect.TypeFor[any]()
+}
+
+// ColumnTypeNullable implements driver.RowsColumnTypeNullable.
+func (r *liteTimeoutRows) ColumnTypeNullable(i int) (nullable, ok bool) {
+	if t, ok := r.rows.(driver.RowsColumnTypeNullable); ok {
+		return t.ColumnTypeNullable(i)
+	}
+	return false, false
 }
