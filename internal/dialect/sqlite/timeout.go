@@ -160,6 +160,10 @@ func (c *liteTimeoutConn) setBusy(d time.Duration) error {
 	return err
 }
 
+// errStmtInterrupted is the cause of a statement interrupted at the
+// statement timeout when the driver reported it as a context error.
+var errStmtInterrupted = errors.New("sqlite: statement interrupted at the statement timeout")
+
 // mapLiteErr classifies err of a statement run with bctx (bounded from ctx)
 // after a busy wait shortened for why.
 func mapLiteErr(ctx, bctx context.Context, why int, err error) error {
@@ -170,6 +174,11 @@ func mapLiteErr(ctx, bctx context.Context, why int, err error) error {
 		return ctx.Err() // the caller's own deadline or cancellation
 	}
 	if bctx.Err() != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			// the driver reports the interrupt as the bound's context
+			// error (modernc.org/sqlite); the caller's context did not end
+			err = errStmtInterrupted
+		}
 		return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}
 	}
 	if code, _, _, ok := liteErrCode(err); ok && code == codeBusy {
@@ -190,7 +199,11 @@ func (c *liteTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (d
 	bctx, cancel := c.bound(ctx)
 	defer cancel()
 	why, restore := c.shorten(ctx)
-	tx, err := c.sc.BeginTx(bctx, opts)
+	// The driver gets the caller's ctx, not the bound: modernc.org/sqlite
+	// keeps BeginTx's context for the COMMIT's lock wait, so a bound
+	// cancelled on return would fail the commit. The BEGIN's lock wait is
+	// bounded by the shortened busy timeout instead.
+	tx, err := c.sc.BeginTx(ctx, opts)
 	restore()
 	if err != nil {
 		return nil, mapLiteErr(ctx, bctx, why, err)
