@@ -43,6 +43,10 @@ func liteDriverDSN(path string, busyMS int64, sync string, readOnly bool) string
 	return "file:" + escapeLitePath(path) + "?" + params
 }
 
+// liteConnStmtCache is the number of compiled statements liteTimeoutConn
+// keeps per connection: the driver compiles every statement anew.
+const liteConnStmtCache = sqliteStmtCache
+
 // liteMemoryDSN is an in-memory database of its own (Offline).
 const liteMemoryDSN = "file::memory:"
 

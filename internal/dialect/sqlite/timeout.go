@@ -98,6 +98,63 @@ type liteTimeoutConn struct {
 	busy time.Duration
 	stmt time.Duration
 	inTx bool
+	// stmts: compiled statements by text, when the driver keeps none
+	// itself (liteConnStmtCache > 0; see cachedStmt).
+	stmts map[string]*liteStmt
+}
+
+// liteStmt is a cached compiled statement; busy while rows of it are open
+// (a second use meanwhile compiles its own).
+type liteStmt struct {
+	st   driver.Stmt
+	busy bool
+}
+
+// cachedStmt returns q's compiled statement from the connection's cache,
+// compiling and caching it first, or nil when the build's driver caches
+// statements itself (liteConnStmtCache 0), q may hold several statements
+// (a ';'), its cached statement is in use, or it does not compile (the
+// uncached path then reports the error). At liteConnStmtCache statements
+// an idle one is closed to make room. Reusing the compiled statement is
+// what mattn/go-sqlite3's _stmt_cache_size does (see pool.go): an insert
+// into messages compiles the search triggers with it.
+func (c *liteTimeoutConn) cachedStmt(ctx context.Context, q string) *liteStmt {
+	if liteConnStmtCache == 0 || strings.IndexByte(q, ';') >= 0 {
+		return nil
+	}
+	if s, ok := c.stmts[q]; ok {
+		if s.busy {
+			return nil
+		}
+		return s
+	}
+	st, err := c.sc.PrepareContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	if _, ok := st.(driver.StmtExecContext); !ok {
+		_ = st.Close()
+		return nil
+	}
+	if _, ok := st.(driver.StmtQueryContext); !ok {
+		_ = st.Close()
+		return nil
+	}
+	if c.stmts == nil {
+		c.stmts = make(map[string]*liteStmt, liteConnStmtCache)
+	}
+	if len(c.stmts) >= liteConnStmtCache {
+		for k, old := range c.stmts {
+			if !old.busy {
+				_ = old.st.Close()
+				delete(c.stmts, k)
+				break
+			}
+		}
+	}
+	s := &liteStmt{st: st}
+	c.stmts[q] = s
+	return s
 }
 
 var (
@@ -112,7 +169,13 @@ func (c *liteTimeoutConn) Prepare(q string) (driver.Stmt, error) { return c.sc.P
 func (c *liteTimeoutConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	return c.sc.PrepareContext(ctx, q)
 }
-func (c *liteTimeoutConn) Close() error                   { return c.sc.Close() }
+func (c *liteTimeoutConn) Close() error {
+	for _, s := range c.stmts {
+		_ = s.st.Close()
+	}
+	c.stmts = nil
+	return c.sc.Close()
+}
 func (c *liteTimeoutConn) Ping(ctx context.Context) error { return c.sc.Ping(ctx) }
 func (c *liteTimeoutConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
@@ -246,7 +309,13 @@ func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driv
 	if waitsForWriteLock(q) && !c.inTx {
 		why, restore = c.shorten(ctx)
 	}
-	res, err := c.sc.ExecContext(bctx, q, args)
+	var res driver.Result
+	var err error
+	if st := c.cachedStmt(bctx, q); st != nil {
+		res, err = st.st.(driver.StmtExecContext).ExecContext(bctx, args)
+	} else {
+		res, err = c.sc.ExecContext(bctx, q, args)
+	}
 	restore()
 	if err != nil {
 		return nil, mapLiteErr(ctx, bctx, why, err)
@@ -261,14 +330,30 @@ func (c *liteTimeoutConn) QueryContext(ctx context.Context, q string, args []dri
 	if waitsForWriteLock(q) && !c.inTx {
 		why, restore = c.shorten(ctx)
 	}
-	rows, err := c.sc.QueryContext(bctx, q, args)
+	var rows driver.Rows
+	var err error
+	st := c.cachedStmt(bctx, q)
+	if st != nil {
+		rows, err = st.st.(driver.StmtQueryContext).QueryContext(bctx, args)
+	} else {
+		rows, err = c.sc.QueryContext(bctx, q, args)
+	}
 	if err != nil {
 		err = mapLiteErr(ctx, bctx, why, err) // before cancel
 		restore()
 		cancel()
 		return nil, err
 	}
-	return &liteTimeoutRows{rows: rows, ctx: ctx, bctx: bctx, why: why, done: func() { restore(); cancel() }}, nil
+	if st != nil {
+		st.busy = true
+	}
+	return &liteTimeoutRows{rows: rows, ctx: ctx, bctx: bctx, why: why, done: func() {
+		if st != nil {
+			st.busy = false
+		}
+		restore()
+		cancel()
+	}}, nil
 }
 
 // liteTimeoutRows are the rows of a bounded query: their errors are
