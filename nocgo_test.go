@@ -4,6 +4,7 @@ package agentstore_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,4 +63,50 @@ func TestSQLiteWithoutCgo(t *testing.T) {
 	if ddl, err := agentstore.DDL(agentstore.Postgres); err != nil || !strings.Contains(ddl, "CREATE TABLE") {
 		t.Fatalf("DDL(postgres) without cgo: %v", err)
 	}
+}
+
+// TestSQLiteOtherBuildsSearchIndex: a database whose search index uses the
+// full-text module of the other build (here an FTS4 table, as a cgo build
+// makes, which modernc.org/sqlite lacks) opens, but a message write is
+// ErrInvalidConfig saying which build the database needs, not a raw
+// driver error. (The FTS4 table is forged by
+// rewriting the schema row: this build cannot create one.)
+func TestSQLiteOtherBuildsSearchIndex(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	st, err := agentstore.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := st.DB(ctx)
+	for _, q := range []string{
+		`PRAGMA writable_schema = ON`,
+		`UPDATE sqlite_master SET sql = replace(sql, 'fts5', 'fts4') WHERE name = 'agentstore_message_fts'`,
+		`PRAGMA writable_schema = OFF`,
+	} {
+		if err := db.Exec(q).Error; err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = agentstore.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Sessions().AppendMessages(ctx, s.ID, repo.Message{ID: "m1", Role: repo.RoleUser, Content: []byte(`"hi"`)})
+	if !errors.Is(err, agentstore.ErrInvalidConfig) || strings.Contains(err.Error(), "no such module") ||
+		!strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Fatalf("append on a database with an FTS4 index = %v, want ErrInvalidConfig naming the builds, without the driver's text", err)
+	}
+	t.Logf("error: %v", err)
 }

@@ -173,11 +173,15 @@ func (liteDialect) TranslateDriverError(err error) (error, bool) {
 		}
 		if strings.Contains(m, "no such module: fts") {
 			// the search index was made by the other build's driver
-			return &dialect.Fault{Kind: dialect.ErrInvalidConfig, Cause: fmt.Errorf("%w (%s)", err, liteFTSMismatch)}, true
+			return &dialect.Fault{Kind: errFTSMismatch, Cause: err}, true
 		}
 	}
 	return err, true
 }
+
+// errFTSMismatch is the fault of a write that reached a search index of
+// the other build's full-text module.
+var errFTSMismatch = fmt.Errorf("%w: %s", dialect.ErrInvalidConfig, liteFTSMismatch)
 
 // liteFTSMismatch explains a database whose search index uses the
 // full-text module the other build's driver has (see liteFTS).
