@@ -13,6 +13,11 @@ import (
 	"github.com/agentstore/agentstore/repo"
 )
 
+// testSQLiteDriver is the database/sql driver name of the build's SQLite
+// driver, for tests that open a database beside agentstore
+// (modernc.org/sqlite, which accepts mattn/go-sqlite3's DSN parameters).
+const testSQLiteDriver = "sqlite"
+
 // TestSQLiteWithoutCgo: a CGO_ENABLED=0 build opens sqlite: DSNs with the
 // pure-Go driver (modernc.org/sqlite): Migrate builds the schema (the
 // search index as an FTS5 table), sessions and search work, a second
