@@ -115,3 +115,13 @@ func TestSQLiteOtherBuildsSearchIndex(t *testing.T) {
 	}
 	t.Logf("error: %v", err)
 }
+
+// buildDDL is the committed chain sql of dialect d as this build applies
+// it: on SQLite the search index of V8 is an FTS5 table keyed by rowid
+// (docs/sqlite-drivers.md).
+func buildDDL(d agentstore.Dialect, sql string) string {
+	if d != agentstore.SQLite {
+		return sql
+	}
+	return strings.NewReplacer("USING fts4(", "USING fts5(", "(docid, body)", "(rowid, body)", "WHERE docid = ", "WHERE rowid = ").Replace(sql)
+}
