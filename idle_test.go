@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -186,6 +187,92 @@ func TestIdleFetchCost(t *testing.T) {
 		}
 		if el := (<-next).Sub(acked); el > 400*time.Millisecond {
 			t.Fatalf("message held back by a turn in flight fetched %v after the ack (poll interval 20 ms)", el)
+		}
+	})
+}
+
+// TestIdleDequeueCost: two Dequeues waiting (DequeueParams.Wait) on empty
+// sessions with a healthy wake-up channel re-check the database about once
+// per second each, not every poll interval (20 ms): at most 1.5 statements
+// per waiting call per idle second. A lease expiring meanwhile still hands
+// its item over at its expiry, not at the next second; and the wake-up
+// latency across Stores stays that of the channel (logged as BENCH).
+func TestIdleDequeueCost(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		count := &stmtLogger{}
+		st := h.New(t, agentstore.WithLogger(count))
+		q := st.SessionQueue()
+		a, b := repo.NewSession(), repo.NewSession()
+		for _, s := range []*repo.Session{a, b} {
+			if err := st.Sessions().Save(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Warm up: the first wait starts the wake-up channel.
+		if it, err := q.Dequeue(ctx, a.ID, repo.DequeueParams{Wait: 300 * time.Millisecond}); err != nil || it != nil {
+			t.Fatalf("warm-up: %v, %v", it, err)
+		}
+		idle := idleSeconds()
+		count.reset()
+		var wg sync.WaitGroup
+		for _, s := range []*repo.Session{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Wait: idle}); err != nil || it != nil {
+					t.Errorf("idle dequeue = %v, %v", it, err)
+				}
+			}()
+		}
+		wg.Wait()
+		n := count.n.Load()
+		t.Logf("BENCH: %s: idle dequeue cost: %d statements in %v for 2 waiting dequeues (%.0f per idle minute)",
+			h.Dialect, n, idle, float64(n)*float64(time.Minute)/float64(idle))
+		if limit := int64(2*1.5*idle.Seconds()) + 2; n > limit {
+			count.mu.Lock()
+			t.Fatalf("%d statements in %v of idle waiting (limit %d); first ones:\n%s", n, idle, limit, strings.Join(count.last, "\n"))
+		}
+
+		// A lease that expires while a call waits: the wait ends at the
+		// expiry (the next-due query), not at the 1 s re-check.
+		if _, err := q.Enqueue(ctx, a.ID, "leased", 0); err != nil {
+			t.Fatal(err)
+		}
+		if it, err := q.Dequeue(ctx, a.ID, repo.DequeueParams{Lease: 400 * time.Millisecond}); err != nil || it == nil {
+			t.Fatalf("dequeue: %v, %v", it, err)
+		}
+		start := time.Now()
+		it, err := q.Dequeue(ctx, a.ID, repo.DequeueParams{Wait: 5 * time.Second})
+		if el := time.Since(start); err != nil || it == nil || el > 850*time.Millisecond {
+			t.Fatalf("item of a lease expiring after ~400 ms dequeued after %v: %v, %v", el, it, err)
+		}
+
+		// Wake-up latency across Stores.
+		other := h.Open(t)
+		const rounds = 15
+		lat := make([]time.Duration, 0, rounds)
+		for i := range rounds {
+			got := make(chan time.Time, 1)
+			go func() {
+				it, err := q.Dequeue(ctx, b.ID, repo.DequeueParams{Wait: 5 * time.Second})
+				if err != nil || it == nil {
+					t.Errorf("wake-up round %d: %v, %v", i, it, err)
+				}
+				got <- time.Now()
+			}()
+			time.Sleep(100 * time.Millisecond)
+			sent := time.Now()
+			if _, err := other.SessionQueue().Enqueue(ctx, b.ID, "wake", 0); err != nil {
+				t.Fatal(err)
+			}
+			lat = append(lat, (<-got).Sub(sent))
+		}
+		slices.Sort(lat)
+		p50 := lat[rounds/2]
+		t.Logf("BENCH: %s: cross-Store wake-up of a waiting dequeue: p50 %v, max %v (%d rounds)", h.Dialect, p50, lat[rounds-1], rounds)
+		if p50 > 100*time.Millisecond {
+			t.Fatalf("cross-Store wake-up p50 %v", p50)
 		}
 	})
 }

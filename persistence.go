@@ -431,8 +431,8 @@ const (
 func WithMaxContentBytes(n int) Option { return engine.WithMaxContentBytes(n) }
 
 // dialects is the closed list of dialects agentstore is built with, in
-// DSN-matching order. In a CGO_ENABLED=0 build sqlite.New is a stand-in
-// that refuses with ErrDialectUnavailable.
+// DSN-matching order. sqlite.New uses mattn/go-sqlite3 in a cgo build and
+// modernc.org/sqlite in a CGO_ENABLED=0 build.
 func dialects() []dialect.Dialect { return []dialect.Dialect{postgres.New(), sqlite.New()} }
 
 // Store is an agentstore handle: a connection pool, a dialect, a table
@@ -455,8 +455,10 @@ func ParseDSN(dsn string) (Dialect, string, error) { return engine.ParseDSN(dial
 // foreign keys ON (cascades need it), write transactions that take the write
 // lock at BEGIN (BEGIN IMMEDIATE), synchronous=NORMAL unless
 // WithSQLiteSynchronous says otherwise. An in-memory database uses a single
-// connection so every call sees the same database. SQLite needs cgo: in a
-// CGO_ENABLED=0 build a sqlite: DSN returns ErrDialectUnavailable.
+// connection so every call sees the same database. A cgo build uses
+// mattn/go-sqlite3, a CGO_ENABLED=0 build the pure-Go modernc.org/sqlite
+// (whose search index is FTS5, not FTS4: a database file's message search
+// works with the build that migrated it; docs/sqlite-drivers.md).
 //
 // A DSN or option Open refuses is ErrInvalidConfig (the DSN shown with
 // RedactDSN). A database Open cannot use is an *OpenError saying why in

@@ -73,7 +73,7 @@ func TestOpen_RejectsBadPrefixAndSchema(t *testing.T) {
 		if _, serr := os.Stat(filepath.Join(dir, agentstore.FlywayFileName)); serr == nil {
 			t.Errorf("WriteFlyway WithTablePrefix(%q) wrote a file", p)
 		}
-		gdb, gerr := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{})
+		gdb, gerr := gorm.Open(sqlite.New(sqlite.Config{DriverName: testSQLiteDriver, DSN: "file::memory:"}), &gorm.Config{})
 		if gerr != nil {
 			t.Fatal(gerr)
 		}

@@ -536,7 +536,7 @@ func TestTelemetryRetry(t *testing.T) {
 	e.st = st
 	defer st.Close()
 
-	blocker, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=0")
+	blocker, err := sql.Open(testSQLiteDriver, "file:"+path+"?_busy_timeout=0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,7 +670,7 @@ func BenchmarkTelemetry(b *testing.B) {
 // openGormSQLite opens a GORM handle on a SQLite DSN (closed at cleanup).
 func openGormSQLite(t *testing.T, dsn string) *gorm.DB {
 	t.Helper()
-	gdb, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{})
+	gdb, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: testSQLiteDriver, DSN: dsn}), &gorm.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func TestPostgresTimeoutsBoundEveryStatement(t *testing.T) {
 // so New refuses WithStatementTimeout and WithLockTimeout on both dialects
 // (ErrInvalidConfig, no SQL run) and accepts them set to 0 (off).
 func TestTimeoutsNewRefused(t *testing.T) {
-	lite, err := gorm.Open(sqlite.Open("file::memory:"), &gorm.Config{})
+	lite, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: testSQLiteDriver, DSN: "file::memory:"}), &gorm.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestSQLiteLockTimeoutOtherConnection(t *testing.T) {
 	if err := st.Sessions().Save(ctx, sess); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite3", strings.TrimPrefix(h.DSN, "sqlite:"))
+	raw, err := sql.Open(testSQLiteDriver, strings.TrimPrefix(h.DSN, "sqlite:"))
 	if err != nil {
 		t.Fatal(err)
 	}

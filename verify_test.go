@@ -24,7 +24,7 @@ func TestVerify_ForeignKeysDisabled(t *testing.T) {
 		}
 		h.New(t) // create the schema with foreign keys on
 		path := strings.TrimPrefix(h.DSN, "sqlite:")
-		gdb, err := gorm.Open(sqlite.Open("file:"+filepath.ToSlash(path)+"?_foreign_keys=off"), &gorm.Config{})
+		gdb, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: testSQLiteDriver, DSN: "file:" + filepath.ToSlash(path) + "?_foreign_keys=off"}), &gorm.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -265,7 +265,7 @@ func Areas() []Area {
 		{"Schema", schemaTests()},
 		{"Search", searchTests()},
 		{"SessionErrors", sessionErrorsTests()},
-		{"SessionQueue", concat(groupCommitQueueTests(), sessionQueueTests(), sessionQueueRetentionTests(), sessionQueueReadsTests())},
+		{"SessionQueue", concat(groupCommitQueueTests(), sessionQueueTests(), sessionQueueRetentionTests(), sessionQueueReadsTests(), sessionQueueWaitTests())},
 		{"Sessions", concat(sessionsTests(), sessionsBranchesTests(), sessionsAppendTests(), sessionsDataTests(), sessionsLimitsTests(), sessionsPagingTests(), sessionsReadsTests())},
 		{"Tenancy", tenancyTests()},
 		{"Timeouts", timeoutsTests()},

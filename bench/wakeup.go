@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // benchWakeup: a fetcher waits (FetchOrchestrationItem / FetchWorkItem
-// with a 2 s poll timeout) on an idle queue; after a random 2-12 ms the
+// with a 2 s poll timeout, or a session-queue Dequeue with a 2 s Wait) on
+// an idle queue; after a random 2-12 ms the
 // item is enqueued, through the same Store or through a second Store on
 // the same database (another process as far as in-process signals go).
 // Latency = fetch returned - Enqueue returned (the item committed), 0 if
@@ -30,13 +32,19 @@ func (b *bench) benchWakeup(ctx context.Context, d string) {
 		return
 	}
 	defer other.Close()
-	for _, kind := range []string{"orchestration item", "work item"} {
+	for _, kind := range []string{"orchestration item", "work item", "session-queue item"} {
 		for _, via := range []struct {
 			name string
 			st   *agentstore.Store
 		}{{"same Store", st}, {"other Store", other}} {
 			subject := fmt.Sprintf("agentstore %s, enqueue via %s", kind, via.name)
-			lat, enq, err := wakeupSamples(ctx, st.Provider(), via.st.Provider(), kind, b.sz.wakeupSamples)
+			var lat, enq []time.Duration
+			var err error
+			if kind == "session-queue item" {
+				lat, enq, err = dequeueWakeupSamples(ctx, st, via.st, b.sz.wakeupSamples)
+			} else {
+				lat, enq, err = wakeupSamples(ctx, st.Provider(), via.st.Provider(), kind, b.sz.wakeupSamples)
+			}
 			if err != nil {
 				b.skipf(sc, d, subject, "%v", err)
 				continue
@@ -89,6 +97,49 @@ func wakeupSamples(ctx context.Context, fetcher, enqueuer duroxide.Provider, kin
 			err = enqueuer.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: fmt.Sprintf("wake-%d-%d", i, time.Now().UnixNano()),
 				Orchestration: "noop", Input: "x", Version: &v, ExecutionID: 1}, 0)
 		}
+		t1 := time.Now()
+		if err != nil {
+			<-ch
+			return nil, nil, fmt.Errorf("enqueue: %w", err)
+		}
+		g := <-ch
+		if g.err != nil {
+			return nil, nil, g.err
+		}
+		lat = append(lat, max(0, g.at.Sub(t1)))
+		enq = append(enq, t1.Sub(t0))
+	}
+	return lat, enq, nil
+}
+
+// dequeueWakeupSamples: wakeupSamples for a session-queue Dequeue waiting
+// (DequeueParams.Wait 2 s) on one session of waiter, the item enqueued
+// through enqueuer.
+func dequeueWakeupSamples(ctx context.Context, waiter, enqueuer *agentstore.Store, n int) (lat, enq []time.Duration, err error) {
+	s := repo.NewSession()
+	if err := waiter.Sessions().Save(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	type got struct {
+		at  time.Time
+		err error
+	}
+	for range n {
+		ch := make(chan got, 1)
+		go func() {
+			it, err := waiter.SessionQueue().Dequeue(ctx, s.ID, repo.DequeueParams{Wait: 2 * time.Second})
+			at := time.Now()
+			if err == nil && it == nil {
+				err = fmt.Errorf("dequeue waited 2 s without the item")
+			}
+			if err == nil {
+				err = waiter.SessionQueue().Complete(ctx, it.Lease())
+			}
+			ch <- got{at, err}
+		}()
+		time.Sleep(2*time.Millisecond + rand.N(10*time.Millisecond))
+		t0 := time.Now()
+		_, err = enqueuer.SessionQueue().Enqueue(ctx, s.ID, "wake", 0)
 		t1 := time.Now()
 		if err != nil {
 			<-ch

@@ -291,6 +291,19 @@ type SessionQueue interface {
 	// served in dequeue order. A call whose ctx ends before its claim is
 	// taken into a statement returns the context's error and claims
 	// nothing.
+	//
+	// With p.Wait > 0 a Dequeue that finds nothing claimable waits for an
+	// item up to p.Wait and returns nil and no error when none came. It is
+	// woken at once by an Enqueue or Release through the same Store, and
+	// within milliseconds by one through another Store or process on the
+	// same database (LISTEN/NOTIFY on PostgreSQL, the data_version watcher
+	// on SQLite); without a wake-up it re-checks every WithPollInterval, and
+	// while the wake-up channel is healthy (on the real clock) only at the
+	// session's next lease expiry or after max(WithPollInterval, 1 s): about
+	// one claim query per idle second per waiting call. A call whose ctx
+	// ends while it waits returns the context's error and claims nothing.
+	// The session's existence is checked once, at the start (ErrNotFound);
+	// a session deleted while the call waits ends it with nil at p.Wait.
 	Dequeue(ctx context.Context, sessionID uuid.UUID, p DequeueParams) (*QueueItem, error)
 	// Complete ends the lease with status completed. It returns only
 	// after its own completion is committed (durable as the store's

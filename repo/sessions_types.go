@@ -665,7 +665,16 @@ type DequeueParams struct {
 	Owner string
 	// Lease is how long the item stays claimed; 0 = DefaultLease.
 	Lease time.Duration
+	// Wait, when > 0, makes Dequeue wait up to Wait for a claimable item
+	// when none is (an Enqueue or Release on any Store on the database, a
+	// lease that expires) instead of returning nil at once; 0 returns at
+	// once. At most MaxDequeueWait; a negative Wait, or a Wait inside a
+	// transaction, is ErrInvalidInput.
+	Wait time.Duration
 }
+
+// MaxDequeueWait is the longest DequeueParams.Wait.
+const MaxDequeueWait = time.Hour
 
 // DefaultLease is the lease duration Dequeue uses when none is given.
 const DefaultLease = 5 * time.Minute

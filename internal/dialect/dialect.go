@@ -115,12 +115,15 @@ const (
 	NotifyOrch = "o"
 	// NotifyWork: worker-queue work was committed.
 	NotifyWork = "w"
+	// NotifySessionQueue: a session-queue item became claimable (an
+	// enqueue or a release was committed).
+	NotifySessionQueue = "q"
 )
 
 // Waker carries "work arrived" between Stores and processes.
 type Waker interface {
 	// Publish tells other Stores that work of kind (NotifyOrch,
-	// NotifyWork) was committed.
+	// NotifyWork, NotifySessionQueue) was committed.
 	Publish(kind string)
 	// Waiting records that a fetcher starts (+1) or stops (-1) waiting.
 	Waiting(delta int32)

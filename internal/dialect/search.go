@@ -205,3 +205,13 @@ type Searcher interface {
 // search configuration) is missing or differs from what this build
 // expects.
 const IssueSearchIndex IssueKind = "search_index"
+
+// MigrationRewriter is implemented by a dialect whose driver needs a
+// committed migration's statements spelled otherwise (SQLite without cgo:
+// the search index's FTS4 table becomes FTS5). The engine applies it to
+// every rendered migration it runs, plans or exports.
+type MigrationRewriter interface {
+	// RewriteMigration returns the rendered migration sql as this build
+	// runs it.
+	RewriteMigration(sql string) string
+}

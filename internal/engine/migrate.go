@@ -280,7 +280,7 @@ var (
 func (s *Store) freshStatements(chain []migrations.Migration) []freshStatement {
 	var out []freshStatement
 	for _, m := range chain {
-		for _, st := range migrations.Statements(migrations.Render(m.SQL, s.cfg.Prefix, s.cfg.Schema)) {
+		for _, st := range migrations.Statements(s.renderMigration(m)) {
 			if m.NoTransaction {
 				st = concurrentlyRE.ReplaceAllString(st, "${1}INDEX ")
 			}
@@ -346,9 +346,25 @@ func (s *Store) applyFresh(ctx context.Context, chain []migrations.Migration) (m
 	return failed, translateError(err)
 }
 
+// renderMigration renders committed migration m for the Store's prefix
+// and schema, as its dialect runs it (dialect.MigrationRewriter).
+func (s *Store) renderMigration(m migrations.Migration) string {
+	return renderMigration(s.d, m, s.cfg.Prefix, s.cfg.Schema)
+}
+
+// renderMigration renders m for prefix and schema, rewritten by d when it
+// is a dialect.MigrationRewriter.
+func renderMigration(d dialect.Dialect, m migrations.Migration, prefix, schema string) string {
+	sql := migrations.Render(m.SQL, prefix, schema)
+	if r, ok := d.(dialect.MigrationRewriter); ok {
+		sql = r.RewriteMigration(sql)
+	}
+	return sql
+}
+
 // applyMigration applies one migration unless it is already recorded.
 func (s *Store) applyMigration(ctx context.Context, m migrations.Migration) error {
-	stmts := migrations.Statements(migrations.Render(m.SQL, s.cfg.Prefix, s.cfg.Schema))
+	stmts := migrations.Statements(s.renderMigration(m))
 	if m.NoTransaction {
 		if s.has(CapAdvisoryLocks) {
 			return translateError(s.d.ApplyNoTx(ctx, s.env(), m.Version, stmts))
@@ -537,7 +553,7 @@ func renderChain(ds []dialect.Dialect, d Dialect, opts []Option) ([]renderedMigr
 	}
 	out := make([]renderedMigration, 0, len(chain))
 	for _, m := range chain {
-		sql := migrations.Render(m.SQL, cfg.Prefix, cfg.Schema)
+		sql := renderMigration(dl, m, cfg.Prefix, cfg.Schema)
 		if cfg.Schema != "" && m.Version == 1 {
 			sql = strings.Replace(sql, "\n\n", fmt.Sprintf("\n\nCREATE SCHEMA IF NOT EXISTS \"%s\";\n\n", cfg.Schema), 1)
 		}

@@ -154,7 +154,7 @@ func (s *Store) MigrationPlan(ctx context.Context, target int64) ([]PlannedMigra
 		return plan, nil
 	}
 	for _, m := range chain[cur:target] {
-		stmts := migrations.Statements(migrations.Render(m.SQL, s.cfg.Prefix, s.cfg.Schema))
+		stmts := migrations.Statements(s.renderMigration(m))
 		noTx := m.NoTransaction
 		if noTx && !s.has(CapAdvisoryLocks) {
 			noTx = false

@@ -139,8 +139,10 @@ func scrub(err error, dsn string) error { return dialect.Scrub(err, dsn) }
 // foreign keys ON (cascades need it), write transactions that take the write
 // lock at BEGIN (BEGIN IMMEDIATE), synchronous=NORMAL unless
 // WithSQLiteSynchronous says otherwise. An in-memory database uses a single
-// connection so every call sees the same database. SQLite needs cgo: in a
-// CGO_ENABLED=0 build a sqlite: DSN returns ErrDialectUnavailable.
+// connection so every call sees the same database. A cgo build uses
+// mattn/go-sqlite3, a CGO_ENABLED=0 build the pure-Go modernc.org/sqlite
+// (whose search index is FTS5, not FTS4: a database file's message search
+// works with the build that migrated it; docs/sqlite-drivers.md).
 func Open(ctx context.Context, ds []dialect.Dialect, dsn string, opts ...Option) (*Store, error) {
 	d, target, err := resolveDSN(ds, dsn)
 	if err != nil {

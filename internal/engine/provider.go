@@ -85,6 +85,9 @@ type gormProvider struct {
 	orch *signal // orchestrator queue got messages
 	work *signal // worker queue got items
 	feed *signal // session changes were committed (the change feed's Watch)
+	// queue: a session-queue item became claimable (an enqueue, a
+	// release); waiting Dequeues (DequeueParams.Wait) wait on it.
+	queue *signal
 	// waker carries wake-ups across Stores and processes (the dialect's
 	// mechanism: LISTEN/NOTIFY, PRAGMA data_version); nil without
 	// CapWakeup.
@@ -98,7 +101,7 @@ var (
 
 func (s *Store) provider() *gormProvider {
 	s.provOnce.Do(func() {
-		p := &gormProvider{s: s, orch: newSignal(), work: newSignal(), feed: newSignal()}
+		p := &gormProvider{s: s, orch: newSignal(), work: newSignal(), feed: newSignal(), queue: newSignal()}
 		if s.has(CapWakeup) {
 			p.waker = s.d.NewWaker(s.env(), func(kind string) {
 				switch kind {
@@ -108,12 +111,15 @@ func (s *Store) provider() *gormProvider {
 					p.work.wake()
 				case dialect.NotifyFeed:
 					p.feed.wake()
+				case dialect.NotifySessionQueue:
+					p.queue.wake()
 				}
 			})
 		}
 		if w := p.waker; w != nil {
 			p.orch.publish = func() { w.Publish(dialect.NotifyOrch) }
 			p.work.publish = func() { w.Publish(dialect.NotifyWork) }
+			p.queue.publish = func() { w.Publish(dialect.NotifySessionQueue) }
 			p.orch.waiting = w.Waiting
 			p.work.waiting = w.Waiting
 			p.feed.publish = func() { w.Publish(dialect.NotifyFeed) }
@@ -121,11 +127,14 @@ func (s *Store) provider() *gormProvider {
 			if h, ok := w.(dialect.HealthReporter); ok {
 				p.feed.healthy = h.Healthy
 			}
+			p.queue.waiting = w.Waiting
 			// A Store on its own clock (WithClock) cannot turn a due time
 			// into a wait: it keeps re-checking every poll interval.
 			if h, ok := w.(dialect.HealthReporter); ok && !s.cfg.CustomClock {
-				p.orch.healthy, p.work.healthy = h.Healthy, h.Healthy
+				p.orch.healthy, p.work.healthy, p.queue.healthy = h.Healthy, h.Healthy, h.Healthy
 				p.orch.nextDue, p.work.nextDue = p.orchNextDue, p.workNextDue
+				// a waiting Dequeue asks about its own session (dequeueWait)
+				p.queue.nextDue = func(context.Context, int64) (int64, bool, error) { return 0, false, nil }
 			}
 		}
 		s.tel.instrumentSignals(p)

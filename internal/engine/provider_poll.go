@@ -192,8 +192,15 @@ const idleRecheck = time.Second
 // wake-up, or max(fallback, idleRecheck), whichever comes first: about
 // one claim statement per idle second per waiting fetch.
 // (nextDue is set only on a Store on the real clock, so due times are
-// Unix ms of time.Now.)
-func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
+// Unix ms of time.Now.) due, when not nil, is asked in place of
+// sig.nextDue (a waiting Dequeue asks about its own session), and only
+// where sig.nextDue is set.
+func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error),
+	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
+	nextDue := sig.nextDue
+	if nextDue != nil && due != nil {
+		nextDue = due
+	}
 	deadline := time.Now().Add(pollTimeout)
 	retryBound := deadline
 	if pollTimeout <= 0 {
@@ -201,7 +208,7 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 	}
 	// due is the last nextDue answer (dueOK: there is one); fresh means
 	// it must be asked again: first round, after a wake-up, once due.
-	var due, askedAt int64
+	var dueAt, askedAt int64
 	dueOK, fresh := false, true
 	for {
 		ch := sig.wait()
@@ -215,7 +222,7 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 			return nil, nil
 		}
 		wait := fallback
-		if sig.healthy != nil && sig.nextDue != nil && sig.healthy() {
+		if sig.healthy != nil && nextDue != nil && sig.healthy() {
 			// Anything committed since ch was taken has woken it; what
 			// remains is time: the next delay or lock expiry. A re-check
 			// after idleRecheck without a wake-up keeps the last answer
@@ -223,17 +230,17 @@ func longPoll[T any](ctx context.Context, sig *signal, pollTimeout, fallback tim
 			// claim at a re-check).
 			// A negative answer (a message waits for a locked instance)
 			// keeps the poll interval and is asked again after idleRecheck.
-			if fresh || (dueOK && due <= since && (due >= 0 || since-askedAt >= idleRecheck.Milliseconds())) {
+			if fresh || (dueOK && dueAt <= since && (dueAt >= 0 || since-askedAt >= idleRecheck.Milliseconds())) {
 				var err error
-				due, dueOK, err = sig.nextDue(ctx, since)
+				dueAt, dueOK, err = nextDue(ctx, since)
 				fresh, askedAt = err != nil, since
 			}
 			if !fresh {
 				switch {
-				case dueOK && due < 0:
+				case dueOK && dueAt < 0:
 					wait = fallback
 				case dueOK:
-					wait = min(max(fallback, idleRecheck), max(time.Duration(due-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+					wait = min(max(fallback, idleRecheck), max(time.Duration(dueAt-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
 				default:
 					wait = max(fallback, idleRecheck)
 				}

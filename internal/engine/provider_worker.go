@@ -57,7 +57,7 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 		return nil, nil
 	}
 	p.listenIfPossible(pollTimeout)
-	lease, err := longPoll(ctx, p.work, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
+	lease, err := longPoll(ctx, p.work, nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
 		var l *duroxide.WorkItemLease
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error

@@ -199,7 +199,20 @@ func cutListPage(fetch func(n int) ([]listRow, error), limit int) (rows []listRo
 // one value that does not decode spoils only its row.
 type listRaw struct {
 	id, tenant, parent, kind, state sql.NullString
-	created, updated                sql.NullTime
+	created, updated                looseTime
+}
+
+// looseTime scans a timestamp as stored, whatever the driver hands over
+// (a time, or the text SQLite holds): one that does not read is not
+// Valid, never a Scan error (so it spoils its row only).
+type looseTime struct{ dbTime }
+
+// Scan implements sql.Scanner.
+func (l *looseTime) Scan(src any) error {
+	if err := l.dbTime.Scan(src); err != nil {
+		l.T, l.Valid = time.Time{}, false
+	}
+	return nil
 }
 
 // listRow is a decoded row of List: the session, or the reason it cannot
@@ -224,12 +237,12 @@ func (r *listRaw) decode(order repo.ListOrder) listRow {
 		fail("id", fmt.Errorf("id %q is not a UUID", clip(r.id.String)))
 	}
 	out.ref.ID = id
-	at := func(column string, v sql.NullTime) time.Time {
-		if !v.Valid || v.Time.IsZero() {
+	at := func(column string, v looseTime) time.Time {
+		if !v.Valid || v.T.IsZero() {
 			fail(column, errors.New("timestamp cannot be read"))
 			return time.Time{}
 		}
-		return v.Time.UTC()
+		return v.T.UTC()
 	}
 	out.ref.CreatedAt, out.ref.UpdatedAt = at("created_at", r.created), at("updated_at", r.updated)
 	key := out.ref.UpdatedAt

@@ -121,6 +121,7 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 		}
 		return &it, nil
 	}
+	sq.notifyClaimable()
 	return &repo.QueueItem{ID: id, SessionID: sessionID, Seq: seqs[0], Operation: "enqueue", Content: p.Content,
 		Priority: p.Priority, Status: repo.QueuePending, CreatedAt: now, IdempotencyKey: key}, nil
 }

@@ -32,7 +32,54 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 			return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
 		}
 	}
-	r := dequeueReq{sq: sq, session: sessionID, owner: p.Owner, lease: p.Lease, token: uuid.New(), nowMS: sq.s.nowMS()}
+	if p.Wait < 0 || p.Wait > repo.MaxDequeueWait {
+		return nil, invalidf("dequeue from %s: wait %v must be between 0 and %v", sessionID, p.Wait, repo.MaxDequeueWait)
+	}
+	if p.Wait == 0 {
+		return sq.dequeueNow(ctx, sessionID, p, false)
+	}
+	if sq.tx != nil {
+		return nil, invalidf("dequeue from %s: a Dequeue inside a transaction cannot wait (it would not see other commits)", sessionID)
+	}
+	return sq.dequeueWait(ctx, sessionID, p)
+}
+
+// dequeueWait is a Dequeue that waits up to p.Wait for a claimable item:
+// the provider's long poll (longPoll) on the Store's session-queue signal,
+// which this Store's enqueues and releases wake at once and other Stores'
+// through the dialect's wake-up mechanism (CapWakeup: NOTIFY on
+// PostgreSQL, the data_version watcher on SQLite). While that mechanism is
+// healthy a waiting call re-runs its claim after each wake-up, at the
+// session's next lease expiry, or after max(WithPollInterval, 1 s);
+// otherwise every WithPollInterval.
+func (sq *sessionQueue) dequeueWait(ctx context.Context, sessionID uuid.UUID, p repo.DequeueParams) (*repo.QueueItem, error) {
+	prov := sq.s.provider()
+	prov.listenIfPossible(p.Wait)
+	// the session's next lease expiry: a claim takes an item whose
+	// leased_until is before its clock reading, so from leased_until + 1
+	due := func(ctx context.Context, since int64) (int64, bool, error) {
+		return prov.minDue(ctx, `SELECT MIN(leased_until) + 1 AS t FROM `+sq.s.quoted(models.TableQueue)+
+			` WHERE session_id = ?`+liveQueue+` AND status = 'processing' AND leased_until >= ?`, sessionID, since)
+	}
+	// The first claim also checks that the session exists; the later
+	// ones only claim (one statement per re-check).
+	known := false
+	it, err := longPoll(ctx, prov.queue, due, p.Wait, sq.s.cfg.PollInterval, func(time.Time) (*repo.QueueItem, error) {
+		it, err := sq.dequeueNow(ctx, sessionID, p, known)
+		known = err == nil
+		return it, err
+	})
+	if err != nil && err == ctx.Err() {
+		return nil, fmt.Errorf("dequeue from %s: %w", sessionID, err)
+	}
+	return it, err
+}
+
+// dequeueNow claims the session's next claimable item now, or returns nil
+// (known: the session was seen to exist by an earlier claim of the same
+// call, so finding nothing is not checked for ErrNotFound).
+func (sq *sessionQueue) dequeueNow(ctx context.Context, sessionID uuid.UUID, p repo.DequeueParams, known bool) (*repo.QueueItem, error) {
+	r := dequeueReq{sq: sq, session: sessionID, owner: p.Owner, lease: p.Lease, token: uuid.New(), nowMS: sq.s.nowMS(), known: known}
 	var it *repo.QueueItem
 	r.out = &it
 	if !sq.s.groupCommit() || sq.tx != nil {
@@ -63,6 +110,9 @@ type dequeueReq struct {
 	token   uuid.UUID
 	nowMS   int64
 	out     **repo.QueueItem
+	// known: the session exists (a waiting Dequeue's later claims); no
+	// ErrNotFound check when nothing is claimable.
+	known bool
 }
 
 // claimCols are the columns a claim returns: the ones it does not set
@@ -118,7 +168,7 @@ func (sq *sessionQueue) dequeueOne(ctx context.Context, r dequeueReq) error {
 	if err != nil {
 		return fmt.Errorf("dequeue from %s: %w", r.session, err)
 	}
-	if len(left) == 0 {
+	if len(left) == 0 || r.known {
 		return nil
 	}
 	if ok, err := sq.sessionExists(sq.db(ctx), r.session); err != nil || !ok {
@@ -451,7 +501,21 @@ func (sq *sessionQueue) Fail(ctx context.Context, l repo.Lease, reason string) e
 
 // Release implements repo.SessionQueue.
 func (sq *sessionQueue) Release(ctx context.Context, l repo.Lease) error {
-	return sq.endLease(ctx, "release", sq.leaseCall(l), func(string) string {
+	err := sq.endLease(ctx, "release", sq.leaseCall(l), func(string) string {
 		return "status = 'pending', lease_token = NULL, lease_owner = NULL, leased_until = NULL"
 	})
+	if err == nil {
+		sq.notifyClaimable()
+	}
+	return err
+}
+
+// notifyClaimable wakes the Dequeues waiting on this Store and, through
+// the dialect's wake-up mechanism, on other Stores: an item became
+// claimable. Inside a transaction it does nothing (the commit is not this
+// call's); the waiting Dequeues find the item at their next re-check.
+func (sq *sessionQueue) notifyClaimable() {
+	if sq.tx == nil {
+		sq.s.provider().queue.notify()
+	}
 }

@@ -510,8 +510,9 @@ func errorType(err error) int {
 	return classOther
 }
 
-// instrumentSignals counts wake-ups delivered to waiting fetches and the
-// fetches waiting (called once, when the provider is built).
+// instrumentSignals counts wake-ups delivered to waiting fetches (and
+// waiting Dequeues) and the fetches waiting (called once, when the
+// provider is built).
 func (t *telemetry) instrumentSignals(p *gormProvider) {
 	if t == nil {
 		return
@@ -519,7 +520,7 @@ func (t *telemetry) instrumentSignals(p *gormProvider) {
 	for _, x := range []struct {
 		sig *signal
 		q   string
-	}{{p.orch, QueueOrchestrator}, {p.work, QueueWorker}} {
+	}{{p.orch, QueueOrchestrator}, {p.work, QueueWorker}, {p.queue, QueueSession}} {
 		opt := t.queueOpts[x.q]
 		if t.meter != nil {
 			prev := x.sig.waiting

@@ -237,6 +237,7 @@ func (n *pgNotifier) serve(pc *pgx.Conn) error {
 	n.onNotify(dialect.NotifyOrch)
 	n.onNotify(dialect.NotifyWork)
 	n.onNotify(dialect.NotifyFeed)
+	n.onNotify(dialect.NotifySessionQueue)
 	for {
 		note, err := pc.WaitForNotification(n.env.BG)
 		if err != nil {

@@ -1,5 +1,3 @@
-//go:build cgo
-
 package sqlite
 
 import (
@@ -76,24 +74,61 @@ func liteSearchBackfill() []string {
 }
 
 // SearchDDL implements dialect.Searcher.
-func (liteDialect) SearchDDL() []string { return liteSearchDDL() }
+func (liteDialect) SearchDDL() []string { return liteFTSStatements(liteSearchDDL()) }
+
+// RewriteMigration implements dialect.MigrationRewriter: in a build whose
+// driver has FTS5 and not FTS4 (liteFTS, modernc.org/sqlite) V8's search
+// index is an FTS5 table of the same name, column and tokenizer, its
+// rows keyed by rowid (FTS5 has no docid alias); the cgo build's is V8
+// as written.
+func (liteDialect) RewriteMigration(sql string) string { return liteFTSRewrite(sql) }
+
+// liteFTSRewrite turns the FTS4 statements of the search index into the
+// build's full-text module's (identity for FTS4).
+func liteFTSRewrite(sql string) string {
+	if liteFTS == "fts4" {
+		return sql
+	}
+	return strings.NewReplacer("USING fts4(", "USING fts5(", "(docid, body)", "(rowid, body)", "WHERE docid = ", "WHERE rowid = ").Replace(sql)
+}
+
+func liteFTSStatements(stmts []string) []string {
+	for i, st := range stmts {
+		stmts[i] = liteFTSRewrite(st)
+	}
+	return stmts
+}
 
 // SearchBackfill returns V8's statements that index existing messages
 // (for the migration test that compares V8 with SearchDDL).
-func SearchBackfill() []string { return liteSearchBackfill() }
+func SearchBackfill() []string { return liteFTSStatements(liteSearchBackfill()) }
 
 // SearchObjects implements dialect.Searcher: SQLite's search objects are
 // tables and triggers of their own, none on the models' tables.
 func (liteDialect) SearchObjects(string) (columns, indexes []string) { return nil, nil }
 
-// matchQuery renders the terms as an FTS4 MATCH expression: each term a
+// matchQuery renders the terms as a MATCH expression: each term a
 // double-quoted phrase (so no word is ever an operator), a prefix word
-// followed by *; terms separated by spaces (AND).
+// followed by *; terms separated by spaces (AND). FTS5 has prefixes only
+// at a phrase's end, so there a phrase is its words as one-word phrases
+// joined by + ("a" + "b" * + "c").
 func matchQuery(terms []dialect.SearchTerm) string {
 	var b strings.Builder
 	for i, t := range terms {
 		if i > 0 {
 			b.WriteByte(' ')
+		}
+		if liteFTS == "fts5" {
+			for j, w := range t.Words {
+				if j > 0 {
+					b.WriteString(" + ")
+				}
+				b.WriteString(`"` + strings.ReplaceAll(w.Text, `"`, `""`) + `"`)
+				if w.Prefix {
+					b.WriteString(" *")
+				}
+			}
+			continue
 		}
 		b.WriteByte('"')
 		for j, w := range t.Words {
@@ -111,11 +146,28 @@ func matchQuery(terms []dialect.SearchTerm) string {
 }
 
 // liteScore is the relevance of the FTS row f (see the file comment); fc
-// is f's hidden column (the table's name).
+// is f's hidden column (the table's name). The matched term occurrences
+// are counted from offsets() (FTS4: four numbers per matched term) or
+// from highlight()'s markers (FTS5: one per matched phrase instance).
 func liteScore(fc string) string {
-	o := `offsets(` + fc + `)`
-	tf := `((length(` + o + `) - length(replace(` + o + `, ' ', '')) + 1) / 4.0)`
+	tf := ""
+	if liteFTS == "fts5" {
+		h := `highlight(` + fc + `, 0, char(1), '')`
+		tf = `((length(` + h + `) - length(replace(` + h + `, char(1), ''))) * 1.0)`
+	} else {
+		o := `offsets(` + fc + `)`
+		tf = `((length(` + o + `) - length(replace(` + o + `, ' ', '')) + 1) / 4.0)`
+	}
 	return `(` + tf + ` * 2.2 / (` + tf + ` + 1.2 * (0.25 + 0.75 * COALESCE(length(f.body), 0) / 400.0)))`
+}
+
+// liteSnippet is the snippet of the FTS row (hidden column fc) with the
+// markers and ellipsis as the next three parameters, 30 tokens long.
+func liteSnippet(fc string) string {
+	if liteFTS == "fts5" {
+		return `snippet(` + fc + `, -1, ?, ?, ?, 30)`
+	}
+	return `snippet(` + fc + `, ?, ?, ?, -1, 30)`
 }
 
 // SearchPage implements dialect.Searcher in two statements: the page's
@@ -134,10 +186,10 @@ func (liteDialect) SearchPage(db *gorm.DB, env *dialect.Env, q *dialect.SearchQu
 	}
 	args = append(args, q.Limit)
 	stmt := `SELECT k.docid, k.session_id, k.seq, k.id, k.role, k.created_at, k.score FROM (
-		SELECT f.docid AS docid, m.session_id AS session_id, m.seq AS seq, m.id AS id, m.role AS role, m.created_at AS created_at, ` +
+		SELECT f.rowid AS docid, m.session_id AS session_id, m.seq AS seq, m.id AS id, m.role AS role, m.created_at AS created_at, ` +
 		liteScore(fc) + ` AS score
 		FROM ` + ft + ` f CROSS JOIN ` + env.Quote("message_search") + ` r CROSS JOIN ` + env.Quote(models.TableMessages) + ` m
-		WHERE ` + fc + ` MATCH ? AND r.docid = f.docid AND m.session_id = r.session_id AND m.seq = r.seq` + q.Filter + `) k` +
+		WHERE ` + fc + ` MATCH ? AND r.docid = f.rowid AND m.session_id = r.session_id AND m.seq = r.seq` + q.Filter + `) k` +
 		keyset + ` ORDER BY k.score DESC, k.session_id, k.seq LIMIT ?`
 	rows, err := db.Raw(stmt, args...).Rows()
 	if err != nil {
@@ -169,7 +221,7 @@ func (liteDialect) SearchPage(db *gorm.DB, env *dialect.Env, q *dialect.SearchQu
 	for _, r := range out {
 		sargs = append(sargs, r.DocID)
 	}
-	srows, err := db.Raw(`SELECT f.docid, snippet(`+fc+`, ?, ?, ?, -1, 30) FROM `+ft+` f WHERE `+fc+` MATCH ? AND f.docid IN (`+ph+`)`,
+	srows, err := db.Raw(`SELECT f.rowid, `+liteSnippet(fc)+` FROM `+ft+` f WHERE `+fc+` MATCH ? AND f.rowid IN (`+ph+`)`,
 		sargs...).Rows()
 	if err != nil {
 		return nil, err

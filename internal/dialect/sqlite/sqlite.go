@@ -1,30 +1,28 @@
-//go:build cgo
-
 package sqlite
 
 import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
+	"fmt"
 	"strings"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/repo"
 
 	"github.com/agentstore/agentstore/models"
-	"github.com/mattn/go-sqlite3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 )
 
-// The SQLite dialect: mattn/go-sqlite3 (cgo) through GORM's sqlite driver.
-// Built only with cgo; dialect_sqlite_nocgo.go stands in without it. Its
-// statement rewriting and read/write pool routing are in
-// dialect_sqlite_pool.go, its wake-up mechanism (PRAGMA data_version) in
-// dialect_sqlite_watch.go, its catalog reader in dialect_sqlite_catalog.go.
+// The SQLite dialect through GORM's sqlite driver (given an opened
+// *sql.DB): mattn/go-sqlite3 in a cgo build (driver_mattn.go),
+// modernc.org/sqlite with CGO_ENABLED=0 (driver_modernc.go). Its statement
+// rewriting and read/write pool routing are in pool.go, its wake-up
+// mechanism (PRAGMA data_version) in watch.go, its catalog reader in
+// catalog.go.
 
-// New returns the SQLite dialect of a cgo build.
+// New returns the SQLite dialect (its driver chosen by the build).
 func New() dialect.Dialect { return liteDialect{} }
 
 // liteDialect implements dialect for SQLite.
@@ -57,20 +55,15 @@ func (liteDialect) CheckConfig(cfg *dialect.Config) error { return checkSQLiteCo
 // connection keeps (see dialect_sqlite_pool.go).
 const sqliteStmtCache = 128
 
-// sqliteDSN builds the mattn/go-sqlite3 DSN for path with the pragmas agentstore needs.
+// sqliteDSN builds the driver's DSN for path with the pragmas agentstore needs.
 func sqliteDSN(path string, cfg *dialect.Config) string {
-	busy := strconv.FormatInt(dialect.TimeoutMS(liteBusy(cfg)), 10) // WithLockTimeout, default 10 s
-	params := "_journal_mode=WAL&_busy_timeout=" + busy + "&_foreign_keys=on&_txlock=immediate&_synchronous=" + cfg.SQLiteSync +
-		"&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
-	if path == ":memory:" {
-		return "file::memory:?" + strings.Replace(params, "_journal_mode=WAL", "_journal_mode=MEMORY", 1)
-	}
-	if cfg.ReadOnly {
-		// No journal-mode switch (a write) and no BEGIN IMMEDIATE.
-		params = "mode=ro&_busy_timeout=" + busy + "&_foreign_keys=on&_stmt_cache_size=" + strconv.Itoa(sqliteStmtCache)
-	}
-	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
-	return "file:" + r.Replace(path) + "?" + params
+	return liteDriverDSN(path, dialect.TimeoutMS(liteBusy(cfg)), cfg.SQLiteSync, cfg.ReadOnly)
+}
+
+// escapeLitePath escapes the characters of a file path that a "file:" URI
+// would read as its query or fragment.
+func escapeLitePath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 }
 
 // open opens a read pool and, for a file, a one-connection write pool
@@ -109,10 +102,7 @@ func (liteDialect) Wrap(db *gorm.DB, cfg *dialect.Config) (*dialect.Conn, error)
 }
 
 func (liteDialect) Offline() (gorm.Dialector, func() error, error) {
-	db, err := sql.Open("sqlite3", "file::memory:")
-	if err != nil {
-		return nil, nil, err
-	}
+	db := sql.OpenDB(&liteConnector{dsn: liteMemoryDSN})
 	return sqlite.New(sqlite.Config{Conn: db}), db.Close, nil
 }
 
@@ -130,39 +120,74 @@ func (liteDialect) MigrateLock(tx *gorm.DB, _ *dialect.Env) error {
 }
 
 func (liteDialect) NewWaker(env *dialect.Env, onWake func(kind string)) dialect.Waker {
-	return newLiteWatcher(env, func() { onWake(dialect.NotifyOrch); onWake(dialect.NotifyWork); onWake(dialect.NotifyFeed) })
+	return newLiteWatcher(env, func() {
+		onWake(dialect.NotifyOrch)
+		onWake(dialect.NotifyWork)
+		onWake(dialect.NotifyFeed)
+		onWake(dialect.NotifySessionQueue)
+	})
 }
 
 func (liteDialect) Catalog() dialect.Catalog { return liteCatalog{} }
 
+// SQLite result codes (https://sqlite.org/rescode.html), the same for
+// both drivers.
+const (
+	codeError           = 1
+	codeBusy            = 5
+	codeLocked          = 6
+	codeReadonly        = 8
+	codeIOErr           = 10
+	codeCorrupt         = 11
+	codeFull            = 13
+	codeConstraint      = 19
+	codeNotADB          = 26
+	extConstraintFK     = 787
+	extConstraintPK     = 1555
+	extConstraintUnique = 2067
+)
+
 // translateDriverError maps SQLite result codes.
 func (liteDialect) TranslateDriverError(err error) (error, bool) {
-	var sqErr sqlite3.Error
-	if !errors.As(err, &sqErr) {
+	code, ext, m, ok := liteErrCode(err)
+	if !ok {
 		return nil, false
 	}
-	switch sqErr.Code {
-	case sqlite3.ErrBusy:
+	switch code {
+	case codeBusy:
 		// the wait for another connection's write lock outlasted the busy
 		// timeout (WithLockTimeout, default 10 s)
 		return &dialect.Fault{Kind: repo.ErrLockTimeout, Cause: err}, true
-	case sqlite3.ErrLocked:
+	case codeLocked:
 		return &dialect.Fault{Kind: repo.ErrRetryable, Cause: err}, true
-	case sqlite3.ErrConstraint:
-		switch sqErr.ExtendedCode {
-		case sqlite3.ErrConstraintUnique, sqlite3.ErrConstraintPrimaryKey:
+	case codeConstraint:
+		switch ext {
+		case extConstraintUnique, extConstraintPK:
 			return &dialect.Fault{Kind: repo.ErrConflict, Cause: err}, true
-		case sqlite3.ErrConstraintForeignKey:
+		case extConstraintFK:
 			// a referenced row is gone (deleted concurrently)
 			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
 		}
-	case sqlite3.ErrError:
-		if m := sqErr.Error(); strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") {
+	case codeError:
+		if strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") {
 			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
+		}
+		if strings.Contains(m, "no such module: fts") {
+			// the search index was made by the other build's driver
+			return &dialect.Fault{Kind: errFTSMismatch, Cause: err}, true
 		}
 	}
 	return err, true
 }
+
+// errFTSMismatch is the fault of a write that reached a search index of
+// the other build's full-text module.
+var errFTSMismatch = fmt.Errorf("%w: %s", dialect.ErrInvalidConfig, liteFTSMismatch)
+
+// liteFTSMismatch explains a database whose search index uses the
+// full-text module the other build's driver has (see liteFTS).
+const liteFTSMismatch = "the database's message search index uses a full-text module this build's SQLite driver (" + liteDriverName +
+	") lacks: a database migrated by a cgo build (FTS4) needs a cgo build, one migrated by a CGO_ENABLED=0 build (FTS5) needs CGO_ENABLED=0; see docs/sqlite-drivers.md"
 
 // DescribeOpenFailure explains why Open could not use the SQLite file (see
 // OpenError), naming its path: a file-system problem (see
@@ -174,23 +199,22 @@ func (liteDialect) DescribeOpenFailure(_, target string, cfg *dialect.Config, er
 	if target == ":memory:" {
 		subject = "open an in-memory SQLite database"
 	}
-	var sqErr sqlite3.Error
-	if errors.As(err, &sqErr) {
-		switch sqErr.Code {
-		case sqlite3.ErrNotADB:
+	if code, _, _, ok := liteErrCode(err); ok {
+		switch code {
+		case codeNotADB:
 			return subject, "the file is not a SQLite database", dialect.ErrInvalidConfig
-		case sqlite3.ErrCorrupt:
+		case codeCorrupt:
 			return subject, "the database file is corrupt", dialect.ErrInvalidConfig
-		case sqlite3.ErrReadonly:
+		case codeReadonly:
 			if r := sqlitePathProblem(target, cfg.ReadOnly); r != "" {
 				return subject, r, dialect.ErrInvalidConfig
 			}
 			return subject, "the file or its directory is read-only: make both writable, or open it with WithReadOnly", dialect.ErrInvalidConfig
-		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+		case codeBusy, codeLocked:
 			return subject, "the database is locked by another connection or process", repo.ErrRetryable
-		case sqlite3.ErrIoErr:
+		case codeIOErr:
 			return subject, "I/O error", repo.ErrRetryable
-		case sqlite3.ErrFull:
+		case codeFull:
 			return subject, "the disk is full", repo.ErrRetryable
 		}
 	}

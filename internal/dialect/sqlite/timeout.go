@@ -1,5 +1,3 @@
-//go:build cgo
-
 package sqlite
 
 import (
@@ -7,14 +5,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/repo"
-
-	"github.com/mattn/go-sqlite3"
 )
 
 // SQLite timeouts (WithStatementTimeout, WithLockTimeout) and the caller's
@@ -51,30 +48,113 @@ func liteBusy(cfg *dialect.Config) time.Duration {
 	return liteDefaultBusy
 }
 
-// liteTimeoutConnector opens mattn/go-sqlite3 connections on dsn wrapped
-// in liteTimeoutConn.
+// liteConnector opens the build's driver's connections on dsn.
+type liteConnector struct{ dsn string }
+
+func (c *liteConnector) Connect(context.Context) (driver.Conn, error) {
+	return liteDriver().Open(c.dsn)
+}
+func (c *liteConnector) Driver() driver.Driver { return liteDriver() }
+
+// liteTimeoutConnector opens the build's driver's connections on dsn
+// wrapped in liteTimeoutConn.
 type liteTimeoutConnector struct {
 	dsn  string
-	busy time.Duration // the DSN's _busy_timeout
+	busy time.Duration // the DSN's busy timeout
 	stmt time.Duration // WithStatementTimeout, 0 = off
 }
 
+// liteDriverConn is what both drivers' connections implement.
+type liteDriverConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.ConnPrepareContext
+	driver.Pinger
+}
+
 func (c *liteTimeoutConnector) Connect(context.Context) (driver.Conn, error) {
-	dc, err := (&sqlite3.SQLiteDriver{}).Open(c.dsn)
+	dc, err := liteDriver().Open(c.dsn)
 	if err != nil {
 		return nil, err
 	}
-	return &liteTimeoutConn{sc: dc.(*sqlite3.SQLiteConn), busy: c.busy, stmt: c.stmt}, nil
+	sc, ok := dc.(liteDriverConn)
+	if !ok {
+		_ = dc.Close()
+		return nil, errors.New("agentstore: the SQLite driver's connection lacks the context methods")
+	}
+	return &liteTimeoutConn{sc: sc, busy: c.busy, stmt: c.stmt}, nil
 }
 
-func (c *liteTimeoutConnector) Driver() driver.Driver { return &sqlite3.SQLiteDriver{} }
+func (c *liteTimeoutConnector) Driver() driver.Driver { return liteDriver() }
 
 // liteTimeoutConn is a SQLite connection that bounds its statements and
-// its busy waits (see above).
+// its busy waits (see above). inTx tracks whether a transaction begun
+// through BeginTx is open (a statement inside it never waits for the
+// write lock: BEGIN IMMEDIATE took it).
 type liteTimeoutConn struct {
-	sc   *sqlite3.SQLiteConn
+	sc   liteDriverConn
 	busy time.Duration
 	stmt time.Duration
+	inTx bool
+	// stmts: compiled statements by text, when the driver keeps none
+	// itself (liteConnStmtCache > 0; see cachedStmt).
+	stmts map[string]*liteStmt
+}
+
+// liteStmt is a cached compiled statement; busy while rows of it are open
+// (a second use meanwhile compiles its own).
+type liteStmt struct {
+	st   driver.Stmt
+	busy bool
+}
+
+// cachedStmt returns q's compiled statement from the connection's cache,
+// compiling and caching it first, or nil when the build's driver caches
+// statements itself (liteConnStmtCache 0), q may hold several statements
+// (a ';'), its cached statement is in use, or it does not compile (the
+// uncached path then reports the error). At liteConnStmtCache statements
+// an idle one is closed to make room. Reusing the compiled statement is
+// what mattn/go-sqlite3's _stmt_cache_size does (see pool.go): an insert
+// into messages compiles the search triggers with it.
+func (c *liteTimeoutConn) cachedStmt(ctx context.Context, q string) *liteStmt {
+	if liteConnStmtCache == 0 || strings.IndexByte(q, ';') >= 0 {
+		return nil
+	}
+	if s, ok := c.stmts[q]; ok {
+		if s.busy {
+			return nil
+		}
+		return s
+	}
+	st, err := c.sc.PrepareContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	if _, ok := st.(driver.StmtExecContext); !ok {
+		_ = st.Close()
+		return nil
+	}
+	if _, ok := st.(driver.StmtQueryContext); !ok {
+		_ = st.Close()
+		return nil
+	}
+	if c.stmts == nil {
+		c.stmts = make(map[string]*liteStmt, liteConnStmtCache)
+	}
+	if len(c.stmts) >= liteConnStmtCache {
+		for k, old := range c.stmts {
+			if !old.busy {
+				_ = old.st.Close()
+				delete(c.stmts, k)
+				break
+			}
+		}
+	}
+	s := &liteStmt{st: st}
+	c.stmts[q] = s
+	return s
 }
 
 var (
@@ -89,7 +169,13 @@ func (c *liteTimeoutConn) Prepare(q string) (driver.Stmt, error) { return c.sc.P
 func (c *liteTimeoutConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	return c.sc.PrepareContext(ctx, q)
 }
-func (c *liteTimeoutConn) Close() error                   { return c.sc.Close() }
+func (c *liteTimeoutConn) Close() error {
+	for _, s := range c.stmts {
+		_ = s.st.Close()
+	}
+	c.stmts = nil
+	return c.sc.Close()
+}
 func (c *liteTimeoutConn) Ping(ctx context.Context) error { return c.sc.Ping(ctx) }
 func (c *liteTimeoutConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
@@ -137,6 +223,10 @@ func (c *liteTimeoutConn) setBusy(d time.Duration) error {
 	return err
 }
 
+// errStmtInterrupted is the cause of a statement interrupted at the
+// statement timeout when the driver reported it as a context error.
+var errStmtInterrupted = errors.New("sqlite: statement interrupted at the statement timeout")
+
 // mapLiteErr classifies err of a statement run with bctx (bounded from ctx)
 // after a busy wait shortened for why.
 func mapLiteErr(ctx, bctx context.Context, why int, err error) error {
@@ -147,10 +237,14 @@ func mapLiteErr(ctx, bctx context.Context, why int, err error) error {
 		return ctx.Err() // the caller's own deadline or cancellation
 	}
 	if bctx.Err() != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			// the driver reports the interrupt as the bound's context
+			// error (modernc.org/sqlite); the caller's context did not end
+			err = errStmtInterrupted
+		}
 		return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}
 	}
-	var se sqlite3.Error
-	if errors.As(err, &se) && se.Code == sqlite3.ErrBusy {
+	if code, _, _, ok := liteErrCode(err); ok && code == codeBusy {
 		switch why {
 		case busyStmt:
 			return &dialect.Fault{Kind: repo.ErrStatementTimeout, Cause: err}
@@ -168,12 +262,33 @@ func (c *liteTimeoutConn) BeginTx(ctx context.Context, opts driver.TxOptions) (d
 	bctx, cancel := c.bound(ctx)
 	defer cancel()
 	why, restore := c.shorten(ctx)
-	tx, err := c.sc.BeginTx(bctx, opts)
+	// The driver gets the caller's ctx, not the bound: modernc.org/sqlite
+	// keeps BeginTx's context for the COMMIT's lock wait, so a bound
+	// cancelled on return would fail the commit. The BEGIN's lock wait is
+	// bounded by the shortened busy timeout instead.
+	tx, err := c.sc.BeginTx(ctx, opts)
 	restore()
 	if err != nil {
 		return nil, mapLiteErr(ctx, bctx, why, err)
 	}
-	return tx, nil
+	c.inTx = true
+	return &liteTimeoutTx{tx: tx, c: c}, nil
+}
+
+// liteTimeoutTx ends a liteTimeoutConn's transaction.
+type liteTimeoutTx struct {
+	tx driver.Tx
+	c  *liteTimeoutConn
+}
+
+func (t *liteTimeoutTx) Commit() error {
+	t.c.inTx = false
+	return t.tx.Commit()
+}
+
+func (t *liteTimeoutTx) Rollback() error {
+	t.c.inTx = false
+	return t.tx.Rollback()
 }
 
 // waitsForWriteLock reports whether q, run outside a transaction, may wait
@@ -191,10 +306,16 @@ func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driv
 	bctx, cancel := c.bound(ctx)
 	defer cancel()
 	why, restore := busyFull, func() {}
-	if waitsForWriteLock(q) && c.sc.AutoCommit() {
+	if waitsForWriteLock(q) && !c.inTx {
 		why, restore = c.shorten(ctx)
 	}
-	res, err := c.sc.ExecContext(bctx, q, args)
+	var res driver.Result
+	var err error
+	if st := c.cachedStmt(bctx, q); st != nil {
+		res, err = st.st.(driver.StmtExecContext).ExecContext(bctx, args)
+	} else {
+		res, err = c.sc.ExecContext(bctx, q, args)
+	}
 	restore()
 	if err != nil {
 		return nil, mapLiteErr(ctx, bctx, why, err)
@@ -206,39 +327,58 @@ func (c *liteTimeoutConn) ExecContext(ctx context.Context, q string, args []driv
 func (c *liteTimeoutConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	bctx, cancel := c.bound(ctx)
 	why, restore := busyFull, func() {}
-	if waitsForWriteLock(q) && c.sc.AutoCommit() {
+	if waitsForWriteLock(q) && !c.inTx {
 		why, restore = c.shorten(ctx)
 	}
-	rows, err := c.sc.QueryContext(bctx, q, args)
+	var rows driver.Rows
+	var err error
+	st := c.cachedStmt(bctx, q)
+	if st != nil {
+		rows, err = st.st.(driver.StmtQueryContext).QueryContext(bctx, args)
+	} else {
+		rows, err = c.sc.QueryContext(bctx, q, args)
+	}
 	if err != nil {
 		err = mapLiteErr(ctx, bctx, why, err) // before cancel
 		restore()
 		cancel()
 		return nil, err
 	}
-	sr, ok := rows.(*sqlite3.SQLiteRows)
-	if !ok {
+	if st != nil {
+		st.busy = true
+	}
+	return &liteTimeoutRows{rows: rows, ctx: ctx, bctx: bctx, why: why, done: func() {
+		if st != nil {
+			st.busy = false
+		}
 		restore()
 		cancel()
-		_ = rows.Close()
-		return nil, errors.New("agentstore: unexpected SQLite rows type")
-	}
-	return &liteTimeoutRows{SQLiteRows: sr, ctx: ctx, bctx: bctx, why: why, done: func() { restore(); cancel() }}, nil
+	}}, nil
 }
 
 // liteTimeoutRows are the rows of a bounded query: their errors are
 // classified like the statement's, and closing them restores the busy
-// timeout and releases the bound.
+// timeout and releases the bound. The driver's column-type methods pass
+// through.
 type liteTimeoutRows struct {
-	*sqlite3.SQLiteRows
+	rows      driver.Rows
 	ctx, bctx context.Context
 	why       int
 	done      func()
 }
 
+var (
+	_ driver.RowsColumnTypeDatabaseTypeName = (*liteTimeoutRows)(nil)
+	_ driver.RowsColumnTypeScanType         = (*liteTimeoutRows)(nil)
+	_ driver.RowsColumnTypeNullable         = (*liteTimeoutRows)(nil)
+)
+
+// Columns implements driver.Rows.
+func (r *liteTimeoutRows) Columns() []string { return r.rows.Columns() }
+
 // Next implements driver.Rows.
 func (r *liteTimeoutRows) Next(dest []driver.Value) error {
-	err := r.SQLiteRows.Next(dest)
+	err := r.rows.Next(dest)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return mapLiteErr(r.ctx, r.bctx, r.why, err)
 	}
@@ -247,10 +387,34 @@ func (r *liteTimeoutRows) Next(dest []driver.Value) error {
 
 // Close implements driver.Rows.
 func (r *liteTimeoutRows) Close() error {
-	err := r.SQLiteRows.Close()
+	err := r.rows.Close()
 	if r.done != nil {
 		r.done()
 		r.done = nil
 	}
 	return err
+}
+
+// ColumnTypeDatabaseTypeName implements driver.RowsColumnTypeDatabaseTypeName.
+func (r *liteTimeoutRows) ColumnTypeDatabaseTypeName(i int) string {
+	if t, ok := r.rows.(driver.RowsColumnTypeDatabaseTypeName); ok {
+		return t.ColumnTypeDatabaseTypeName(i)
+	}
+	return ""
+}
+
+// ColumnTypeScanType implements driver.RowsColumnTypeScanType.
+func (r *liteTimeoutRows) ColumnTypeScanType(i int) reflect.Type {
+	if t, ok := r.rows.(driver.RowsColumnTypeScanType); ok {
+		return t.ColumnTypeScanType(i)
+	}
+	return reflect.TypeFor[any]()
+}
+
+// ColumnTypeNullable implements driver.RowsColumnTypeNullable.
+func (r *liteTimeoutRows) ColumnTypeNullable(i int) (nullable, ok bool) {
+	if t, ok := r.rows.(driver.RowsColumnTypeNullable); ok {
+		return t.ColumnTypeNullable(i)
+	}
+	return false, false
 }
