@@ -156,6 +156,14 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 			b.WriteString(";\n")
 		}
 	}
+	feed, err := feedTriggerDDL(d)
+	if err != nil {
+		return "", fmt.Errorf("ddl: %w", err)
+	}
+	for _, st := range feed { // the change feed's triggers, outside the models
+		b.WriteString(migrations.Render(st, cfg.Prefix, cfg.Schema))
+		b.WriteString(";\n")
+	}
 	n := models.NewNamer(cfg.Prefix, cfg.Schema)
 	fmt.Fprintf(&b, "\nINSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP);\n",
 		quoteQualified(n.Table(models.TableSchemaVersion)), SchemaVersion)
@@ -198,4 +206,34 @@ func orderDDL(stmts []string) []string {
 	}
 	flush()
 	return out
+}
+
+// feedMigration is the description of the chain step that creates the
+// change feed (its table is a model; its triggers are not).
+const feedMigration = "session_change_feed"
+
+// feedTriggerDDL returns the statements of d's chain step feedMigration
+// that create the change feed's functions and triggers (default prefix, no
+// schema; render them), for ModelsDDL: the models hold the feed's table,
+// these statements the triggers that fill it.
+func feedTriggerDDL(d Dialect) ([]string, error) {
+	chain, err := migrations.Chain(string(d))
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range chain {
+		if m.Description != feedMigration {
+			continue
+		}
+		var out []string
+		for _, st := range migrations.Statements(m.SQL) {
+			up := strings.ToUpper(strings.TrimSpace(st))
+			if strings.HasPrefix(up, "CREATE TRIGGER") || strings.HasPrefix(up, "CREATE OR REPLACE FUNCTION") ||
+				strings.HasPrefix(up, "DROP TRIGGER") {
+				out = append(out, st)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("the %s chain has no %s step", d, feedMigration)
 }
