@@ -276,17 +276,9 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 	if f.ss.scopeErr != nil {
 		return 0, f.ss.scopeErr
 	}
-	switch {
-	case olderThan < 0:
-		return 0, invalidf("purge changes: negative age %v", olderThan)
-	case olderThan == 0:
-		olderThan = repo.DefaultChangeRetention
-	}
-	switch {
-	case batch < 0 || batch > repo.MaxPurgeBatch:
-		return 0, invalidf("purge changes: batch %d outside 0..%d", batch, repo.MaxPurgeBatch)
-	case batch == 0:
-		batch = repo.DefaultPurgeBatch
+	olderThan, batch, err := purgeArgs("purge changes", olderThan, repo.DefaultChangeRetention, batch)
+	if err != nil {
+		return 0, err
 	}
 	cutoff := time.Now().Add(-olderThan).UnixMilli()
 	ct := f.ss.s.quoted(models.TableSessionChanges)

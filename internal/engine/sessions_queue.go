@@ -347,17 +347,9 @@ func (sq *sessionQueue) PurgeFinished(ctx context.Context, olderThan time.Durati
 	if sq.scopeErr != nil {
 		return 0, sq.scopeErr
 	}
-	switch {
-	case olderThan < 0:
-		return 0, invalidf("purge finished queue items: negative age %v", olderThan)
-	case olderThan == 0:
-		olderThan = repo.DefaultQueueRetention
-	}
-	switch {
-	case batch < 0 || batch > repo.MaxPurgeBatch:
-		return 0, invalidf("purge finished queue items: batch %d outside 0..%d", batch, repo.MaxPurgeBatch)
-	case batch == 0:
-		batch = repo.DefaultPurgeBatch
+	olderThan, batch, err := purgeArgs("purge finished queue items", olderThan, repo.DefaultQueueRetention, batch)
+	if err != nil {
+		return 0, err
 	}
 	cutoff := sq.s.now().Add(-olderThan)
 	tc, targs := sq.inTenantCond()
@@ -382,4 +374,24 @@ func (sq *sessionQueue) PurgeFinished(ctx context.Context, olderThan time.Durati
 			return total, nil
 		}
 	}
+}
+
+// purgeArgs checks and defaults the arguments of a retention purge (what
+// names it in the error): a negative age or a batch outside
+// 0..repo.MaxPurgeBatch is ErrInvalidInput; age 0 means def, batch 0
+// repo.DefaultPurgeBatch.
+func purgeArgs(what string, olderThan, def time.Duration, batch int) (time.Duration, int, error) {
+	switch {
+	case olderThan < 0:
+		return 0, 0, invalidf("%s: negative age %v", what, olderThan)
+	case olderThan == 0:
+		olderThan = def
+	}
+	switch {
+	case batch < 0 || batch > repo.MaxPurgeBatch:
+		return 0, 0, invalidf("%s: batch %d outside 0..%d", what, batch, repo.MaxPurgeBatch)
+	case batch == 0:
+		batch = repo.DefaultPurgeBatch
+	}
+	return olderThan, batch, nil
 }
