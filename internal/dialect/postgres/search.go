@@ -18,9 +18,11 @@ import (
 // one-statement fast path, group commit, Fork's copy, stays in step
 // without knowing it), and a GIN index over it. The trigger's argument is
 // the text search configuration the column is built with ('simple' from
-// V8; see docs/search.md to change it). Two IMMUTABLE SQL functions
-// extract the indexed text from the content JSON (message_text) and build
-// the vector (message_tsv); ts_headline reads message_text for snippets.
+// V8; see docs/search.md to change it). Two IMMUTABLE functions extract
+// the indexed text from the content JSON (message_text, PL/pgSQL since V11
+// so its plan is kept per connection instead of planned again in every
+// writing transaction) and build the vector (message_tsv, SQL, inlined);
+// ts_headline reads message_text for snippets.
 
 var _ dialect.Searcher = pgDialect{}
 
@@ -37,17 +39,19 @@ const pgHeadlineOptions = "StartSel=" + dialect.SnippetOpen + ", StopSel=" + dia
 
 // pgSearchDDL is the search index for the default prefix on an empty
 // database: the statements V8 runs (V8 adds the re-run guards, the
-// backfill and CONCURRENTLY).
+// backfill and CONCURRENTLY), message_text as V11 replaced it.
 const (
 	pgSearchColumn = `ALTER TABLE "agentstore_messages" ADD COLUMN IF NOT EXISTS "search_tsv" tsvector`
-	pgSearchTextFn = `CREATE OR REPLACE FUNCTION "agentstore_message_text"(c json) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	pgSearchTextFn = `CREATE OR REPLACE FUNCTION "agentstore_message_text"(c json) RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN RETURN (
 WITH RECURSIVE t(v, k, d, p) AS (SELECT c::jsonb, NULL::text, 0, ARRAY[]::bigint[]
 UNION ALL SELECT x.v, x.k, t.d + 1, t.p || x.n FROM t CROSS JOIN LATERAL (
 SELECT e.v, NULL::text AS k, e.n FROM jsonb_array_elements(CASE WHEN jsonb_typeof(t.v) = 'array' THEN t.v END) WITH ORDINALITY AS e(v, n)
 UNION ALL SELECT o.value, o.key, o.n FROM jsonb_each(CASE WHEN jsonb_typeof(t.v) = 'object' THEN t.v END) WITH ORDINALITY AS o(key, value, n)) AS x
 WHERE jsonb_typeof(t.v) IN ('array', 'object'))
 SELECT left(translate(string_agg(left(t.v #>> '{}', 100000), chr(10) ORDER BY t.p), chr(57344) || chr(57345), ''), 100000)
-FROM t WHERE jsonb_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content'))
+FROM t WHERE jsonb_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content')));
+END
 $$`
 	pgSearchTsvFn = `CREATE OR REPLACE FUNCTION "agentstore_message_tsv"(c json, cfg regconfig) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT to_tsvector(cfg, translate(COALESCE("agentstore_message_text"(c), ''), '!"#$%&''()*+,-./:;<=>?@[\]^_` + "`" + `{|}~', '                                '))
