@@ -34,7 +34,7 @@ var released = map[string]int32{
 	"sqlite/V9__worker_queue_ready_index.sql":                      -1658305389, // 0.3.0
 	"postgres/V10__session_change_feed.sql":                        611681746,   // issue 27: change feed
 	"sqlite/V10__session_change_feed.sql":                          -1416295894, // issue 27: change feed
-	"postgres/V11__message_search_text_plpgsql.sql":                1414825635,  // search text extraction planned once per connection
+	"postgres/V11__message_search_text_plpgsql.sql":                25365296,    // search text extraction planned once per connection
 	"sqlite/V11__message_search_text_plpgsql.sql":                  -1887258658, // (no change on SQLite)
 }
 

@@ -50,8 +50,8 @@ SELECT e.v, NULL::text AS k, e.n FROM jsonb_array_elements(CASE WHEN jsonb_typeo
 UNION ALL SELECT o.value, o.key, o.n FROM jsonb_each(CASE WHEN jsonb_typeof(t.v) = 'object' THEN t.v END) WITH ORDINALITY AS o(key, value, n)) AS x
 WHERE jsonb_typeof(t.v) IN ('array', 'object'))
 SELECT left(translate(string_agg(left(t.v #>> '{}', 100000), chr(10) ORDER BY t.p), chr(57344) || chr(57345), ''), 100000)
-FROM t WHERE jsonb_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content')));
-END
+FROM t WHERE jsonb_typeof(t.v) = 'string' AND (t.d <= 1 OR t.k IN ('text', 'content')))
+; END
 $$`
 	pgSearchTsvFn = `CREATE OR REPLACE FUNCTION "agentstore_message_tsv"(c json, cfg regconfig) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT to_tsvector(cfg, translate(COALESCE("agentstore_message_text"(c), ''), '!"#$%&''()*+,-./:;<=>?@[\]^_` + "`" + `{|}~', '                                '))
