@@ -30,6 +30,14 @@ const (
 	IssueInvalidIndex        = engine.IssueInvalidIndex
 )
 
+// IssueChangeFeed is the Verify issue kind of the session change feed
+// (migration V10): a trigger on the sessions or queue table, or on
+// PostgreSQL the trigger function, is missing or disabled, so writes commit
+// without their change rows and the feed misses them. The fix recreates it
+// with the statements of the Store's migration chain (or, for a disabled
+// trigger, enables it).
+const IssueChangeFeed = engine.IssueChangeFeed
+
 // VerifyReport is the result of Store.Verify.
 type VerifyReport = engine.VerifyReport
 
@@ -38,7 +46,10 @@ type VerifyReport = engine.VerifyReport
 // nullability, primary keys, indexes (by the names the models generate,
 // including uniqueness and partial-index predicates), foreign keys and
 // their ON DELETE action, the recorded schema version and, on SQLite,
-// whether foreign keys are enforced on the connection. It honours the
+// whether foreign keys are enforced on the connection, and the objects
+// outside the models that keep data complete: the message search index
+// (IssueSearchIndex) and the change feed's triggers (IssueChangeFeed). It
+// honours the
 // store's prefix and schema (on PostgreSQL without WithSchema it inspects
 // current_schema()). It changes nothing. An error means only that the
 // database could not be inspected; schema differences are issues in the

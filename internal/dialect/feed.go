@@ -1,5 +1,7 @@
 package dialect
 
+import "gorm.io/gorm"
+
 // ChangeFeedVisibility is implemented by a dialect whose concurrent writers
 // can commit out of the order of the session change feed's ordering key
 // (PostgreSQL: ord is the writing transaction's id, and transactions commit
@@ -15,3 +17,32 @@ type ChangeFeedVisibility interface {
 // NotifyFeed is the wake-up payload of the session change feed: session
 // changes were committed.
 const NotifyFeed = "f"
+
+// IssueChangeFeed: a database object the session change feed's rows come
+// from (a trigger on the sessions or queue table, PostgreSQL's trigger
+// function) is missing or disabled. While it is, writes commit without
+// their change rows and the feed silently misses them.
+const IssueChangeFeed IssueKind = "change_feed"
+
+// FeedObject is one database object the change feed depends on, as the
+// dialect found it.
+type FeedObject struct {
+	// Table is the prefixed table a trigger is on; "" for a function.
+	Table string
+	// Kind is "trigger" or "function".
+	Kind string
+	// Name is the object's name as the Store's rendered migrations spell
+	// it (prefixed where the dialect prefixes it), unquoted.
+	Name string
+	// State is "present", "missing" or "disabled".
+	State string
+	// EnableFix is the statement that enables a disabled object.
+	EnableFix string
+}
+
+// FeedVerifier is implemented by a dialect whose change feed is written by
+// database objects (migration V10's triggers): Verify reports each one
+// that is not present and enabled (IssueChangeFeed).
+type FeedVerifier interface {
+	FeedObjects(db *gorm.DB, env *Env, nsp string) ([]FeedObject, error)
+}

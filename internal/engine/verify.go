@@ -132,6 +132,11 @@ func (s *Store) inspect(db *gorm.DB) (*VerifyReport, error) {
 		return nil, err
 	}
 	rep.Issues = append(rep.Issues, si...)
+	fi, err := s.feedIssues(db, nsp, live)
+	if err != nil {
+		return nil, err
+	}
+	rep.Issues = append(rep.Issues, fi...)
 	conn, err := cat.ConnectionIssues(db)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", translateError(err))
