@@ -200,11 +200,11 @@ func (s *Store) checkTxPool(pool gorm.ConnPool) error {
 	if want == nil {
 		want = s.sqlDB
 	}
-	got, ok := txPool(sqlTxOf(pool))
-	if !ok || got == want {
+	tx := sqlTxOf(pool)
+	if is, known := txOnPool(tx, want); !known || is {
 		return nil
 	}
-	if s.writeDB != nil && got == s.sqlDB {
+	if is, _ := txOnPool(tx, s.sqlDB); is {
 		return configf("in transaction: the transaction was begun on the Store's read pool (Store.SQLDB): begin it with Store.BeginTx or Store.BeginSQLTx, on the Store's write connection")
 	}
 	return configf("in transaction: the transaction was not begun on the Store's connection pool: on SQLite begin it with Store.BeginTx or Store.BeginSQLTx (another pool's writer would wait for the Store's, or make it wait)")
@@ -228,17 +228,18 @@ func sqlTxOf(pool gorm.ConnPool) *sql.Tx {
 	return nil
 }
 
-// txPool returns the *sql.DB a transaction was begun on (database/sql
-// keeps it in an unexported field; ok is false when it cannot be read).
-func txPool(tx *sql.Tx) (*sql.DB, bool) {
-	if tx == nil {
-		return nil, false
+// txOnPool reports whether tx was begun on db; known is false when that
+// cannot be told (database/sql keeps a transaction's pool in an unexported
+// field, read here by reflection).
+func txOnPool(tx *sql.Tx, db *sql.DB) (is, known bool) {
+	if tx == nil || db == nil {
+		return false, false
 	}
 	f := reflect.ValueOf(tx).Elem().FieldByName("db")
 	if !f.IsValid() || f.Type() != reflect.TypeFor[*sql.DB]() || f.IsNil() {
-		return nil, false
+		return false, false
 	}
-	return (*sql.DB)(f.UnsafePointer()), true
+	return f.Pointer() == reflect.ValueOf(db).Pointer(), true
 }
 
 // probeTx runs one statement in the application's transaction: it fails
