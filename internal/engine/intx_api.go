@@ -30,7 +30,7 @@ var (
 	_ repo.SessionQueue = txQueue{}
 )
 
-func (t txSessions) api(ss *sessionStore) sessionsAPI   { return sessionsAPI{ss} }
+func (t txSessions) api(ss *sessionStore) sessionsAPI  { return sessionsAPI{ss} }
 func (t txQueue) api(ss *sessionStore) sessionQueueAPI { return sessionQueueAPI{&sessionQueue{*ss}} }
 
 // Save implements repo.Sessions.
