@@ -184,7 +184,11 @@ func (s *Store) bindTx(ctx context.Context, pool gorm.ConnPool, tenant *string, 
 	}
 	g := s.db.Session(&gorm.Session{NewDB: true, Context: ctx})
 	g.Statement.ConnPool = pool
-	if err := s.probeTx(ctx, g); err != nil {
+	// A transaction of the Store's own pool is on its database: only
+	// check that it is still open (and read no identity on the pool, which
+	// may have no connection to spare).
+	own, _ := txOnPool(sqlTxOf(pool), s.sqlDB)
+	if err := s.probeTx(ctx, g, !own); err != nil {
 		return nil, err
 	}
 	return &TxView{st: s, tx: g, tenant: tenant, scopeErr: scopeErr, sent: map[string]bool{}}, nil
@@ -243,10 +247,12 @@ func txOnPool(tx *sql.Tx, db *sql.DB) (is, known bool) {
 }
 
 // probeTx runs one statement in the application's transaction: it fails
-// when the transaction ended, and on a dialect with dialect.TxIdentity it
-// compares the transaction's database with the Store's.
-func (s *Store) probeTx(ctx context.Context, g *gorm.DB) error {
+// when the transaction ended, and with compare on a dialect with
+// dialect.TxIdentity it compares the transaction's database with the
+// Store's.
+func (s *Store) probeTx(ctx context.Context, g *gorm.DB, compare bool) error {
 	ti, ok := s.d.(dialect.TxIdentity)
+	ok = ok && compare
 	q := "SELECT 'ok'"
 	if ok {
 		q = ti.IdentitySQL(s.quoted(models.TableSessions))
