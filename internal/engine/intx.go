@@ -264,7 +264,11 @@ func (s *Store) probeTx(ctx context.Context, g *gorm.DB, compare bool) error {
 	if !ok {
 		return nil
 	}
-	want, err := s.identity(ctx)
+	want, err := s.identity(ctx, false)
+	if err == nil && got.String != want {
+		// the kept identity may be stale (a server restart): read it again
+		want, err = s.identity(ctx, true)
+	}
 	if err != nil {
 		return fmt.Errorf("in transaction: read the Store's database identity: %w", err)
 	}
@@ -275,9 +279,10 @@ func (s *Store) probeTx(ctx context.Context, g *gorm.DB, compare bool) error {
 }
 
 // identity returns (and keeps) the Store's database identity
-// (dialect.TxIdentity), read on the Store's own pool.
-func (s *Store) identity(ctx context.Context) (string, error) {
-	if p := s.txIdent.Load(); p != nil {
+// (dialect.TxIdentity), read on the Store's own pool the first time or
+// with fresh.
+func (s *Store) identity(ctx context.Context, fresh bool) (string, error) {
+	if p := s.txIdent.Load(); p != nil && !fresh {
 		return *p, nil
 	}
 	var v sql.NullString
