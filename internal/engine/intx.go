@@ -161,6 +161,9 @@ func (s *Store) inTxView(ctx context.Context, tx *gorm.DB, tenant *string, scope
 	if tx.Error != nil {
 		return nil, invalidf("in transaction: the *gorm.DB carries an error: %v", tx.Error)
 	}
+	if tx.Statement == nil || tx.Statement.ConnPool == nil {
+		return nil, invalidf("in transaction: the *gorm.DB has no connection (not from gorm.Open)")
+	}
 	return s.bindTx(ctx, tx.Statement.ConnPool, tenant, scopeErr)
 }
 
