@@ -351,3 +351,59 @@ func TestInTx_Refusals(t *testing.T) {
 		}
 	})
 }
+
+// TestInTx_DatabaseErrorInCall: on PostgreSQL a call that fails in the
+// database (a lock timeout: another transaction holds the session row)
+// aborts only its savepoint: the next call of the transaction works and
+// the commit stores it, with the application's own statement.
+func TestInTx_DatabaseErrorInCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := requirePostgres(t)
+	h := newHarness(t, agentstore.Postgres)
+	st := h.New(t)
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := admin.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback() }()
+	table := `"` + h.Schema + `"."` + st.TablePrefix() + `sessions"`
+	if _, err := holder.ExecContext(ctx, `SELECT 1 FROM `+table+` WHERE id = $1 FOR UPDATE`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.BeginSQLTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.InSQLTx(ctx, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.SessionQueue().Enqueue(ctx, s.ID, "blocked", 0); !errors.Is(err, agentstore.ErrLockTimeout) {
+		t.Fatalf("enqueue while another transaction holds the session row: %v; want ErrLockTimeout", err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.SessionQueue().Enqueue(ctx, s.ID, "after", 0); err != nil {
+		t.Fatalf("enqueue after the failed call: %v", err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT 1`); err != nil {
+		t.Fatalf("the application's statement after the failed call: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	items, err := st.SessionQueue().Items(ctx, s.ID)
+	if err != nil || len(items) != 1 || items[0].Content != "after" {
+		t.Fatalf("items after the commit: %+v, %v; want the one enqueued after the failure", items, err)
+	}
+}
