@@ -407,3 +407,39 @@ func TestInTx_DatabaseErrorInCall(t *testing.T) {
 		t.Fatalf("items after the commit: %+v, %v; want the one enqueued after the failure", items, err)
 	}
 }
+
+// TestInTx_DequeueKeepsSynchronousCommit: on PostgreSQL a Dequeue's claim
+// in the application's transaction does not switch the transaction to
+// asynchronous commit (the Store's own claims commit asynchronously).
+func TestInTx_DequeueKeepsSynchronousCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	requirePostgres(t)
+	st := newHarness(t, agentstore.Postgres).New(t)
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SessionQueue().Enqueue(ctx, s.ID, "job", 0); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.BeginSQLTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	v, err := st.InSQLTx(ctx, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := v.SessionQueue().Dequeue(ctx, s.ID, repo.DequeueParams{}); err != nil || it == nil {
+		t.Fatalf("dequeue in the transaction: %v, %v", it, err)
+	}
+	var sc string
+	if err := tx.QueryRowContext(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc); err != nil {
+		t.Fatal(err)
+	}
+	if sc != "on" {
+		t.Fatalf("synchronous_commit in the application's transaction after a Dequeue: %q, want on", sc)
+	}
+}
