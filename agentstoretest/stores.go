@@ -1,9 +1,10 @@
 package agentstoretest
 
 // The harnesses of agentstore Stores: SQLite, Postgres and
-// PostgresPgBouncer, their Backend, DatabaseOps and StoreBackend. This is
-// the suite's only file with SQL of its own or knowledge of a database:
-// everything else drives the public interfaces.
+// PostgresPgBouncer, their Backend, DatabaseOps and StoreBackend (and, in
+// stores_tx.go, TxBackend). These two are the suite's only files with SQL
+// of their own or knowledge of a database: everything else drives the
+// public interfaces.
 
 import (
 	"context"
@@ -117,8 +118,9 @@ type storeBackend struct {
 	pg     bool // PostgreSQL (pgx): JSON columns validate, round trips can be counted
 	pooled bool // dsn goes through a transaction pooler
 
-	mu       sync.Mutex
-	migrated map[string]bool // table prefixes migrated on this database
+	mu        sync.Mutex
+	migrated  map[string]bool // table prefixes migrated on this database
+	appTables map[string]bool // table prefixes whose application table exists (stores_tx.go)
 }
 
 // storeHandle is an agentstore Store as a handle of the suite.

@@ -260,6 +260,7 @@ func Areas() []Area {
 		{"ChangeFeed", changeFeedTests()},
 		{"Errors", concat(errorsTests(), errorsDriverTests(), errorsDefectTests(), closedTests())},
 		{"Hostile", hostileTests()},
+		{"InTransaction", inTransactionTests()},
 		{"KV", kvTests()},
 		{"Orchestration", concat(orchestrationTests(), orchestrationDefectTests(), orchestrationContractTests(), orchestrationLeaseTests())},
 		{"Schema", schemaTests()},

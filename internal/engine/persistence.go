@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -76,6 +77,9 @@ type Store struct {
 	// guard refuses every statement after Close with ErrClosed (see
 	// closeGuard).
 	guard *closeGuard
+	// txIdent is the database identity of the Store's pool, read once by
+	// the first InTx on a dialect with dialect.TxIdentity (see intx.go).
+	txIdent atomic.Pointer[string]
 	// keeper runs the pool keeper (MinIdleConns; see pool_keeper.go)
 	// until bg ends; Close waits for it before closing the pools.
 	keeper sync.WaitGroup

@@ -291,6 +291,9 @@ func (s *Store) claimSQL(g []*gcReq[uint64, dequeueReq]) (string, []any) {
 	}
 	pickArgs := append([]any{g[0].in.session, nowMS}, targs...)
 	with, async := s.asyncCommitCTE()
+	if sq.tx != nil { // the application's transaction (TxView) keeps its synchronous commit
+		with, async = "", ""
+	}
 	if len(g) == 1 {
 		r := g[0].in
 		return with + "UPDATE " + qt + " SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?," +

@@ -266,3 +266,11 @@ func (n *pgNotifier) Wait() {
 	n.mu.Unlock()
 	n.wg.Wait()
 }
+
+// PublishSQL implements dialect.TxWakeup: a NOTIFY on the channel of schema
+// and prefix, sent when the surrounding transaction commits (discarded when
+// it rolls back). Its sender tag "tx" is no Store's own, so the sending
+// Store's listener delivers it to its own waiters too.
+func (pgDialect) PublishSQL(schema, prefix, kind string) string {
+	return `SELECT pg_notify('` + notifyChannel(schema, prefix) + `', '` + strings.ReplaceAll(kind, "'", "''") + `:tx')`
+}

@@ -205,6 +205,10 @@ func (pgDialect) TranslateDriverError(err error) (error, bool) {
 		case "22P05", "22021", "22003", "21000":
 			// untranslatable/invalid text, numeric overflow, one row affected twice
 			return &dialect.Fault{Kind: repo.ErrInvalidInput, Cause: err}, true
+		case "25P02":
+			// in_failed_sql_transaction: an application's transaction
+			// (Store.InTx) in which an earlier statement failed
+			return &dialect.Fault{Kind: repo.ErrInvalidInput, Cause: err}, true
 		case "23503":
 			// a referenced row is gone (deleted concurrently)
 			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
@@ -497,4 +501,12 @@ func hasPlainFallback(pc *pgx.ConnConfig) bool {
 		}
 	}
 	return false
+}
+
+// IdentitySQL implements dialect.TxIdentity: the database's name, the
+// server's start time and the oid the Store's sessions table resolves to
+// in the transaction (empty when it does not resolve there).
+func (pgDialect) IdentitySQL(sessionsTable string) string {
+	return `SELECT current_database() || '/' || pg_postmaster_start_time()::text || '/' || ` +
+		`COALESCE(to_regclass('` + strings.ReplaceAll(sessionsTable, "'", "''") + `')::oid::text, '')`
 }

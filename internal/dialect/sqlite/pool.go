@@ -210,3 +210,7 @@ func (t *liteTx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
 }
 func (t *liteTx) Commit() error   { return t.tx.Commit() }
 func (t *liteTx) Rollback() error { return t.tx.Rollback() }
+
+// SQLTx returns the transaction's *sql.Tx (the engine checks which pool an
+// application's transaction was begun on).
+func (t *liteTx) SQLTx() *sql.Tx { return t.tx }
