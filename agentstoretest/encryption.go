@@ -49,13 +49,13 @@ const (
 )
 
 // testCodec returns an AES-GCM codec whose keys are derived from their
-// names and seed (active first).
-func testCodec(t testing.TB, seed string, active string, others ...string) agentstore.ContentCodec {
+// names and tag (active first): the same tag and id give the same key.
+func testCodec(t testing.TB, tag string, active string, others ...string) agentstore.ContentCodec {
 	t.Helper()
 	keys := map[string][]byte{}
 	for _, id := range append([]string{active}, others...) {
 		k := make([]byte, 32)
-		copy(k, seed+"/"+id+"/0123456789abcdef0123456789abcdef")
+		copy(k, tag+"/"+id+"/0123456789abcdef0123456789abcdef")
 		keys[id] = k
 	}
 	c, err := agentstore.NewAESGCMCodec(active, keys)
