@@ -52,7 +52,7 @@ func ExampleWithContentCodec() {
 	fmt.Println("read back:", string(got.Messages[0].Content))
 
 	var stored string
-	if err := st.DB(ctx).Raw("SELECT content FROM "+st.Table("messages")).Scan(&stored).Error; err != nil {
+	if err := st.DB(ctx).Raw("SELECT content FROM " + st.Table("messages")).Scan(&stored).Error; err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("stored:", strings.HasPrefix(stored, `{"$enc":{"v":1,"kid":"2026-12"`), strings.Contains(stored, "4111"))
