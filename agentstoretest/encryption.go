@@ -194,6 +194,8 @@ func testEncryptionRoundTrip(t *testing.T, h *harness) {
 	ctx := context.Background()
 	f := writeEncFixture(t, st)
 	checkEncFixture(t, st, f)
+	// A second handle with the same key reads everything the first wrote.
+	checkEncFixture(t, h.Open(t, withCodec(testCodec(t, "rt", "k1"))), f)
 	r, q := st.Sessions(), st.SessionQueue()
 
 	// Retries: the stored (encrypted) content equals the retried plain one.
@@ -239,8 +241,6 @@ func testEncryptionRoundTrip(t *testing.T, h *harness) {
 	if !bytes.Equal(again2.Messages[0].Content, f.content) || again2.Messages[3].ID != "m4b" {
 		t.Fatalf("fork reloaded = %v", msgIDs(again2.Messages))
 	}
-	// A second handle with the same key reads everything the first wrote.
-	checkEncFixture(t, h.Open(t, withCodec(testCodec(t, "rt", "k1"))), f)
 }
 
 // encColumns are the stored columns that hold encrypted content, with
@@ -482,9 +482,9 @@ func testEncryptionRotation(t *testing.T, h *harness) {
 }
 
 // testEncryptionRotationConcurrent: writers append, enqueue and add
-// summaries (with k2 active) while a rotation from k1 runs in small
-// batches; nothing fails, and afterwards a handle holding k2 only reads
-// every session whole.
+// summaries (with k2 active; at most 200 rounds each) while two rotations
+// from k1 run in small batches; nothing fails, and afterwards a handle
+// holding k2 only reads every session whole.
 func testEncryptionRotationConcurrent(t *testing.T, h *harness) {
 	ctx := context.Background()
 	old := h.New(t, withCodec(testCodec(t, "conc", "k1")))
@@ -502,7 +502,7 @@ func testEncryptionRotationConcurrent(t *testing.T, h *harness) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ; i++ {
+			for i := 0; i < 200; i++ {
 				select {
 				case <-stop:
 					return

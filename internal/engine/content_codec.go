@@ -78,8 +78,9 @@ func (e *sentinelPair) Unwrap() error { return e.parent }
 
 // KeyError reports content that could not be encrypted or decrypted: the
 // key id, where the value is stored (the unprefixed table, the column and
-// the row's key; empty for a write), and the cause, which matches
-// ErrKeyNotFound or ErrDecrypt (errors.Is). Content is never returned in
+// the row's key; empty for a write), and the cause: on a read it matches
+// ErrKeyNotFound or ErrDecrypt (errors.Is); on a write it is the codec's
+// error (ErrKeyNotFound when the codec lacks its active key). Content is never returned in
 // place of an error: a row whose content cannot be decrypted fails the
 // call that reads it.
 type KeyError struct {
@@ -283,11 +284,9 @@ func (s *Store) sealValue(table, column string, session uuid.UUID, rowKey string
 	kid := c.ActiveKeyID()
 	ct, err := c.Encrypt(kid, plain, contentAD(table, column, session, rowKey))
 	if err != nil {
-		cause := fmt.Errorf("%w: %w", ErrDecrypt, err)
-		if errors.Is(err, ErrKeyNotFound) {
-			cause = fmt.Errorf("active key: %w", err)
-		}
-		return nil, &KeyError{KeyID: kid, Err: fmt.Errorf("encrypt %s.%s: %w", table, column, cause)}
+		// the codec's error as it came (ErrKeyNotFound when it lacks its
+		// active key; a KMS's own error otherwise)
+		return nil, &KeyError{KeyID: kid, Err: fmt.Errorf("encrypt %s.%s: %w", table, column, err)}
 	}
 	kidJSON, _ := json.Marshal(kid)
 	out := make([]byte, 0, len(envelopePrefix)+len(kidJSON)+base64.StdEncoding.EncodedLen(len(ct))+12)
