@@ -445,6 +445,8 @@ func errorClasses() []errorClass {
 		{"orphan", ErrOrphan},
 		{"invalid_input", ErrInvalidInput},
 		{"corrupt_row", ErrCorruptRow},
+		{"key_not_found", ErrKeyNotFound},
+		{"decrypt", ErrDecrypt},
 		{"schema_behind", ErrSchemaBehind},
 		{"lock_timeout", ErrLockTimeout},
 		{"statement_timeout", ErrStatementTimeout},
