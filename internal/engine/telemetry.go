@@ -445,8 +445,6 @@ func errorClasses() []errorClass {
 		{"orphan", ErrOrphan},
 		{"invalid_input", ErrInvalidInput},
 		{"corrupt_row", ErrCorruptRow},
-		{"key_not_found", ErrKeyNotFound},
-		{"decrypt", ErrDecrypt},
 		{"schema_behind", ErrSchemaBehind},
 		{"lock_timeout", ErrLockTimeout},
 		{"statement_timeout", ErrStatementTimeout},
@@ -454,6 +452,8 @@ func errorClasses() []errorClass {
 		{"retryable", ErrRetryable},
 		{"not_found", ErrNotFound},
 		{"invalid_config", ErrInvalidConfig},
+		{"key_not_found", ErrKeyNotFound},
+		{"decrypt", ErrDecrypt},
 		{"_OTHER", nil},
 	}
 }
@@ -469,7 +469,7 @@ const (
 	classLockLost  = 6
 	classRetryable = 16
 	classNotFound  = 17
-	classOther     = 19
+	classOther     = 21
 )
 
 // classIndex returns the index of the class called name, -1 when none.
