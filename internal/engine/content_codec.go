@@ -209,11 +209,15 @@ const envelopePrefix = `{"$enc":{"v":1,"kid":`
 // {"$enc":{"v":1,"kid":"<key id>","ct":"<base64 ciphertext>"}}, a JSON
 // object, so JSON columns stay valid JSON.
 type envelope struct {
-	Enc *struct {
-		V   int    `json:"v"`
-		Kid string `json:"kid"`
-		Ct  []byte `json:"ct"`
-	} `json:"$enc"`
+	Enc *envelopeBody `json:"$enc"`
+}
+
+// envelopeBody is the object under "$enc": format version, key id and
+// ciphertext (base64 in JSON).
+type envelopeBody struct {
+	V   int    `json:"v"`
+	Kid string `json:"kid"`
+	Ct  []byte `json:"ct"`
 }
 
 // contentAD returns the additional data binding a value to its place.
@@ -247,6 +251,9 @@ func parseEnvelope(b []byte) (envelope, bool) {
 	if !maybeEnvelope(b) {
 		return envelope{}, false
 	}
+	if e, ok := fastEnvelope(b); ok {
+		return e, true
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != 1 {
 		return envelope{}, false
@@ -262,6 +269,66 @@ func parseEnvelope(b []byte) (envelope, bool) {
 		return e, true
 	}
 	return e, true
+}
+
+// fastEnvelope parses an envelope exactly as sealValue writes it (a key
+// id without escapes); ok false for anything else, which the general parse
+// then reads (jsonb's reordered form, escapes).
+func fastEnvelope(b []byte) (envelope, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(envelopePrefix+`"`))
+	if !ok {
+		return jsonbEnvelope(b)
+	}
+	q := bytes.IndexByte(rest, '"')
+	if q <= 0 || bytes.IndexByte(rest[:q], '\\') >= 0 {
+		return envelope{}, false
+	}
+	kid := string(rest[:q])
+	rest, ok = bytes.CutPrefix(rest[q+1:], []byte(`,"ct":"`))
+	if !ok {
+		return envelope{}, false
+	}
+	q = bytes.IndexByte(rest, '"')
+	if q < 0 || !bytes.Equal(rest[q:], []byte(`"}}`)) {
+		return envelope{}, false
+	}
+	ct := make([]byte, base64.StdEncoding.DecodedLen(q))
+	n, err := base64.StdEncoding.Decode(ct, rest[:q])
+	if err != nil {
+		return envelope{}, false
+	}
+	var e envelope
+	e.Enc = &envelopeBody{V: 1, Kid: kid, Ct: ct[:n]}
+	return e, true
+}
+
+// jsonbEnvelope parses an envelope as PostgreSQL's jsonb prints it (keys
+// by length, a space after ':' and ','): {"$enc": {"v": 1, "ct": "…",
+// "kid": "…"}}.
+func jsonbEnvelope(b []byte) (envelope, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(`{"$enc": {"v": 1, "ct": "`))
+	if !ok {
+		return envelope{}, false
+	}
+	q := bytes.IndexByte(rest, '"')
+	if q < 0 {
+		return envelope{}, false
+	}
+	b64 := rest[:q]
+	rest, ok = bytes.CutPrefix(rest[q:], []byte(`", "kid": "`))
+	if !ok {
+		return envelope{}, false
+	}
+	q = bytes.IndexByte(rest, '"')
+	if q <= 0 || bytes.IndexByte(rest[:q], '\\') >= 0 || !bytes.Equal(rest[q:], []byte(`"}}`)) {
+		return envelope{}, false
+	}
+	ct := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	n, err := base64.StdEncoding.Decode(ct, b64)
+	if err != nil {
+		return envelope{}, false
+	}
+	return envelope{Enc: &envelopeBody{V: 1, Kid: string(rest[:q]), Ct: ct[:n]}}, true
 }
 
 // refuseEnvelope refuses, as input, a value shaped like an encrypted
