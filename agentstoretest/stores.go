@@ -165,6 +165,9 @@ func (b *storeBackend) options(cfg Config, sl *stmtLogger) []agentstore.Option {
 	if sl != nil {
 		opts = append(opts, agentstore.WithLogger(sl))
 	}
+	if cfg.ContentCodec != nil {
+		opts = append(opts, agentstore.WithContentCodec(cfg.ContentCodec))
+	}
 	return opts
 }
 

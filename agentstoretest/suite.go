@@ -98,6 +98,9 @@ type Config struct {
 	// sends to the database server, transaction control included (Text and
 	// TxControl set): one call per round trip.
 	OnRoundTrip func(Statement)
+	// ContentCodec, if not nil, encrypts the handle's content at rest
+	// (agentstore.WithContentCodec): the Encryption area's handles.
+	ContentCodec agentstore.ContentCodec
 }
 
 // Statement is one statement a handle sent, as Config.OnStatement reports
@@ -215,6 +218,14 @@ type DatabaseOps interface {
 	ValidatesJSON() bool
 }
 
+// ContentKeyRotator is the optional interface of a Store handle that
+// encrypts content at rest and can move it to its codec's active key
+// (agentstore.Store.RotateContentKeys). The Encryption area's rotation
+// tests are skipped on handles without it.
+type ContentKeyRotator interface {
+	RotateContentKeys(ctx context.Context, p agentstore.RotateParams) (agentstore.RotateReport, error)
+}
+
 // StoreBackend is the optional interface of a Backend whose handles are
 // agentstore Stores: the Schema area (Migrate and Verify, the schema of the
 // models) needs it and is skipped on other Backends.
@@ -258,6 +269,7 @@ func Areas() []Area {
 		{"ActivitySessions", concat(activitySessionsTests(), activitySessionsDefectTests(), activitySessionsLeaseTests())},
 		{"Admin", concat(adminTests(), adminExtTests(), adminDefectTests(), providerPagingTests())},
 		{"ChangeFeed", changeFeedTests()},
+		{"Encryption", encryptionTests()},
 		{"Errors", concat(errorsTests(), errorsDriverTests(), errorsDefectTests(), closedTests())},
 		{"Hostile", hostileTests()},
 		{"InTransaction", inTransactionTests()},
@@ -344,6 +356,7 @@ func withMaxConns(n int) option                   { return func(c *Config) { c.M
 func withMaxContentBytes(n int) option            { return func(c *Config) { c.MaxContentBytes = n } }
 func withStatements(r *stmtRecorder) option       { return func(c *Config) { c.OnStatement = r.add } }
 func withRoundTrips(fn func(Statement)) option    { return func(c *Config) { c.OnRoundTrip = fn } }
+func withCodec(c agentstore.ContentCodec) option  { return func(cfg *Config) { cfg.ContentCodec = c } }
 
 // tryOpen opens a handle configured by opts; the error is the backend's.
 func (h *harness) tryOpen(t testing.TB, opts ...option) (Store, error) {

@@ -41,6 +41,8 @@ type Config struct {
 	telemetry telemetryConfig // WithTracerProvider, WithMeterProvider
 	// maxContent is WithMaxContentBytes (default DefaultMaxContentBytes).
 	maxContent int
+	// codec is WithContentCodec (nil: content is stored as it is).
+	codec ContentCodec
 }
 
 // Option configures Open and New. Options validate their input and make
@@ -389,6 +391,30 @@ func WithMaxContentBytes(n int) Option {
 			return configf("max content bytes %d must be between 1 and %d", n, MaxContentBytesLimit)
 		}
 		c.maxContent = n
+		return nil
+	})
+}
+
+// WithContentCodec encrypts content at rest with c (docs/encryption.md):
+// message content and metadata, summaries (the summaries table, the
+// session row's latest summary and compaction records' summaries) and
+// session-queue item content are encrypted before they reach the database,
+// each bound to its row, and decrypted on every read. Ids, roles, states,
+// timestamps, token usage, todos and plans stay in the clear. With a codec
+// Sessions.Search refuses (ErrContentEncrypted). Stored values under
+// another key id are read while c holds that key; Store.RotateContentKeys
+// moves them (and values stored before the codec was set) to the active
+// key. A nil codec, or one whose ActiveKeyID is empty, longer than
+// MaxKeyIDLen or not valid UTF-8, is ErrInvalidConfig.
+func WithContentCodec(c ContentCodec) Option {
+	return optionFunc(func(cfg *Config) error {
+		if c == nil {
+			return configf("content codec must not be nil")
+		}
+		if err := checkKeyID(c.ActiveKeyID()); err != nil {
+			return configf("content codec: active key: %v", err)
+		}
+		cfg.codec = c
 		return nil
 	})
 }

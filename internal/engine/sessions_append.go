@@ -237,6 +237,9 @@ func (ss *sessionStore) prepareAppend(sessionID uuid.UUID, o repo.AppendOptions,
 	a.rows = make([]models.Message, len(a.out))
 	for i := range a.out {
 		a.rows[i] = messageRow(sessionID, 0, &a.out[i])
+		if err := ss.s.sealMessageRow(&a.rows[i]); err != nil {
+			return nil, err
+		}
 	}
 	if fp, ok := ss.s.d.(dialect.AppendStatement); ok && ss.s.has(CapFastPaths) && len(a.rows) <= appendRowsPer && !rootFirst {
 		a.fast = fp
@@ -474,7 +477,7 @@ func (ss *sessionStore) replayBatch(tx *gorm.DB, sessionID uuid.UUID, msgs, out 
 		return nil, false, dbErr(err)
 	}
 	defer rows.Close()
-	stored, err := scanMessages(rows, sessionID, int64(len(ids)), ss.s.has(CapValidatedJSON))
+	stored, err := ss.s.scanMessages(rows, sessionID, int64(len(ids)), ss.s.has(CapValidatedJSON))
 	err = translateVia(ss.s.db, err)
 	if err != nil {
 		return nil, false, err

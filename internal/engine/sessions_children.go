@@ -21,6 +21,9 @@ func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapsho
 	if err := checkText("summary", snap.Summary, 0); err != nil {
 		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
 	}
+	if err := refuseEnvelope("summary", []byte(snap.Summary)); err != nil {
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
+	}
 	if snap.LeafMessageID != nil {
 		if err := checkID("leaf message id", *snap.LeafMessageID); err != nil {
 			return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
@@ -38,12 +41,20 @@ func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapsho
 		snap.CreatedAt = now
 	}
 	snap.CreatedAt = snap.CreatedAt.UTC().Truncate(time.Microsecond)
+	onSession, err := ss.s.sealString(models.TableSessions, encSummary, snap.SessionID, "", snap.Summary)
+	if err != nil {
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
+	}
+	onRow, err := ss.s.sealString(models.TableSummaries, encSummary, snap.SessionID, snap.ID.String(), snap.Summary)
+	if err != nil {
+		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, err)
+	}
 	defer ss.writeLock(ctx)()
-	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+	err = ss.inTx(ctx, func(tx *gorm.DB) error {
 		tc, targs := ss.tenantCond("tenant_id")
 		res := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+
 			" SET summary = ?, "+monotonicUpdatedAt("updated_at")+", version = version + 1 WHERE id = ?"+tc,
-			append([]any{snap.Summary, now, now, snap.SessionID}, targs...)...)
+			append([]any{onSession, now, now, snap.SessionID}, targs...)...)
 		if res.Error != nil {
 			return dbErr(res.Error)
 		}
@@ -51,7 +62,7 @@ func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapsho
 			return ss.notFound("session", snap.SessionID)
 		}
 		return dbErr(tx.Omit(clause.Associations).Create(&models.Summary{ID: snap.ID, SessionID: snap.SessionID,
-			Summary: snap.Summary, LeafMessageID: snap.LeafMessageID, CreatedAt: snap.CreatedAt}).Error)
+			Summary: onRow, LeafMessageID: snap.LeafMessageID, CreatedAt: snap.CreatedAt}).Error)
 	})
 	if err != nil {
 		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, dbErr(err))
@@ -76,10 +87,9 @@ func (ss *sessionStore) GetSummaries(ctx context.Context, sessionID uuid.UUID) (
 			return nil, ss.missing("get summaries of", sessionID, err)
 		}
 	}
-	out := make([]repo.SummarySnapshot, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, repo.SummarySnapshot{ID: r.ID, SessionID: r.SessionID, Summary: r.Summary,
-			LeafMessageID: r.LeafMessageID, CreatedAt: r.CreatedAt.UTC()})
+	out, err := ss.s.summarySnapshots(rows)
+	if err != nil {
+		return nil, fmt.Errorf("get summaries of %s: %w", sessionID, err)
 	}
 	return out, nil
 }
@@ -114,10 +124,9 @@ func (ss *sessionStore) GetSummariesPage(ctx context.Context, sessionID uuid.UUI
 		last := rows[limit-1]
 		next = encodeCursor(pageCursor{Kind: curSummaries, T: last.CreatedAt.UTC(), ID: last.ID.String()})
 	}
-	out := make([]repo.SummarySnapshot, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, repo.SummarySnapshot{ID: r.ID, SessionID: r.SessionID, Summary: r.Summary,
-			LeafMessageID: r.LeafMessageID, CreatedAt: r.CreatedAt.UTC()})
+	out, err := ss.s.summarySnapshots(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, err)
 	}
 	return out, next, nil
 }

@@ -36,7 +36,8 @@ type dbFault = dialect.Fault
 // ours reports whether err already carries one of the sentinels (an error
 // the store made, or a dbFault), so dbErr leaves it alone.
 func ours(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalidInput, ErrCorruptRow, ErrLockLost, ErrRetryable, ErrTimeout, ErrClosed, ErrInvalidConfig} {
+	for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalidInput, ErrCorruptRow, ErrLockLost, ErrRetryable, ErrTimeout, ErrClosed, ErrInvalidConfig,
+		ErrKeyNotFound, ErrDecrypt} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -107,11 +107,24 @@ func (ss *sessionStore) loadTx(tx *gorm.DB, id uuid.UUID, o repo.LoadOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	if sess.Summary != nil {
+		v, err := ss.s.openString(models.TableSessions, encSummary, sess.ID, "", *sess.Summary)
+		if err != nil {
+			return nil, err
+		}
+		sess.Summary = &v
+	}
 	if sess.Messages, err = ss.loadMessages(tx, &row, o); err != nil {
 		return nil, err
 	}
 	if sess.CompactHistory, err = loadCompacts(tx, id); err != nil {
 		return nil, err
+	}
+	for i := range sess.CompactHistory {
+		c := &sess.CompactHistory[i]
+		if c.Summary, err = ss.s.openString(models.TableCompacts, encSummary, id, c.ID.String(), c.Summary); err != nil {
+			return nil, err
+		}
 	}
 	if sess.Todos, err = loadTodos(tx, id); err != nil {
 		return nil, err
@@ -177,7 +190,7 @@ func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.Lo
 		return nil, dbErr(err)
 	}
 	defer rows.Close()
-	msgs, err := scanMessages(rows, row.ID, capHint, ss.s.has(CapValidatedJSON))
+	msgs, err := ss.s.scanMessages(rows, row.ID, capHint, ss.s.has(CapValidatedJSON))
 	err = translateVia(ss.s.db, err)
 	if err != nil {
 		return nil, err
@@ -193,7 +206,7 @@ func (ss *sessionStore) loadMessages(tx *gorm.DB, row *models.Session, o repo.Lo
 // scanMessages decodes message rows; a row it cannot decode is a
 // *CorruptRowError. trusted is true on PostgreSQL, whose json and jsonb
 // columns only ever hold valid JSON, so the documents are not re-validated.
-func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bool) ([]repo.Message, error) {
+func (s *Store) scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bool) ([]repo.Message, error) {
 	msgs := make([]repo.Message, 0, min(capHint, 100000))
 	var (
 		parent, model, reqID      sql.NullString
@@ -204,7 +217,10 @@ func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bo
 	)
 	rowID := func(seq int64) string { return fmt.Sprintf("%s/%d", sessionID, seq) }
 	for rows.Next() {
-		var m repo.Message
+		var (
+			m   repo.Message
+			err error
+		)
 		if err := rows.Scan(&m.Seq, &m.ID, &parent, &role, &content, &sidechain, &compact, &usage, &meta,
 			&model, &reqID, &env, &created); err != nil {
 			return nil, dbErr(err)
@@ -224,6 +240,11 @@ func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bo
 		if !trusted && !json.Valid(content) {
 			return nil, corrupt(models.TableMessages, rowID(m.Seq), "content", errors.New("invalid JSON"))
 		}
+		if maybeEnvelope(content) {
+			if content, err = s.openValue(models.TableMessages, encMsgContent, sessionID, m.ID, content); err != nil {
+				return nil, err
+			}
+		}
 		m.Content = json.RawMessage(content)
 		if len(usage) > 0 && string(usage) != "null" {
 			u, err := decodeUsage(usage)
@@ -235,6 +256,11 @@ func scanMessages(rows *sql.Rows, sessionID uuid.UUID, capHint int64, trusted bo
 		if len(meta) > 0 {
 			if !trusted && !json.Valid(meta) {
 				return nil, corrupt(models.TableMessages, rowID(m.Seq), "metadata", errors.New("invalid JSON"))
+			}
+			if maybeEnvelope(meta) {
+				if meta, err = s.openValue(models.TableMessages, encMsgMetadata, sessionID, m.ID, meta); err != nil {
+					return nil, err
+				}
 			}
 			m.Metadata = json.RawMessage(meta)
 		}

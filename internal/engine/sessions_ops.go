@@ -69,6 +69,14 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 		if at != "" {
 			child.CurrentLeafID = &at
 		}
+		if src.Summary != nil {
+			v, err := ss.s.resealValue(models.TableSessions, encSummary, src.ID, newID, "", []byte(*src.Summary))
+			if err != nil {
+				return err
+			}
+			sv := string(v)
+			child.Summary = &sv
+		}
 		if err := tx.Omit(clause.Associations).Create(&child).Error; err != nil {
 			return dbErr(err)
 		}
@@ -90,6 +98,9 @@ FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
 			if err := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
 				n, n, newID).Error; err != nil {
 				return dbErr(err)
+			}
+			if err := ss.resealForkedMessages(tx, src.ID, newID); err != nil {
+				return err
 			}
 		}
 		// Read the fork back in the same transaction: if it cannot be

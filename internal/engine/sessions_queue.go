@@ -69,6 +69,9 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 	if err := checkText("queue content", p.Content, 0); err != nil {
 		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
 	}
+	if err := refuseEnvelope("queue content", []byte(p.Content)); err != nil {
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
+	}
 	if err := checkText("idempotency key", p.IdempotencyKey, repo.MaxIdempotencyKeyLen); err != nil {
 		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
 	}
@@ -76,10 +79,14 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 	if err != nil {
 		return nil, err
 	}
+	stored, err := sq.s.sealString(models.TableQueue, encQueue, sessionID, id.String(), p.Content)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
+	}
 	now := sq.s.now()
 	tc, targs := sq.tenantCond("tenant_id")
 	key := nilIfEmpty(p.IdempotencyKey)
-	args := append([]any{id, p.Content, p.Priority, now, key, sessionID}, targs...)
+	args := append([]any{id, stored, p.Priority, now, key, sessionID}, targs...)
 	onConflict := ""
 	if key != nil {
 		onConflict = " ON CONFLICT (session_id, idempotency_key) DO NOTHING"
@@ -106,7 +113,7 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 		if err != nil {
 			return nil, fmt.Errorf("enqueue to %s: %w", sessionID, dbErr(err))
 		}
-		items, err := scanQueueItems(rows)
+		items, err := sq.s.scanQueueItems(rows)
 		err = translateVia(sq.s.db, err)
 		if err != nil {
 			return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
@@ -137,7 +144,7 @@ func (sq *sessionQueue) Item(ctx context.Context, itemID uuid.UUID) (*repo.Queue
 	if err != nil {
 		return nil, fmt.Errorf("queue item %s: %w", itemID, dbErr(err))
 	}
-	items, err := scanQueueItems(rows)
+	items, err := sq.s.scanQueueItems(rows)
 	err = translateVia(sq.s.db, err)
 	if err != nil {
 		return nil, fmt.Errorf("queue item %s: %w", itemID, err)
@@ -173,7 +180,7 @@ func (sq *sessionQueue) Items(ctx context.Context, sessionID uuid.UUID, statuses
 	if err != nil {
 		return nil, fmt.Errorf("queue items of %s: %w", sessionID, dbErr(err))
 	}
-	items, err := scanQueueItems(rows)
+	items, err := sq.s.scanQueueItems(rows)
 	err = translateVia(sq.s.db, err)
 	if err != nil {
 		return nil, fmt.Errorf("queue items of %s: %w", sessionID, err)
@@ -187,7 +194,7 @@ func (sq *sessionQueue) Items(ctx context.Context, sessionID uuid.UUID, statuses
 }
 
 // scanQueueItems decodes queue rows; an unknown status is a *CorruptRowError.
-func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
+func (s *Store) scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
 	defer rows.Close()
 	out := []repo.QueueItem{}
 	for rows.Next() {
@@ -207,6 +214,9 @@ func scanQueueItems(rows *sql.Rows) ([]repo.QueueItem, error) {
 		st, err := repo.ParseQueueStatus(status)
 		if err != nil {
 			return nil, corrupt(models.TableQueue, it.ID.String(), "status", err)
+		}
+		if it.Content, err = s.openString(models.TableQueue, encQueue, it.SessionID, it.ID.String(), it.Content); err != nil {
+			return nil, err
 		}
 		it.Status = st
 		if tokenScan.Valid {
@@ -268,7 +278,7 @@ func (sq *sessionQueue) PendingQueue(ctx context.Context, sessionID uuid.UUID) (
 	if err != nil {
 		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, dbErr(err))
 	}
-	items, err := scanQueueItems(rows)
+	items, err := sq.s.scanQueueItems(rows)
 	err = translateVia(sq.s.db, err)
 	if err != nil {
 		return nil, fmt.Errorf("pending queue of %s: %w", sessionID, err)
@@ -320,7 +330,7 @@ func (sq *sessionQueue) PendingQueuePage(ctx context.Context, sessionID uuid.UUI
 	if err != nil {
 		return nil, "", fmt.Errorf("pending queue of %s: %w", sessionID, dbErr(err))
 	}
-	items, err := scanQueueItems(rows)
+	items, err := sq.s.scanQueueItems(rows)
 	err = translateVia(sq.s.db, err)
 	if err != nil {
 		return nil, "", fmt.Errorf("pending queue of %s: %w", sessionID, err)

@@ -35,13 +35,27 @@ func (sq *sessionQueue) Dequeue(ctx context.Context, sessionID uuid.UUID, p repo
 	if p.Wait < 0 || p.Wait > repo.MaxDequeueWait {
 		return nil, invalidf("dequeue from %s: wait %v must be between 0 and %v", sessionID, p.Wait, repo.MaxDequeueWait)
 	}
-	if p.Wait == 0 {
-		return sq.dequeueNow(ctx, sessionID, p, false)
-	}
-	if sq.tx != nil {
+	var (
+		it  *repo.QueueItem
+		err error
+	)
+	switch {
+	case p.Wait == 0:
+		it, err = sq.dequeueNow(ctx, sessionID, p, false)
+	case sq.tx != nil:
 		return nil, invalidf("dequeue from %s: a Dequeue inside a transaction cannot wait (it would not see other commits)", sessionID)
+	default:
+		it, err = sq.dequeueWait(ctx, sessionID, p)
 	}
-	return sq.dequeueWait(ctx, sessionID, p)
+	if err != nil || it == nil {
+		return it, err
+	}
+	// The item is leased: when its content cannot be decrypted the lease
+	// runs out and the item is claimable again (by a Store with the key).
+	if it.Content, err = sq.s.openString(models.TableQueue, encQueue, it.SessionID, it.ID.String(), it.Content); err != nil {
+		return nil, fmt.Errorf("dequeue from %s: item %s: %w", sessionID, it.ID, err)
+	}
+	return it, nil
 }
 
 // dequeueWait is a Dequeue that waits up to p.Wait for a claimable item:

@@ -82,6 +82,13 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 		sess.ID = id
 	}
 	row := ss.saveRow(sess, fresh, now)
+	if row.Summary != nil {
+		v, err := ss.s.sealString(models.TableSessions, encSummary, sess.ID, "", *row.Summary)
+		if err != nil {
+			return fmt.Errorf("save session %s: %w", sess.ID, err)
+		}
+		row.Summary = &v
+	}
 	k := int64(len(fresh))
 	var c savedCounters
 	unlock := ss.writeLock(ctx)
@@ -255,6 +262,9 @@ func (ss *sessionStore) saveChildren(tx *gorm.DB, sess *repo.Session, fresh []in
 		base := lastSeq - k
 		for j, i := range fresh {
 			rows = append(rows, messageRow(sess.ID, base+int64(j)+1, &sess.Messages[i]))
+			if err := ss.s.sealMessageRow(&rows[len(rows)-1]); err != nil {
+				return err
+			}
 		}
 		if err := insertMessages(tx, rows); err != nil {
 			return err
@@ -323,8 +333,12 @@ func (ss *sessionStore) insertCompacts(tx *gorm.DB, sess *repo.Session, now time
 		if c.Trigger != "" {
 			trig, _ = repo.ParseCompactTrigger(string(c.Trigger))
 		}
+		summary, err := ss.s.sealString(models.TableCompacts, encSummary, sess.ID, c.ID.String(), c.Summary)
+		if err != nil {
+			return err
+		}
 		rows = append(rows, models.Compact{ID: c.ID, SessionID: sess.ID, Trigger: string(trig), PreTokens: c.PreTokens,
-			PostTokens: c.PostTokens, SavedTokens: c.SavedTokens, Summary: c.Summary, OriginalCount: c.OriginalCount,
+			PostTokens: c.PostTokens, SavedTokens: c.SavedTokens, Summary: summary, OriginalCount: c.OriginalCount,
 			NewCount: c.NewCount, LogicalParentID: c.LogicalParentID, CreatedAt: c.CreatedAt.UTC().Truncate(time.Microsecond)})
 	}
 	if len(rows) == 0 {

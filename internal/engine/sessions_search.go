@@ -68,6 +68,9 @@ func (ss *sessionStore) Search(ctx context.Context, p repo.SearchParams) (repo.S
 	fail := func(err error) (repo.SearchPage, error) {
 		return repo.SearchPage{}, fmt.Errorf("search messages: %w", err)
 	}
+	if ss.s.cfg.codec != nil {
+		return fail(ErrContentEncrypted)
+	}
 	terms, err := dialect.ParseSearchQuery(p.Query)
 	if err != nil {
 		return fail(err)

@@ -142,6 +142,9 @@ func checkMessage(i int, m *repo.Message, maxContent int) error {
 	if err := checkJSON(f("metadata"), m.Metadata, false); err != nil {
 		return err
 	}
+	if err := refuseEnvelope(f("metadata"), m.Metadata); err != nil {
+		return err
+	}
 	if err := checkJSON(f("environment"), m.Environment, false); err != nil {
 		return err
 	}
@@ -184,6 +187,11 @@ func checkSessionRow(s *repo.Session) error {
 	}
 	if err := checkOptText("summary", s.Summary, 0); err != nil {
 		return err
+	}
+	if s.Summary != nil {
+		if err := refuseEnvelope("summary", []byte(*s.Summary)); err != nil {
+			return err
+		}
 	}
 	if err := checkOptText("static context hash", s.StaticContextHash, repo.MaxHashLen); err != nil {
 		return err
@@ -293,6 +301,9 @@ func checkPlan(p *repo.Plan) error {
 
 func checkCompact(i int, c *repo.CompactRecord) error {
 	if err := checkText(fmt.Sprintf("compact %d summary", i), c.Summary, 0); err != nil {
+		return err
+	}
+	if err := refuseEnvelope(fmt.Sprintf("compact %d summary", i), []byte(c.Summary)); err != nil {
 		return err
 	}
 	if c.LogicalParentID != nil {

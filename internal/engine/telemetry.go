@@ -452,6 +452,8 @@ func errorClasses() []errorClass {
 		{"retryable", ErrRetryable},
 		{"not_found", ErrNotFound},
 		{"invalid_config", ErrInvalidConfig},
+		{"key_not_found", ErrKeyNotFound},
+		{"decrypt", ErrDecrypt},
 		{"_OTHER", nil},
 	}
 }
@@ -467,7 +469,7 @@ const (
 	classLockLost  = 6
 	classRetryable = 16
 	classNotFound  = 17
-	classOther     = 19
+	classOther     = 21
 )
 
 // classIndex returns the index of the class called name, -1 when none.
