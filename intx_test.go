@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -442,4 +443,61 @@ func TestInTx_DequeueKeepsSynchronousCommit(t *testing.T) {
 	if sc != "on" {
 		t.Fatalf("synchronous_commit in the application's transaction after a Dequeue: %q, want on", sc)
 	}
+}
+
+// TestInTx_ContentCodec: writes made inside the application's transaction
+// go through the Store's content codec like any other write: the stored
+// message and queue item are ciphertext, and reads return the plaintext.
+func TestInTx_ContentCodec(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		codec, err := agentstore.NewAESGCMCodec("k1", map[string][]byte{"k1": make([]byte, 32)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := h.New(t, agentstore.WithContentCodec(codec))
+		s := repo.NewSession()
+		if err := st.Sessions().Save(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := st.BeginSQLTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		view, err := st.InSQLTx(ctx, tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret := `[{"type":"text","text":"the vault code is 7391"}]`
+		if _, err := view.Sessions().AppendMessages(ctx, s.ID, repo.Message{Role: repo.RoleUser, Content: []byte(secret)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := view.SessionQueue().Enqueue(ctx, s.ID, "queued 7391", 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"SELECT content FROM agentstore_messages", "SELECT content FROM agentstore_queue"} {
+			if h.Schema != "" {
+				q = strings.Replace(q, "FROM ", `FROM "`+h.Schema+`".`, 1)
+			}
+			var raw string
+			if err := st.SQLDB().QueryRowContext(ctx, q).Scan(&raw); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			if strings.Contains(raw, "7391") || !strings.Contains(raw, `"$enc"`) {
+				t.Fatalf("%s: stored %q, want an envelope without the plaintext", q, raw)
+			}
+		}
+		loaded, err := st.Sessions().Load(ctx, s.ID, repo.LoadOptions{})
+		if err != nil || len(loaded.Messages) != 1 || !strings.Contains(string(loaded.Messages[0].Content), "7391") {
+			t.Fatalf("load: %+v, %v", loaded, err)
+		}
+		it, err := st.SessionQueue().Dequeue(ctx, s.ID, repo.DequeueParams{Owner: "w"})
+		if err != nil || it == nil || it.Content != "queued 7391" {
+			t.Fatalf("dequeue: %+v, %v", it, err)
+		}
+	})
 }
