@@ -14,7 +14,7 @@ import (
 // like 23505, and any other XX000 is not classified as one.
 func TestTranslateDriverError_CitusDuplicateKey(t *testing.T) {
 	t.Parallel()
-	d := New()
+	d := pgDialect{}
 	cases := []struct {
 		err      *pgconn.PgError
 		conflict bool
