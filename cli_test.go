@@ -230,7 +230,7 @@ func TestCLI(t *testing.T) {
 		if r.stdout != "" {
 			t.Errorf("--citus=rows refused but printed %q", r.stdout)
 		}
-		run(t, 2, "ddl", "--dialect", "postgres", "--citus")               // schema mode needs --schema
+		run(t, 2, "ddl", "--dialect", "postgres", "--citus")                // schema mode needs --schema
 		run(t, 2, "ddl", "--dialect", "sqlite", "--citus", "--schema", "s") // Citus is PostgreSQL
 		run(t, 2, "ddl", "--dialect", "postgres", "--citus=shards", "--schema", "s")
 		run(t, 2, "ddl", "--dialect", "postgres", "--citus", "--schema", "s", "--flyway", t.TempDir())
