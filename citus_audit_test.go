@@ -534,7 +534,7 @@ func classifyStatement(sql string) (class, template string) {
 			} else if v, _, ok := literalAt(i + 2); ok {
 				pin(g, v)
 			}
-		case strings.EqualFold(toks[i+1].text, "IN") && i+2 < len(toks) && toks[i+2].text == "(":
+		case strings.EqualFold(toks[i+1].text, "IN") && i+3 < len(toks) && toks[i+2].text == "(" && toks[i+3].literal():
 			for j := i + 3; j < len(toks) && toks[j].text != ")"; j++ {
 				if toks[j].literal() {
 					pin(g, toks[j].text)
