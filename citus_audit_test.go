@@ -340,8 +340,8 @@ func tokenize(sql string) []sqlTok {
 			} else {
 				out = append(out, sqlTok{'i', id})
 			}
-		case c == ':' && i+1 < len(sql) && sql[i+1] == ':':
-			out = append(out, sqlTok{'x', "::"})
+		case i+1 < len(sql) && slices.Contains([]string{"::", "<=", ">=", "<>", "!=", "||"}, sql[i:i+2]):
+			out = append(out, sqlTok{'x', sql[i : i+2]})
 			i += 2
 		default:
 			out = append(out, sqlTok{'x', string(c)})
