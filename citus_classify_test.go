@@ -56,6 +56,11 @@ func TestCitusClassifier(t *testing.T) {
 	if a != b {
 		t.Errorf("batch templates differ:\n  %s\n  %s", a, b)
 	}
+	_, a = classifyStatement(`DELETE FROM "agentstore_worker_queue" WHERE id IN (1) AND lock_token = CASE id WHEN 1 THEN CAST('a' AS text) END RETURNING id`)
+	_, b = classifyStatement(`DELETE FROM "agentstore_worker_queue" WHERE id IN (1,2,3) AND lock_token = CASE id WHEN 1 THEN CAST('a' AS text) WHEN 2 THEN CAST('b' AS text) WHEN 3 THEN CAST('c' AS text) END RETURNING id`)
+	if a != b || a != `DELETE FROM {worker_queue} WHERE id IN (?) AND lock_token = CASE id WHEN ? THEN CAST (? AS text) END RETURNING id` {
+		t.Errorf("CASE lists of different lengths:\n  %s\n  %s", a, b)
+	}
 	for op, hot := range map[string]bool{"(*sessionQueue).Dequeue": true, "(*provider).FetchOrchestrationItem": true,
 		"(*sessionRepo).List": false, "(*providerAdmin).ListInstances": false, "(other)": false} {
 		if citusHot(op) != hot {
