@@ -180,10 +180,13 @@ func (a *citusAudit) check(t *testing.T) {
 	if a.total == 0 {
 		return
 	}
-	byClass := map[string]int{}
+	byClass, hotClass := map[string]int{}, map[string]int{}
 	var entries []auditEntry
 	for e, n := range a.counts {
 		byClass[e.class] += n
+		if citusHot(e.op) {
+			hotClass[e.class] += n
+		}
 		entries = append(entries, e)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].line() < entries[j].line() })
@@ -192,8 +195,9 @@ func (a *citusAudit) check(t *testing.T) {
 		distinct[e.key()] = true
 	}
 	summary := fmt.Sprintf("%d statements: %d single-key, %d multi-key, %d global, %d no distributed table; %d distinct entries "+
-		"(not audited: %d of Migrate's DDL, %d of the suite's own)",
-		a.total, byClass["single"], byClass["multi"], byClass["global"], byClass["none"], len(distinct), a.ddl, a.suite)
+		"(not audited: %d of Migrate's DDL, %d of the suite's own); on the hot paths: %d single-key, %d multi-key, %d global, %d no distributed table",
+		a.total, byClass["single"], byClass["multi"], byClass["global"], byClass["none"], len(distinct), a.ddl, a.suite,
+		hotClass["single"], hotClass["multi"], hotClass["global"], hotClass["none"])
 	t.Logf("citus statement audit: %s", summary)
 	if os.Getenv(citusAuditWriteEnv) == "1" {
 		var b strings.Builder
