@@ -32,6 +32,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"runtime"
@@ -199,6 +200,27 @@ func (a *citusAudit) check(t *testing.T) {
 		a.total, byClass["single"], byClass["multi"], byClass["global"], byClass["none"], len(distinct), a.ddl, a.suite,
 		hotClass["single"], hotClass["multi"], hotClass["global"], hotClass["none"])
 	t.Logf("citus statement audit: %s", summary)
+	perOp := map[string][3]int{} // hot op -> single, multi, global statements
+	for e, n := range a.counts {
+		if !citusHot(e.op) {
+			continue
+		}
+		c := perOp[e.op]
+		switch e.class {
+		case "single":
+			c[0] += n
+		case "multi":
+			c[1] += n
+		case "global":
+			c[2] += n
+		}
+		perOp[e.op] = c
+	}
+	ops := slices.Sorted(maps.Keys(perOp))
+	for _, op := range ops {
+		c := perOp[op]
+		t.Logf("  hot %-45s %6d single-key %5d multi-key %5d global", op, c[0], c[1], c[2])
+	}
 	if os.Getenv(citusAuditWriteEnv) == "1" {
 		var b strings.Builder
 		b.WriteString("# agentstore statement audit (citus_audit_test.go): class, engine operation, template hash, template.\n" +
