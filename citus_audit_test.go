@@ -22,7 +22,9 @@ package agentstore_test
 // template) entries of the last full run. The test fails when an
 // operation on a hot path (citusHotOps) sends a statement that is not
 // single-key and not in that list, and logs every other entry the list
-// lacks. Regenerate the list after reviewing the new entries:
+// lacks. Regenerate the list after reviewing the new entries (it keeps the
+// old list's hot-path global entries the run did not reach; delete the
+// file first to drop stale ones):
 //
 //	AGENTSTORE_LONG_TESTS=1 AGENTSTORE_CITUS_AUDIT_WRITE=1 go test -run 'TestConformance$/postgres-general$' .
 
@@ -229,11 +231,27 @@ func (a *citusAudit) check(t *testing.T) {
 			"#   AGENTSTORE_LONG_TESTS=1 " + citusAuditWriteEnv + "=1 go test -run 'TestConformance$/postgres-general$' .\n")
 		fmt.Fprintf(&b, "# %s\n", summary)
 		seen := map[string]bool{}
+		var lines []string
 		for _, e := range entries {
 			if !seen[e.key()] {
 				seen[e.key()] = true
-				b.WriteString(e.line() + "\n")
+				lines = append(lines, e.line())
 			}
+		}
+		// A hot-path global or multi-key entry of the old list that this run
+		// did not reach (a rare path: a retry, a fetch level) is kept, so the
+		// check does not flake; delete the file first to drop stale entries.
+		if _, err := os.Stat(citusAuditFile); err == nil {
+			for k, l := range readCitusAudit(t) {
+				parts := strings.SplitN(k, "\t", 3)
+				if !seen[k] && (parts[0] == "global" || parts[0] == "multi") && citusHot(parts[1]) {
+					lines = append(lines, l)
+				}
+			}
+		}
+		sort.Strings(lines)
+		for _, l := range lines {
+			b.WriteString(l + "\n")
 		}
 		if err := os.WriteFile(citusAuditFile, []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
