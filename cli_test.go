@@ -209,6 +209,33 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("ddl_citus", func(t *testing.T) {
+		t.Parallel()
+		want, err := agentstore.CitusDDL(agentstore.CitusSchemaMode, agentstore.WithSchema("tenant_a"), agentstore.WithTablePrefix("claude_"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flag := range []string{"--citus", "--citus=schema"} {
+			if r := run(t, 0, "ddl", "--dialect", "postgres", flag, "--schema", "tenant_a", "--prefix", "claude_"); r.stdout != want {
+				t.Fatalf("ddl %s printed %q, want agentstore.CitusDDL's %q", flag, r.stdout, want)
+			}
+		}
+		// rows: refused (exit 2) naming the tables whose keys lack the column
+		r := run(t, 2, "ddl", "--dialect", "postgres", "--citus=rows", "--schema", "tenant_a")
+		for _, tb := range []string{"sessions", "queue", "orchestrator_queue", "worker_queue"} {
+			if !strings.Contains(r.stderr, " "+tb+" by ") {
+				t.Errorf("--citus=rows refusal does not name %s: %s", tb, r.stderr)
+			}
+		}
+		if r.stdout != "" {
+			t.Errorf("--citus=rows refused but printed %q", r.stdout)
+		}
+		run(t, 2, "ddl", "--dialect", "postgres", "--citus")                // schema mode needs --schema
+		run(t, 2, "ddl", "--dialect", "sqlite", "--citus", "--schema", "s") // Citus is PostgreSQL
+		run(t, 2, "ddl", "--dialect", "postgres", "--citus=shards", "--schema", "s")
+		run(t, 2, "ddl", "--dialect", "postgres", "--citus", "--schema", "s", "--flyway", t.TempDir())
+	})
+
 	t.Run("migrate_verify", func(t *testing.T) {
 		t.Parallel()
 		forEachDialect(t, func(t *testing.T, h *harness) {

@@ -19,7 +19,10 @@ import (
 // agentstoretest) on every dialect: a SQLite file per test, and a fresh
 // PostgreSQL schema per test at AGENTSTORE_TEST_POSTGRES_DSN, there twice:
 // with the dialect's one-statement fast paths and with the general
-// transaction paths (WithoutCapabilities(CapFastPaths)), so neither rots.
+// transaction paths (WithoutCapabilities(CapFastPaths)), so neither rots,
+// and (long tests) as a portable PostgreSQL-wire engine (postgres-portable:
+// no fast paths, advisory locks, wake-up, SKIP LOCKED or async commit).
+// The general run also audits every statement for Citus (citus_audit_test.go).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
@@ -35,9 +38,29 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		requireSuiteVariant(t)
 		requirePostgres(t)
-		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(agentstore.CapFastPaths)))
+		// the statement audit (citus_audit_test.go): every statement of the
+		// general paths, which a Citus deployment runs, classified by shard
+		// routing once every test of the variant has finished
+		audit := &citusAudit{}
+		t.Cleanup(func() { audit.check(t) })
+		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(agentstore.CapFastPaths),
+			agentstore.WithLogger(audit)))
+	})
+	t.Run("postgres-portable", func(t *testing.T) {
+		t.Parallel()
+		requireSuiteVariant(t)
+		requirePostgres(t)
+		// a PostgreSQL-wire engine without the PostgreSQL-only features
+		// (CockroachDB, YugabyteDB, Citus): every fallback of
+		// docs/distributed.md's capability table
+		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(portableOff)))
 	})
 }
+
+// portableOff are the capabilities the postgres-portable variant switches
+// off: fast paths, advisory locks, wake-up, SKIP LOCKED, async commit.
+const portableOff = agentstore.CapFastPaths | agentstore.CapAdvisoryLocks | agentstore.CapWakeup |
+	agentstore.CapSkipLocked | agentstore.CapAsyncCommit
 
 func TestOpen_RejectsUnknownScheme(t *testing.T) {
 	t.Parallel()

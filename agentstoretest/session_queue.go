@@ -21,7 +21,54 @@ func sessionQueueTests() []test {
 	return tests(
 		test{"SessionsQueueOrderAndLeases", testSessionsQueueOrderAndLeases},
 		test{"SessionsQueueConcurrentWorkers", testSessionsQueueConcurrentWorkers},
+		test{"SessionsQueueLeaseNamesItsSession", testSessionsQueueLeaseNamesItsSession},
 	)
+}
+
+// testSessionsQueueLeaseNamesItsSession: a dequeued item's lease carries
+// its session (Lease.SessionID, by which Complete, Fail and Release find
+// the item on a distributed database); a lease naming another session is
+// ErrNotFound and leaves the item leased; a lease without a session finds
+// the item by id alone.
+func testSessionsQueueLeaseNamesItsSession(t *testing.T, h *harness) {
+	st, _ := newSessionsStore(t, h)
+	r, q := st.Sessions(), st.SessionQueue()
+	ctx := context.Background()
+	s, other := repo.NewSession(), repo.NewSession()
+	mustSave(t, r, s)
+	mustSave(t, r, other)
+	if _, err := q.Enqueue(ctx, s.ID, "job", 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Owner: "w", Lease: time.Minute})
+	if err != nil || it == nil {
+		t.Fatalf("dequeue = %+v, %v", it, err)
+	}
+	if got := it.Lease().SessionID; got != s.ID {
+		t.Fatalf("lease session = %s, want %s", got, s.ID)
+	}
+	wrong := it.Lease()
+	wrong.SessionID = other.ID
+	if err := q.Complete(ctx, wrong); !errors.Is(err, agentstore.ErrNotFound) {
+		t.Fatalf("Complete with another session's lease = %v, want ErrNotFound", err)
+	}
+	if err := q.Fail(ctx, wrong, "x"); !errors.Is(err, agentstore.ErrNotFound) {
+		t.Fatalf("Fail with another session's lease = %v, want ErrNotFound", err)
+	}
+	if err := q.Release(ctx, wrong); !errors.Is(err, agentstore.ErrNotFound) {
+		t.Fatalf("Release with another session's lease = %v, want ErrNotFound", err)
+	}
+	if got, err := q.Item(ctx, it.ID); err != nil || got.Status != repo.QueueProcessing {
+		t.Fatalf("item after refused ends = %+v, %v; want still processing", got, err)
+	}
+	bare := it.Lease()
+	bare.SessionID = uuid.Nil
+	if err := q.Complete(ctx, bare); err != nil {
+		t.Fatalf("Complete with a lease without its session = %v", err)
+	}
+	if got, err := q.Item(ctx, it.ID); err != nil || got.Status != repo.QueueCompleted {
+		t.Fatalf("item after Complete = %+v, %v; want completed", got, err)
+	}
 }
 
 // testSessionsQueueOrderAndLeases: the session queue dequeues by priority,

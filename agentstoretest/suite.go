@@ -493,3 +493,16 @@ func capable(st Store, c agentstore.Capability) bool {
 	cs, ok := st.(interface{ Capabilities() agentstore.Capability })
 	return ok && cs.Capabilities().Has(c)
 }
+
+// wakeLimit is how soon a call waiting on st must see another Store's
+// write: within a second with a cross-Store wake-up (CapWakeup), else
+// within the Store's fallback re-check (pollInterval) and a second (a
+// PostgreSQL-wire engine without LISTEN/NOTIFY, or a pooler that cannot
+// carry it, polls).
+func wakeLimit(st Store, pollInterval time.Duration) time.Duration {
+	cs, ok := st.(interface{ Capabilities() agentstore.Capability })
+	if !ok || cs.Capabilities().Has(agentstore.CapWakeup) {
+		return time.Second
+	}
+	return pollInterval + time.Second
+}

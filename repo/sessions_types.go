@@ -641,7 +641,7 @@ type EnqueueParams struct {
 
 // Lease returns the lease of a dequeued item, for Complete, Fail and Release.
 func (q *QueueItem) Lease() Lease {
-	l := Lease{ItemID: q.ID}
+	l := Lease{ItemID: q.ID, SessionID: q.SessionID}
 	if q.LeaseToken != nil {
 		l.Token = *q.LeaseToken
 	}
@@ -657,6 +657,12 @@ type Lease struct {
 	ItemID uuid.UUID
 	Token  uuid.UUID
 	Until  time.Time
+	// SessionID, when not uuid.Nil, is the item's session (QueueItem.Lease
+	// sets it): Complete, Fail and Release then find the item by session
+	// and id, a statement a distributed database (Citus) routes to the
+	// session's shard. A lease naming another session than the item's is
+	// ErrNotFound. uuid.Nil finds the item by id alone.
+	SessionID uuid.UUID
 }
 
 // DequeueParams configures Dequeue.

@@ -3,6 +3,7 @@
 //	agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S]
 //	agentstore ddl --dialect D --format flyway|goose|golang-migrate --dir DIR [--version-offset N]
 //	agentstore ddl --dialect D --flyway DIR
+//	agentstore ddl --dialect postgres --citus[=schema|rows] [--schema S] [--prefix P]
 //	agentstore status --dsn DSN [--prefix P] [--schema S] [--json]
 //	agentstore migrate --dsn DSN [--prefix P] [--schema S] [--target N] [--dry-run]
 //	agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
@@ -12,7 +13,11 @@
 // ddl prints the whole migration chain (agentstore.DDL) to stdout, or
 // writes it as one file per migration in a tool's layout
 // (agentstore.ExportMigrations; --flyway DIR is --format flyway --dir DIR);
-// it refuses to overwrite a file whose content differs. status opens the
+// it refuses to overwrite a file whose content differs; with --citus it
+// prints the Citus distribution statements instead (agentstore.CitusDDL:
+// --citus or --citus=schema distributes the --schema schema,
+// --citus=rows distributes each table by its column and is refused, exit
+// 2, while the schema's keys lack the distribution column). status opens the
 // database read-only and prints the versions it records and the versions
 // of this build's chain it lacks (Store.MigrationStatus), one per line, or
 // as JSON with --json. migrate runs Store.MigrateTo up to --target (default:
@@ -73,6 +78,7 @@ usage:
   agentstore ddl --dialect postgres|sqlite [--prefix P] [--schema S]        the whole chain, to stdout
   agentstore ddl --dialect D --format flyway|goose|golang-migrate --dir DIR [--version-offset N] [--prefix P] [--schema S]
   agentstore ddl --dialect D --flyway DIR [--version-offset N]              = --format flyway --dir DIR
+  agentstore ddl --dialect postgres --citus[=schema|rows] [--schema S] [--prefix P]   Citus distribution statements
   agentstore status  --dsn DSN [--prefix P] [--schema S] [--json]           applied and pending versions
   agentstore migrate --dsn DSN [--prefix P] [--schema S] [--target N] [--dry-run]
   agentstore verify  --dsn DSN [--prefix P] [--schema S] [--json]           compare the database with the models
@@ -85,6 +91,9 @@ flags:
   --dir DIR           ddl: the directory --format writes to
   --flyway DIR        ddl: --format flyway --dir DIR
   --version-offset N  ddl: add N to every file's version (to sit after an application's own migrations)
+  --citus             ddl: print the Citus distribution statements instead of the chain (= --citus=schema:
+                      needs --schema); --citus=rows: per-table distribution (refused while the schema's keys
+                      lack the distribution column)
   --dsn DSN           status, migrate, verify: postgres://user:pass@host:5432/db?sslmode=disable,
                       host=h user=u dbname=d, sqlite:PATH or sqlite::memory: (or set AGENTSTORE_DSN
                       instead, to keep a password off the command line)
@@ -222,6 +231,8 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 	format := c.fs.String("format", "", "write the chain as files for flyway, goose or golang-migrate (needs --dir)")
 	dir := c.fs.String("dir", "", "directory the --format files are written to")
 	offset := c.fs.Int64("version-offset", 0, "add N to every file's version (to sit after an application's own migrations)")
+	var citus citusFlag
+	c.fs.Var(&citus, "citus", "print the Citus distribution statements: schema (default) or rows")
 	if code, done := c.parse(args, stderr); done {
 		return code
 	}
@@ -229,6 +240,9 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 	if d != agentstore.Postgres && d != agentstore.SQLite {
 		fmt.Fprintf(stderr, "agentstore ddl: --dialect must be postgres or sqlite (got %q)\n", *dialect)
 		return exitError
+	}
+	if citus.set {
+		return citusDDL(d, citus.mode, *flyway != "" || *format != "" || *dir != "" || *offset != 0, c, stdout, stderr)
 	}
 	if *flyway != "" {
 		if *format != "" && *format != string(agentstore.FormatFlyway) || *dir != "" && *dir != *flyway {
@@ -262,6 +276,52 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if _, err := io.WriteString(stdout, ddl); err != nil {
+		fmt.Fprintf(stderr, "agentstore ddl: %s\n", cliErr(err))
+		return exitError
+	}
+	return exitOK
+}
+
+// citusFlag is --citus[=schema|rows]: a bare --citus is schema.
+type citusFlag struct {
+	set  bool
+	mode agentstore.CitusMode
+}
+
+func (f *citusFlag) String() string { return string(f.mode) }
+
+// IsBoolFlag lets --citus stand alone (flag passes "true").
+func (f *citusFlag) IsBoolFlag() bool { return true }
+
+func (f *citusFlag) Set(v string) error {
+	switch v {
+	case "true", string(agentstore.CitusSchemaMode):
+		f.mode = agentstore.CitusSchemaMode
+	case string(agentstore.CitusRowsMode):
+		f.mode = agentstore.CitusRowsMode
+	default:
+		return fmt.Errorf("want --citus, --citus=schema or --citus=rows")
+	}
+	f.set = true
+	return nil
+}
+
+// citusDDL prints agentstore.CitusDDL(mode) for ddl --citus.
+func citusDDL(d agentstore.Dialect, mode agentstore.CitusMode, files bool, c *common, stdout, stderr io.Writer) int {
+	if d != agentstore.Postgres {
+		fmt.Fprintf(stderr, "agentstore ddl: --citus needs --dialect postgres (Citus is a PostgreSQL extension)\n")
+		return exitError
+	}
+	if files {
+		fmt.Fprintf(stderr, "agentstore ddl: --citus prints to stdout; do not combine it with --format, --dir, --flyway or --version-offset\n")
+		return exitError
+	}
+	out, err := agentstore.CitusDDL(mode, c.options()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentstore ddl: %s\n", cliErr(err))
+		return exitError
+	}
+	if _, err := io.WriteString(stdout, out); err != nil {
 		fmt.Fprintf(stderr, "agentstore ddl: %s\n", cliErr(err))
 		return exitError
 	}

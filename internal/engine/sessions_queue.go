@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -52,10 +53,14 @@ func (sq *sessionQueue) Enqueue(ctx context.Context, sessionID uuid.UUID, conten
 	return sq.EnqueueWith(ctx, sessionID, repo.EnqueueParams{Content: content, Priority: priority})
 }
 
-// EnqueueWith implements repo.SessionQueue. The insert reads the session
-// row with a lock (FOR UPDATE where the database has row locks), so an
-// Enqueue racing a Delete of its session is ErrNotFound, never a
-// foreign-key error; with an idempotency key it is an INSERT ... ON
+// EnqueueWith implements repo.SessionQueue. The insert selects the
+// session row (in the view's tenant) without a row lock: the foreign key's
+// own check locks the session row against a concurrent Delete (KEY SHARE,
+// which does not wait for appends or saves), and an Enqueue that loses
+// that race gets the foreign-key violation, reported as ErrNotFound like
+// a missing session. One statement routed by session id, so Citus runs it
+// on one shard (it refuses INSERT ... SELECT ... FOR UPDATE on a
+// distributed table). With an idempotency key it is an INSERT ... ON
 // CONFLICT DO NOTHING on the (session_id, idempotency_key) unique index,
 // and a key already taken reads the stored item back.
 func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p repo.EnqueueParams) (*repo.QueueItem, error) {
@@ -98,9 +103,13 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 		" (id, session_id, operation, content, priority, status, attempts, created_at, idempotency_key) SELECT "+
 		sq.param("uuid")+", id, 'enqueue', "+sq.param("text")+", "+sq.param("integer")+", 'pending', 0, "+
 		sq.param("timestamptz")+", "+sq.param("text")+" FROM "+sq.s.quoted(models.TableSessions)+" WHERE id = ?"+tc+
-		sq.s.forUpdate()+onConflict+" RETURNING seq", args...).Scan(&seqs)
+		onConflict+" RETURNING seq", args...).Scan(&seqs)
 	if res.Error != nil {
-		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, dbErr(res.Error))
+		err := dbErr(res.Error)
+		if errors.Is(err, ErrNotFound) { // the session was deleted after the select saw it
+			return nil, sq.notFound("enqueue to", sessionID)
+		}
+		return nil, fmt.Errorf("enqueue to %s: %w", sessionID, err)
 	}
 	if len(seqs) == 0 {
 		if key == nil {

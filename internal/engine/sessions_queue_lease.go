@@ -310,21 +310,23 @@ func (s *Store) claimSQL(g []*gcReq[uint64, dequeueReq]) (string, []any) {
 	}
 	if len(g) == 1 {
 		r := g[0].in
+		// session_id = ? repeated outside the pick: the UPDATE is routed by
+		// the distribution column (one shard on Citus), not only its subquery
 		return with + "UPDATE " + qt + " SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?," +
-				" attempts = attempts + 1 WHERE seq = (" + pick("seq") + ")" + async + " RETURNING lease_token, " + claimCols,
-			append([]any{r.token, nilIfEmpty(r.owner), r.nowMS + r.lease.Milliseconds()}, pickArgs...)
+				" attempts = attempts + 1 WHERE session_id = ? AND seq = (" + pick("seq") + ")" + async + " RETURNING lease_token, " + claimCols,
+			append([]any{r.token, nilIfEmpty(r.owner), r.nowMS + r.lease.Milliseconds(), r.session}, pickArgs...)
 	}
 	var b strings.Builder
 	b.WriteString(with + "UPDATE " + qt + " SET status = 'processing', lease_token = w.column2, lease_owner = w.column3," +
 		" leased_until = w.column4, attempts = attempts + 1 FROM (SELECT cseq, row_number() OVER (ORDER BY cprio DESC, cseq) AS rn" +
 		" FROM (" + pick("seq AS cseq, priority AS cprio") + ") AS c0) AS c, (VALUES ")
 	writeTuples(&b, len(g), "("+s.castParam("bigint")+", "+s.castParam("uuid")+", "+s.castParam("text")+", "+s.castParam("bigint")+")")
-	b.WriteString(") AS w WHERE seq = c.cseq AND w.column1 = c.rn" + async + " RETURNING lease_token, " + claimCols)
+	b.WriteString(") AS w WHERE session_id = ? AND seq = c.cseq AND w.column1 = c.rn" + async + " RETURNING lease_token, " + claimCols)
 	args := pickArgs
 	for i, r := range g {
 		args = append(args, int64(i+1), r.in.token, nilIfEmpty(r.in.owner), r.in.nowMS+r.in.lease.Milliseconds())
 	}
-	return b.String(), args
+	return b.String(), append(args, g[0].in.session)
 }
 
 // completeReq is one lease-ending call (Complete, Fail, Release): its
@@ -398,8 +400,14 @@ func (s *Store) endLeasesSQL(set leaseSet, setArgs []any, calls []completeReq) (
 		if set("?") != set("") { // the SET list reads the call's time
 			args = append(args, r.now)
 		}
-		args = append(append(args, setArgs...), r.l.ItemID, r.l.Token, r.nowMS)
-		return "UPDATE " + qt + " SET " + set("?") + " WHERE id = ? AND lease_token = ? AND status = 'processing'" +
+		args = append(args, setArgs...)
+		where := " WHERE "
+		if r.l.SessionID != uuid.Nil { // routed by the distribution column (docs/distributed.md)
+			where += "session_id = ? AND "
+			args = append(args, r.l.SessionID)
+		}
+		args = append(args, r.l.ItemID, r.l.Token, r.nowMS)
+		return "UPDATE " + qt + " SET " + set("?") + where + "id = ? AND lease_token = ? AND status = 'processing'" +
 			" AND leased_until >= ?" + tc, append(args, targs...)
 	}
 	sorted := slices.Clone(calls)
@@ -444,9 +452,13 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, r completeReq, 
 // ErrLockLost otherwise.
 func (sq *sessionQueue) leaseMiss(ctx context.Context, op string, l repo.Lease) error {
 	tc, targs := sq.inTenantCond()
+	where, args := " WHERE id = ?", []any{l.ItemID}
+	if l.SessionID != uuid.Nil {
+		where, args = " WHERE session_id = ? AND id = ?", []any{l.SessionID, l.ItemID}
+	}
 	var n int64
-	if err := sq.db(ctx).Raw("SELECT COUNT(*) FROM "+sq.s.quoted(models.TableQueue)+" WHERE id = ?"+tc,
-		append([]any{l.ItemID}, targs...)...).Scan(&n).Error; err != nil {
+	if err := sq.db(ctx).Raw("SELECT COUNT(*) FROM "+sq.s.quoted(models.TableQueue)+where+tc,
+		append(args, targs...)...).Scan(&n).Error; err != nil {
 		return fmt.Errorf("%s queue item %s: %w", op, l.ItemID, dbErr(err))
 	}
 	if n == 0 {

@@ -187,6 +187,14 @@ func (pgDialect) TranslateDriverError(err error) (error, bool) {
 		switch pgErr.Code {
 		case "23505":
 			return &dialect.Fault{Kind: repo.ErrConflict, Cause: err}, true
+		case "XX000":
+			// Citus reports a unique violation raised on a worker as an
+			// internal error with PostgreSQL's text (docs/distributed.md);
+			// any other XX000 stays unclassified.
+			if strings.HasPrefix(pgErr.Message, "duplicate key value violates unique constraint") {
+				return &dialect.Fault{Kind: repo.ErrConflict, Cause: err}, true
+			}
+			return err, true
 		case "55P03":
 			// lock_not_available: lock_timeout (WithLockTimeout) expired
 			return &dialect.Fault{Kind: repo.ErrLockTimeout, Cause: err}, true
