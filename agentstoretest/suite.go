@@ -259,6 +259,7 @@ func Areas() []Area {
 		{"Admin", concat(adminTests(), adminExtTests(), adminDefectTests(), providerPagingTests())},
 		{"ChangeFeed", changeFeedTests()},
 		{"Errors", concat(errorsTests(), errorsDriverTests(), errorsDefectTests(), closedTests())},
+		{"ExportImport", exportImportTests()},
 		{"Hostile", hostileTests()},
 		{"KV", kvTests()},
 		{"Orchestration", concat(orchestrationTests(), orchestrationDefectTests(), orchestrationContractTests(), orchestrationLeaseTests())},

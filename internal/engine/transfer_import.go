@@ -58,6 +58,9 @@ type importGroup struct {
 	bline   int
 	bname   string
 	serials map[string]string // table base name -> serial column written
+	// msgs counts a session's message records, want is its stored
+	// message_count: they must agree when the group ends.
+	msgs, want int64
 }
 
 // Import reads an export stream (docs/export.md) from r into the store.
@@ -223,6 +226,9 @@ func (im *importer) startGroup(k recordKind, row any) error {
 		im.closeTx(false)
 		return nil
 	}
+	if s, ok := row.(*models.Session); ok {
+		g.want = s.MessageCount
+	}
 	if s, ok := row.(*models.Session); ok && s.ParentID != nil {
 		var n int64
 		if err := tx.Model(&models.Session{}).Where("id = ?", *s.ParentID).Count(&n).Error; err != nil {
@@ -283,6 +289,9 @@ func (im *importer) stored(tx *gorm.DB, row any) (bool, error) {
 // add queues row (of kind k) for insertion in the open group.
 func (im *importer) add(k recordKind, row any, name string) error {
 	g := im.g
+	if k.typ == recMessage {
+		g.msgs++
+	}
 	if g.batch.IsValid() && (g.bkind.typ != k.typ || g.batch.Len() >= importBatch) {
 		if err := im.flush(); err != nil {
 			return err
@@ -321,6 +330,9 @@ func (im *importer) endGroup() error {
 		return nil
 	}
 	if !g.skip {
+		if g.kind.typ == recSession && g.msgs != g.want {
+			return &ImportError{Line: g.line, Record: g.name, Err: invalidStream("the session's message_count is %d, the stream holds %d of its messages", g.want, g.msgs)}
+		}
 		if err := im.flush(); err != nil {
 			return err
 		}
