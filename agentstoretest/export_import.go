@@ -229,7 +229,7 @@ func testReimportChangesNothing(t *testing.T, h *harness) {
 	}
 	// A session stored at another version is a conflict, named.
 	s := mustLoad(t, e.dst.Sessions(), e.pop.Sessions["globex"][0])
-	s.State = repo.StateIdle
+	s.State = repo.StateCompleted
 	mustSave(t, e.dst.Sessions(), s)
 	_, err := e.xdst.Import(context.Background(), bytes.NewReader(stream), agentstore.ImportParams{})
 	wantImportError(t, err, repo.ErrConflict, lineOf(t, stream, "session", s.ID.String())+1, "session "+s.ID.String())

@@ -14,10 +14,11 @@ type BinaryOrderer interface {
 // SerialAdvancer is implemented by a dialect whose auto-increment columns
 // are fed by a sequence that an INSERT with an explicit value does not
 // move (PostgreSQL's bigserial). AdvanceSerialSQL returns one statement
-// that moves the sequence of column col of table (its quoted,
-// schema-qualified name) past the largest stored value, never backwards;
-// the statement has one parameter, the same quoted name as text. A dialect whose auto-increment follows
-// explicit inserts (SQLite's AUTOINCREMENT) does not implement it.
+// that moves the sequence of column col (a plain column name) of table
+// (its quoted, schema-qualified name) past the largest stored value, never
+// backwards; the statement has one parameter, the same quoted name as
+// text. A dialect whose auto-increment follows explicit inserts (SQLite's
+// AUTOINCREMENT) does not implement it.
 type SerialAdvancer interface {
 	AdvanceSerialSQL(table, col string) string
 }

@@ -279,7 +279,14 @@ func (im *importer) stored(tx *gorm.DB, row any) (bool, error) {
 		return true, nil
 	default:
 		var n int64
-		if err := tx.Model(row).Where("id = ?", groupKey(row)).Count(&n).Error; err != nil {
+		var id int64
+		switch r := row.(type) {
+		case *models.OrchestratorQueueItem:
+			id = r.ID
+		case *models.WorkerQueueItem:
+			id = r.ID
+		}
+		if err := tx.Model(row).Where("id = ?", id).Count(&n).Error; err != nil {
 			return false, dbErr(err)
 		}
 		return n > 0, nil
@@ -339,7 +346,7 @@ func (im *importer) endGroup() error {
 		if adv, ok := im.s.d.(dialect.SerialAdvancer); ok {
 			for _, table := range slices.Sorted(maps.Keys(g.serials)) {
 				q := im.s.quoted(table)
-				if err := g.tx.Exec(adv.AdvanceSerialSQL(q, `"`+g.serials[table]+`"`), q).Error; err != nil {
+				if err := g.tx.Exec(adv.AdvanceSerialSQL(q, g.serials[table]), q).Error; err != nil {
 					return &ImportError{Line: g.line, Record: g.name, Err: dbErr(err)}
 				}
 			}

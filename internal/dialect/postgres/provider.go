@@ -282,6 +282,6 @@ func (pgDialect) BinaryOrder(col string) string { return col + ` COLLATE "C"` }
 // sequence's last value (so a concurrent nextval is never handed out
 // twice).
 func (pgDialect) AdvanceSerialSQL(table, col string) string {
-	return `SELECT setval(s.seq, GREATEST(COALESCE((SELECT MAX(` + col + `) FROM ` + table + `), 1), COALESCE(pg_sequence_last_value(s.seq), 1))) ` +
+	return `SELECT setval(s.seq, GREATEST(COALESCE((SELECT MAX("` + col + `") FROM ` + table + `), 1), COALESCE(pg_sequence_last_value(s.seq), 1))) ` +
 		`FROM (SELECT CAST(pg_get_serial_sequence(?, '` + col + `') AS regclass) AS seq) s`
 }
