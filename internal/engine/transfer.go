@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
+	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
 )
 
@@ -489,7 +490,7 @@ func parentKey(row any) (string, string) {
 func (s *Store) orderColumn(sch *schema.Schema, col string) string {
 	q := `"` + col + `"`
 	if f := sch.LookUpField(col); f != nil && f.FieldType.Kind() == reflect.String {
-		if b, ok := s.d.(interface{ BinaryOrder(string) string }); ok {
+		if b, ok := s.d.(dialect.BinaryOrderer); ok {
 			return b.BinaryOrder(q)
 		}
 	}
