@@ -171,13 +171,17 @@ func testExportRoundTrip(t *testing.T, h *harness) {
 	if err != nil || len(items) != 3 {
 		t.Fatalf("imported queue items = %d %v", len(items), err)
 	}
+	var maxSeq int64
+	for _, it := range items {
+		maxSeq = max(maxSeq, it.Seq)
+	}
 	for i := 0; i < 3; i++ {
 		it, err := e.dst.SessionQueue().Enqueue(ctx, id, fmt.Sprint("after ", i), 0)
 		if err != nil {
 			t.Fatalf("enqueue after import: %v", err)
 		}
-		if it.Seq <= items[len(items)-1].Seq {
-			t.Fatalf("new item seq %d not after the imported %d", it.Seq, items[len(items)-1].Seq)
+		if it.Seq <= maxSeq {
+			t.Fatalf("new item seq %d not after the imported %d", it.Seq, maxSeq)
 		}
 	}
 	p := e.dst.Provider()
