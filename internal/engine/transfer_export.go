@@ -80,7 +80,7 @@ func (s *Store) Export(ctx context.Context, w io.Writer, p ExportParams) (Export
 		hdr.Scope = "sessions"
 		e.filter, e.filterArgs = "id IN ?", []any{ids}
 	}
-	if err := e.json(hdr); err != nil {
+	if err := e.jsonLine(hdr); err != nil {
 		return ExportReport{}, err
 	}
 	if err := e.sessions(); err != nil {
@@ -144,8 +144,8 @@ func (e *exporter) line(b []byte) error {
 	return err
 }
 
-// json writes v as one line.
-func (e *exporter) json(v any) error {
+// jsonLine writes v as one line.
+func (e *exporter) jsonLine(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
