@@ -89,7 +89,11 @@ func mustImport(t *testing.T, x transferer, stream []byte) agentstore.ImportRepo
 
 // lines splits a stream into its lines (each with its newline).
 func lines(stream []byte) [][]byte {
-	return bytes.SplitAfter(bytes.TrimSuffix(stream, []byte("\n")), []byte("\n"))
+	ls := bytes.SplitAfter(stream, []byte("\n"))
+	if len(ls) > 0 && len(ls[len(ls)-1]) == 0 {
+		ls = ls[:len(ls)-1]
+	}
+	return ls
 }
 
 // lineOf returns the index (0-based) of the first line of type typ that
