@@ -15,7 +15,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/migrations"
 	"github.com/agentstore/agentstore/models"
 )
@@ -130,7 +133,7 @@ func TestCLI(t *testing.T) {
 		if r := run(t, 0, "--help"); r.stdout != help {
 			t.Fatal("--help differs from help")
 		}
-		for _, cmd := range []string{"ddl", "status", "migrate", "verify"} {
+		for _, cmd := range []string{"ddl", "status", "migrate", "verify", "export", "import", "copy"} {
 			if !strings.Contains(help, "agentstore "+cmd+" ") || !strings.Contains(cliDoc, "agentstore "+cmd+" ") {
 				t.Errorf("help or docs/cli.md does not list the %s command", cmd)
 			}
@@ -143,10 +146,11 @@ func TestCLI(t *testing.T) {
 				}
 				name := strings.Fields(line[3:])[0]
 				n++
-				if !strings.Contains(help, "--"+name+" ") {
+				short := len(name) == 1 // -o, -i: written with one dash
+				if !strings.Contains(help, "--"+name+" ") && !(short && strings.Contains(help, " -"+name+" ")) {
 					t.Errorf("help does not document %s's flag --%s", cmd, name)
 				}
-				if !strings.Contains(cliDoc, "--"+name) {
+				if !strings.Contains(cliDoc, "--"+name) && !(short && strings.Contains(cliDoc, "-"+name+" FILE")) {
 					t.Errorf("docs/cli.md does not document %s's flag --%s", cmd, name)
 				}
 			}
@@ -489,6 +493,76 @@ func TestCLI(t *testing.T) {
 			}
 			run(t, 1, args("migrate", "--dsn", dsn, "--dry-run")...)
 		})
+	})
+
+	t.Run("export_import_copy", func(t *testing.T) {
+		t.Parallel()
+		clock := newTestClock()
+		h := newHarness(t, agentstore.SQLite)
+		src := h.New(t, agentstore.WithClock(clock.Now))
+		pop := testkit.PopulateTransfer(t, src, clock, 1)
+		dir := t.TempDir()
+		file := filepath.Join(dir, "all.jsonl")
+		r := run(t, 0, "export", "--dsn", h.DSN, "-o", file)
+		// stderr is not a terminal: no progress line, just the summary.
+		if strings.Contains(r.stderr, "\r") || !strings.HasPrefix(r.stderr, "exported 4 sessions, ") || r.stdout != "" {
+			t.Fatalf("export -o printed stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		stream, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := run(t, 0, "export", "--dsn", h.DSN); r.stdout != string(stream) {
+			t.Fatal("export to stdout differs from export -o")
+		}
+		dst := "sqlite:" + filepath.Join(dir, "dst.db")
+		run(t, 0, "migrate", "--dsn", dst)
+		if r := run(t, 0, "import", "--dsn", dst, "-i", file); !strings.Contains(r.stdout, "sessions: 4 imported, 0 already stored; instances: 2 imported") {
+			t.Fatalf("import printed %q", r.stdout)
+		}
+		if r := run(t, 0, "export", "--dsn", dst); r.stdout != string(stream) {
+			t.Fatal("the imported database exports another stream")
+		}
+		if r := run(t, 0, "import", "--dsn", dst, "-i", file); !strings.Contains(r.stdout, "sessions: 0 imported, 4 already stored") {
+			t.Fatalf("second import printed %q", r.stdout)
+		}
+		// A truncated stream: exit 2, the line named, what came before kept.
+		trunc := filepath.Join(dir, "trunc.jsonl")
+		lines := strings.SplitAfter(string(stream), "\n")
+		if err := os.WriteFile(trunc, []byte(strings.Join(lines[:len(lines)-4], "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		other := "sqlite:" + filepath.Join(dir, "other.db")
+		run(t, 0, "migrate", "--dsn", other)
+		if r := run(t, 2, "import", "--dsn", other, "-i", trunc); !strings.Contains(r.stderr, "truncated export stream") ||
+			!strings.Contains(r.stderr, "import line "+strconv.Itoa(len(lines)-3)+":") {
+			t.Fatalf("truncated import: %s", r.stderr)
+		}
+		// Tenant and session filters; their misuse.
+		if r := run(t, 0, "export", "--dsn", h.DSN, "--tenant", "globex"); strings.Count(r.stdout, `{"type":"session"`) != 1 {
+			t.Fatalf("tenant export:\n%s", r.stdout)
+		}
+		if r := run(t, 0, "export", "--dsn", h.DSN, "--session", pop.Sessions["acme"][0].String()+","+pop.Fork.String()); strings.Count(r.stdout, `{"type":"session"`) != 2 {
+			t.Fatalf("session export:\n%s", r.stdout)
+		}
+		run(t, 2, "export", "--dsn", h.DSN, "--tenant", "a", "--session", pop.Fork.String())
+		run(t, 2, "export", "--dsn", h.DSN, "--session", "not-a-uuid")
+		run(t, 2, "export", "--dsn", h.DSN, "--session", uuid.NewString())
+		run(t, 2, "import", "--dsn", dst, "-i", filepath.Join(dir, "missing.jsonl"))
+		// A failed export leaves no file behind.
+		bad := filepath.Join(dir, "bad.jsonl")
+		run(t, 2, "export", "--dsn", h.DSN, "--session", uuid.NewString(), "-o", bad)
+		if _, err := os.Stat(bad); !os.IsNotExist(err) {
+			t.Fatalf("a failed export left %s: %v", bad, err)
+		}
+		// copy: SQLite into a new SQLite file (migrated by copy).
+		cp := "sqlite:" + filepath.Join(dir, "copy.db")
+		run(t, 0, "copy", "--from", h.DSN, "--to", cp)
+		if r := run(t, 0, "export", "--dsn", cp); r.stdout != string(stream) {
+			t.Fatal("the copy exports another stream")
+		}
+		run(t, 2, "copy", "--from", h.DSN)
+		run(t, 2, "copy", "--from", h.DSN, "--to", cp, "--schema", "s")
 	})
 
 	t.Run("cannot_run", func(t *testing.T) {

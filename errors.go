@@ -51,6 +51,17 @@ var (
 	ErrClosed = engine.ErrClosed
 	// ErrDialectUnavailable: a dialect this binary was built without.
 	ErrDialectUnavailable = engine.ErrDialectUnavailable
+	// ErrInvalidStream: Import read a line that is not part of a
+	// well-formed export stream (not JSON, an unknown record type or
+	// column, a record outside its session or instance, counts or a
+	// checksum that differ from the trailer's); see ImportError.
+	ErrInvalidStream = engine.ErrInvalidStream
+	// ErrTruncatedStream: Import reached the end of the stream before its
+	// trailer record; see ImportError.
+	ErrTruncatedStream = engine.ErrTruncatedStream
+	// ErrUnsupportedStreamVersion: the stream's header names a format
+	// version newer than StreamVersion; see ImportError.
+	ErrUnsupportedStreamVersion = engine.ErrUnsupportedStreamVersion
 )
 
 // StaleVersionError is the *repo.StaleVersionError of a failed version check (stored version included).

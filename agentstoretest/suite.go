@@ -271,6 +271,7 @@ func Areas() []Area {
 		{"ChangeFeed", changeFeedTests()},
 		{"Encryption", encryptionTests()},
 		{"Errors", concat(errorsTests(), errorsDriverTests(), errorsDefectTests(), closedTests())},
+		{"ExportImport", exportImportTests()},
 		{"Hostile", hostileTests()},
 		{"InTransaction", inTransactionTests()},
 		{"KV", kvTests()},

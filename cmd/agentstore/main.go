@@ -7,6 +7,9 @@
 //	agentstore status --dsn DSN [--prefix P] [--schema S] [--json]
 //	agentstore migrate --dsn DSN [--prefix P] [--schema S] [--target N] [--dry-run]
 //	agentstore verify --dsn DSN [--prefix P] [--schema S] [--json]
+//	agentstore export --dsn DSN [--prefix P] [--schema S] [--tenant T | --session ID,...] [-o FILE]
+//	agentstore import --dsn DSN [--prefix P] [--schema S] [-i FILE]
+//	agentstore copy --from DSN --to DSN [--prefix P] [--from-schema S] [--to-schema S]
 //	agentstore version (or --version)
 //	agentstore help (or -h, --help)
 //
@@ -28,7 +31,13 @@
 // read-only, runs Store.Verify and prints one issue per line (or the whole
 // report as JSON with --json), or one "ok:" line. version prints the module
 // version (agentstore.Version), the schema head of each dialect and the Go
-// version.
+// version. export writes the selected sessions (and, without --tenant or
+// --session, every provider instance) as an export stream
+// (Store.Export, docs/export.md) to stdout or -o FILE; import reads one
+// from stdin or -i FILE into a migrated database (Store.Import); copy
+// migrates the target and streams the whole source into it (export piped
+// into import, nothing on disk). The three show a progress line on stderr
+// when stderr is a terminal.
 //
 // The DSN may come from the AGENTSTORE_DSN environment variable instead of
 // --dsn.
@@ -82,6 +91,9 @@ usage:
   agentstore status  --dsn DSN [--prefix P] [--schema S] [--json]           applied and pending versions
   agentstore migrate --dsn DSN [--prefix P] [--schema S] [--target N] [--dry-run]
   agentstore verify  --dsn DSN [--prefix P] [--schema S] [--json]           compare the database with the models
+  agentstore export  --dsn DSN [--tenant T | --session ID,...] [-o FILE]    sessions and instances as a stream
+  agentstore import  --dsn DSN [-i FILE]                                    read a stream into a migrated database
+  agentstore copy    --from DSN --to DSN [--from-schema S] [--to-schema S]  migrate the target, stream the source in
   agentstore version                                                        also --version
   agentstore help                                                           also -h, --help; "agentstore CMD -h" lists CMD's flags
 
@@ -94,7 +106,7 @@ flags:
   --citus             ddl: print the Citus distribution statements instead of the chain (= --citus=schema:
                       needs --schema); --citus=rows: per-table distribution (refused while the schema's keys
                       lack the distribution column)
-  --dsn DSN           status, migrate, verify: postgres://user:pass@host:5432/db?sslmode=disable,
+  --dsn DSN           status, migrate, verify, export, import: postgres://user:pass@host:5432/db?sslmode=disable,
                       host=h user=u dbname=d, sqlite:PATH or sqlite::memory: (or set AGENTSTORE_DSN
                       instead, to keep a password off the command line)
   --prefix P          table prefix (default agentstore_)
@@ -102,11 +114,20 @@ flags:
   --target N          migrate: apply the migrations up to version N only (default: this build's head)
   --dry-run           migrate: print the statements it would run, run nothing (opens read-only)
   --json              status, verify: print the result as JSON
+  --tenant T          export: only the sessions of tenant T (no provider instances)
+  --session IDS       export: only these sessions, comma-separated (no provider instances)
+  -o FILE             export: write the stream to FILE (default stdout; removed if the export fails)
+  -i FILE             import: read the stream from FILE (default stdin)
+  --from DSN          copy: the source database
+  --to DSN            copy: the target database (migrated first)
+  --from-schema S     copy: the source's PostgreSQL schema (copy refuses --schema)
+  --to-schema S       copy: the target's PostgreSQL schema
 
 exit status:
   0  success; status: the database is at this build's head
   1  verify found issues; migrate: the database's schema is newer than this binary or --target (nothing changed)
-  2  could not run: bad usage, --target beyond this build's head, unreachable database, a failed migration
+  2  could not run: bad usage, --target beyond this build's head, unreachable database, a failed migration,
+     a failed export, import or copy (import: what was imported before the bad line stays, whole sessions)
   3  status: the database is behind this build (migrations pending)
   4  status: the database is ahead of this build (a newer release migrated it)
 `
@@ -139,6 +160,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		return cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return cmdVerify(ctx, args[1:], stdout, stderr)
+	case "export":
+		return cmdExport(ctx, args[1:], stdout, stderr)
+	case "import":
+		return cmdImport(ctx, args[1:], stdout, stderr)
+	case "copy":
+		return cmdCopy(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "agentstore: version takes no arguments\n%s", usage)

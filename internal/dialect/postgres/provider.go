@@ -272,3 +272,16 @@ func (pgDialect) WorkerAckSQL(n int, quote func(base string) string) string {
 func (pgDialect) VisibleOrdSQL() string {
 	return `CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS text) AS bigint)`
 }
+
+// BinaryOrder implements dialect.BinaryOrderer: col in the "C" collation
+// (byte order), whatever the database's default collation is.
+func (pgDialect) BinaryOrder(col string) string { return col + ` COLLATE "C"` }
+
+// AdvanceSerialSQL implements dialect.SerialAdvancer: setval of the
+// column's sequence to the larger of the column's maximum and the
+// sequence's last value (so a concurrent nextval is never handed out
+// twice).
+func (pgDialect) AdvanceSerialSQL(table, col string) string {
+	return `SELECT setval(s.seq, GREATEST(COALESCE((SELECT MAX("` + col + `") FROM ` + table + `), 1), COALESCE(pg_sequence_last_value(s.seq), 1))) ` +
+		`FROM (SELECT CAST(pg_get_serial_sequence(?, '` + col + `') AS regclass) AS seq) s`
+}

@@ -1,0 +1,24 @@
+package dialect
+
+// BinaryOrderer is implemented by a dialect whose text comparisons follow
+// a locale's collation by default (PostgreSQL: the database's collation).
+// BinaryOrder returns the SQL expression that orders and compares col (a
+// text column) by its bytes, as SQLite's default BINARY collation does, so
+// that a walk in key order (ORDER BY and a keyset > comparison) visits rows
+// in the same order on every dialect. A dialect whose default text order is
+// already by bytes does not implement it.
+type BinaryOrderer interface {
+	BinaryOrder(col string) string
+}
+
+// SerialAdvancer is implemented by a dialect whose auto-increment columns
+// are fed by a sequence that an INSERT with an explicit value does not
+// move (PostgreSQL's bigserial). AdvanceSerialSQL returns one statement
+// that moves the sequence of column col (a plain column name) of table
+// (its quoted, schema-qualified name) past the largest stored value, never
+// backwards; the statement has one parameter, the same quoted name as
+// text. A dialect whose auto-increment follows explicit inserts (SQLite's
+// AUTOINCREMENT) does not implement it.
+type SerialAdvancer interface {
+	AdvanceSerialSQL(table, col string) string
+}
