@@ -225,3 +225,67 @@ func TestCopyMemory(t *testing.T) {
 		t.Fatalf("peak heap %.1f MB grew beyond %.1f MB over the %.1f MB before the copy", mb(copyPeak), mb(limit), mb(base.HeapAlloc))
 	}
 }
+
+// TestExportImportEncrypted: a store written with a content codec exports
+// its ciphertext as stored; imported into another dialect, a store with the
+// same keys reads the plaintext back (the envelope's row binding survives
+// the move), the two ends export the same bytes, and a store without the
+// codec reading the imported rows gets a KeyError, never the envelope.
+func TestExportImportEncrypted(t *testing.T) {
+	t.Parallel()
+	requirePostgres(t)
+	ctx := context.Background()
+	codec, err := agentstore.NewAESGCMCodec("k1", map[string][]byte{"k1": bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newTestClock()
+	lite := newHarness(t, agentstore.SQLite)
+	src := lite.New(t, agentstore.WithClock(clock.Now), agentstore.WithContentCodec(codec))
+	pop := testkit.PopulateTransfer(t, src, clock, 1)
+	var stream bytes.Buffer
+	if _, err := src.Export(ctx, &stream, agentstore.ExportParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(stream.Bytes(), []byte(`$enc`)) {
+		t.Fatal("the export of an encrypted store carries no envelope")
+	}
+	pg := newHarness(t, agentstore.Postgres)
+	dst := pg.New(t, agentstore.WithContentCodec(codec))
+	if _, err := dst.Import(ctx, bytes.NewReader(stream.Bytes()), agentstore.ImportParams{}); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if got := exportBytes(t, dst, agentstore.ExportParams{}); !bytes.Equal(got, stream.Bytes()) {
+		t.Fatalf("the two ends export different streams:\n%s", streamDiff(stream.Bytes(), got))
+	}
+	n := 0
+	for _, ids := range pop.Sessions {
+		for _, id := range ids {
+			a, err := src.Sessions().Load(ctx, id, repo.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := dst.Sessions().Load(ctx, id, repo.LoadOptions{})
+			if err != nil {
+				t.Fatalf("load %s after import: %v", id, err)
+			}
+			if len(a.Messages) != len(b.Messages) || len(a.Messages) == 0 {
+				t.Fatalf("session %s: %d messages, imported %d", id, len(a.Messages), len(b.Messages))
+			}
+			for i := range a.Messages {
+				if !bytes.Equal(a.Messages[i].Content, b.Messages[i].Content) || !bytes.Equal(a.Messages[i].Metadata, b.Messages[i].Metadata) {
+					t.Fatalf("session %s message %d: %s / %s, imported %s / %s", id, i, a.Messages[i].Content, a.Messages[i].Metadata,
+						b.Messages[i].Content, b.Messages[i].Metadata)
+				}
+				n++
+			}
+		}
+	}
+	plain := pg.Open(t)
+	_, err = plain.Sessions().Load(ctx, pop.Sessions["acme"][0], repo.LoadOptions{})
+	var ke *agentstore.KeyError
+	if !errors.As(err, &ke) || ke.KeyID != "k1" || !errors.Is(err, agentstore.ErrKeyNotFound) {
+		t.Fatalf("load without the codec: %v, want a KeyError naming k1", err)
+	}
+	t.Logf("%d encrypted messages moved SQLite -> PostgreSQL and read back", n)
+}
