@@ -50,16 +50,26 @@ pm="$(af_free_port ${AGENTSTORE_AUTOFAILOVER_PORTS:-17432 17442 17452 27432})"
 p1="$(af_free_port 17433 17443 17453 27433)"
 p2="$(af_free_port 17434 17444 17454 27434)"
 
-# Each keeper runs in its own session (setsid): its process group is
-# af_dir/<node>.pgid, so the crash and the cleanup end exactly its
-# processes.
+# Each keeper's root process id is in af_dir/<node>.pid; the crash and the
+# cleanup end exactly the pg_autoctl processes below it (never by name).
 af_run() { # node: start `pg_autoctl run` for an already created node
-  setsid "${af_as[@]}" "${af_env[@]}" "$af_autoctl" run --pgdata "$af_dir/$1" >>"$af_dir/$1.keeper.log" 2>&1 &
-  echo $! >"$af_dir/$1.pgid"
+  "${af_as[@]}" "${af_env[@]}" "$af_autoctl" run --pgdata "$af_dir/$1" >>"$af_dir/$1.keeper.log" 2>&1 &
+  echo $! >"$af_dir/$1.pid"
 }
-af_keeper_pids() { # node: the pg_autoctl processes of its keeper
-  [ -f "$af_dir/$1.pgid" ] || return 0
-  pgrep -g "$(cat "$af_dir/$1.pgid")" -x pg_autoctl || true
+af_keeper_pids() { # node: the pg_autoctl processes of its keeper (the root's descendants)
+  [ -f "$af_dir/$1.pid" ] || return 0
+  local todo seen="" p
+  todo="$(cat "$af_dir/$1.pid")"
+  while [ -n "$todo" ]; do
+    set -- $todo; p="$1"; shift; todo="$*"
+    seen="$seen $p"
+    todo="$todo $(pgrep -P "$p" | tr '\n' ' ')"
+    todo="$(echo $todo)"
+  done
+  for p in $seen; do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = pg_autoctl ] && echo "$p"
+  done
+  return 0
 }
 af_cleanup() {
   set +e
@@ -157,22 +167,26 @@ echo "ci: pg_auto_failover formation up in $(( $(date +%s) - af_t0 )) s: monitor
 # The crash: whichever node is primary now loses its keeper (SIGKILL) and
 # its PostgreSQL (stop immediate), like a machine that goes away; the
 # monitor has to notice and promote the other.
-cat >"$af_dir/crash.sh" <<CRASH
-#!/usr/bin/env bash
-set -u
+{
+  echo '#!/usr/bin/env bash'
+  echo 'set -u'
+  echo "af_dir='$af_dir'"
+  declare -f af_keeper_pids
+  cat <<CRASH
 for n in node1:$p1 node2:$p2; do
   node="\${n%%:*}" port="\${n##*:}"
   if [ "\$(psql -h 127.0.0.1 -p "\$port" -U postgres -d postgres -XAtqc 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ]; then
-    pids="\$(pgrep -g "\$(cat "$af_dir/\$node.pgid")" -x pg_autoctl)"
-    kill -KILL \$pids
+    pids="\$(af_keeper_pids "\$node")"
+    [ -n "\$pids" ] && kill -KILL \$pids
     ${af_as[*]} "$af_pgbin/pg_ctl" -D "$af_dir/\$node" -m immediate -w stop >/dev/null 2>&1 || true
-    echo "crashed \$node (port \$port, was primary): keeper killed, PostgreSQL stopped immediate"
+    echo "crashed \$node (port \$port, was primary): keeper killed (\$(echo \$pids | wc -w) pg_autoctl processes), PostgreSQL stopped immediate"
     exit 0
   fi
 done
 echo "no primary to crash" >&2
 exit 1
 CRASH
+} >"$af_dir/crash.sh"
 chmod 755 "$af_dir/crash.sh"
 
 export AGENTSTORE_PG_AUTOFAILOVER_TEST=1
