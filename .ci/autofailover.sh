@@ -19,8 +19,7 @@ af_major="$(basename "$(dirname "$af_pgbin")")"
 
 # pg_autoctl: Debian's postgresql-<major>-auto-failover (the monitor's
 # extension and the keeper), installed when missing.
-af_autoctl="$af_pgbin/pg_autoctl"
-if [ ! -x "$af_autoctl" ]; then
+if ! command -v pg_autoctl >/dev/null || [ ! -f "/usr/share/postgresql/$af_major/extension/pgautofailover.control" ]; then
   echo "ci: installing postgresql-$af_major-auto-failover"
   export DEBIAN_FRONTEND=noninteractive
   if ! apt-get install -y -q "postgresql-$af_major-auto-failover" >/dev/null; then
@@ -28,7 +27,7 @@ if [ ! -x "$af_autoctl" ]; then
     apt-get install -y -q "postgresql-$af_major-auto-failover" >/dev/null
   fi
 fi
-[ -x "$af_autoctl" ] || af_autoctl="$(command -v pg_autoctl)"
+af_autoctl="$(command -v pg_autoctl)"
 
 af_dir="$(mktemp -d /tmp/agentstore-autofailover.XXXXXX)"
 chmod 755 "$af_dir"
@@ -112,29 +111,29 @@ af_t0="$(date +%s)"
 # The monitor, with health checks shortened from the defaults (check every
 # 5 s / 20 s unhealthy / 30 s demote) so the failover takes seconds.
 af_ctl create monitor --pgdata "$af_dir/monitor" --pgport "$pm" --hostname 127.0.0.1 \
-  --pgctl "$af_pgbin/pg_ctl" --auth trust --skip-pg-hba --no-ssl >>"$af_dir/monitor.create.log" 2>&1 ||
+  --pgctl "$af_pgbin/pg_ctl" --skip-pg-hba --no-ssl >>"$af_dir/monitor.create.log" 2>&1 ||
   af_fail "create monitor failed"
+af_ctl config set --pgdata "$af_dir/monitor" postgresql.listen_addresses 127.0.0.1 >>"$af_dir/monitor.create.log" 2>&1 ||
+  af_fail "monitor: cannot set listen_addresses"
 af_hba monitor
 af_run monitor
 for _ in $(seq 1 120); do
   [ "$(af_psql "$pm" pg_auto_failover "SELECT 1 FROM pg_extension WHERE extname = 'pgautofailover'" 2>/dev/null)" = 1 ] && break
   sleep 0.5
 done
-af_psql "$pm" pg_auto_failover "
-  ALTER SYSTEM SET pgautofailover.health_check_period = 1000;
-  ALTER SYSTEM SET pgautofailover.health_check_timeout = 2000;
-  ALTER SYSTEM SET pgautofailover.health_check_max_retries = 2;
-  ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500;
-  ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000;
-  ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 3000;
-  ALTER SYSTEM SET pgautofailover.startup_grace_period = 1000;
-  SELECT pg_reload_conf();" >/dev/null || af_fail "monitor not reachable on :$pm"
+for setting in health_check_period=1000 health_check_timeout=2000 health_check_max_retries=2 \
+  health_check_retry_delay=500 node_considered_unhealthy_timeout=3000 primary_demote_timeout=3000 \
+  startup_grace_period=1000; do
+  af_psql "$pm" pg_auto_failover "ALTER SYSTEM SET pgautofailover.${setting%%=*} = ${setting#*=}" >/dev/null ||
+    af_fail "monitor not reachable on :$pm"
+done
+af_psql "$pm" pg_auto_failover "SELECT pg_reload_conf()" >/dev/null
 af_monitor="postgres://autoctl_node@127.0.0.1:$pm/pg_auto_failover?sslmode=disable"
 
 af_node() { # node port: create a keeper and its PostgreSQL (database test)
   af_ctl create postgres --pgdata "$af_dir/$1" --pgport "$2" --listen 127.0.0.1 --hostname 127.0.0.1 \
     --name "$1" --pgctl "$af_pgbin/pg_ctl" --username postgres --dbname test --monitor "$af_monitor" \
-    --auth trust --skip-pg-hba --no-ssl >>"$af_dir/$1.create.log" 2>&1
+    --skip-pg-hba --no-ssl >>"$af_dir/$1.create.log" 2>&1
 }
 # The primary first (initdb, registered as single) ...
 af_node node1 "$p1" || af_fail "create node1 failed"
