@@ -264,10 +264,18 @@ func runServerFaultLoad(t *testing.T, f serverFault) {
 				}) != nil {
 					time.Sleep(20 * time.Millisecond)
 				}
-				id := uint64(i)
-				for call("enqueue_for_worker", func(c context.Context) error {
-					return st.Provider().EnqueueForWorker(c, &duroxide.ActivityExecute{Instance: "r", ExecutionID: 1, ID: id, Name: "a", Input: "x", Tag: &loadTag})
-				}) != nil {
+				// Each attempt has its own activity id (item << 8 | attempt):
+				// an attempt that failed but committed (its reply lost
+				// with the server) is then another item, not a second
+				// ack of this one.
+				var id uint64
+				for attempt := 0; ; attempt++ {
+					id = uint64(i)<<8 | uint64(min(attempt, 255))
+					if call("enqueue_for_worker", func(c context.Context) error {
+						return st.Provider().EnqueueForWorker(c, &duroxide.ActivityExecute{Instance: "r", ExecutionID: 1, ID: id, Name: "a", Input: "x", Tag: &loadTag})
+					}) == nil {
+						break
+					}
 					time.Sleep(20 * time.Millisecond)
 				}
 				mu.Lock()
@@ -494,8 +502,12 @@ func runServerFaultLoad(t *testing.T, f serverFault) {
 		}
 		dupDone += k - 1
 	}
-	for _, k := range workAcked {
+	extraWork := 0 // worker items from attempts that failed but committed
+	for id, k := range workAcked {
 		dupAcks += k - 1
+		if !workSent[id] {
+			extraWork++
+		}
 	}
 	got, err := check.Sessions().Load(ctx, appendTo.ID)
 	if err != nil {
@@ -555,10 +567,10 @@ func runServerFaultLoad(t *testing.T, f serverFault) {
 		}
 	}
 	extra := int64(len(rows)) - int64(n)
-	relLogf(t, "PostgreSQL %s (%s; fault at %d/%d produced: %s): Stores never reopened; server before %s, after %s; ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, longest stall (no call succeeding) %s, %s; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0, completed or acked twice %d; duplicate enqueues (ambiguous commits) %d; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free; orchestrations %d/%d completed with consistent histories (%d bad), orchestration-loop retries %d, stops %d %v",
+	relLogf(t, "PostgreSQL %s (%s; fault at %d/%d produced: %s): Stores never reopened; server before %s, after %s; ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, longest stall (no call succeeding) %s, %s; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0, completed or acked twice %d; duplicate enqueues (ambiguous commits) %d session queue, %d worker queue; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free; orchestrations %d/%d completed with consistent histories (%d bad), orchestration-loop retries %d, stops %d %v",
 		f.name, down, n/3, n, strings.TrimSpace(string(faultOut)), serverBefore, serverAfter, stats.ok, stats.retryable, retryWhileDown, len(stats.permanent), stats.maxLatency.Round(time.Millisecond),
 		stats.longestStall.Round(100*time.Millisecond), recovery,
-		len(enqueued), len(workSent), lostEnq+lostDone, len(completed), dupDone+dupAcks, extra, len(workAcked), len(appended), lostMsgs, orchDone, norch, orchBad, engineRetries(engines), len(engineErrs), engineErrs[:min(3, len(engineErrs))])
+		len(enqueued), len(workSent), lostEnq+lostDone, len(completed), dupDone+dupAcks, extra, extraWork, len(workAcked), len(appended), lostMsgs, orchDone, norch, orchBad, engineRetries(engines), len(engineErrs), engineErrs[:min(3, len(engineErrs))])
 }
 
 func engineRetries(es []*orchloop.Engine) int64 {
