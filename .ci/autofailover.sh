@@ -164,7 +164,7 @@ echo "ci: pg_auto_failover formation up in $(( $(date +%s) - af_t0 )) s: monitor
   "(synchronous_standby_names '$(af_psql "$p1" postgres 'SHOW synchronous_standby_names')')"
 
 # The crash: whichever node is primary now loses its keeper (SIGKILL) and
-# its PostgreSQL (stop immediate), like a machine that goes away; the
+# its PostgreSQL (immediate shutdown), like a machine that goes away; the
 # monitor has to notice and promote the other.
 {
   echo '#!/usr/bin/env bash'
@@ -176,9 +176,13 @@ for n in node1:$p1 node2:$p2; do
   node="\${n%%:*}" port="\${n##*:}"
   if [ "\$(psql -h 127.0.0.1 -p "\$port" -U postgres -d postgres -XAtqc 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ]; then
     pids="\$(af_keeper_pids "\$node")"
+    postmaster="\$(head -n1 "$af_dir/\$node/postmaster.pid")"
+    # The keeper first (it would restart PostgreSQL), then PostgreSQL's
+    # immediate shutdown (SIGQUIT, as pg_ctl -m immediate sends).
     [ -n "\$pids" ] && kill -KILL \$pids
-    ${af_as[*]} "$af_pgbin/pg_ctl" -D "$af_dir/\$node" -m immediate -w stop >/dev/null 2>&1 || true
-    echo "crashed \$node (port \$port, was primary): keeper killed (\$(echo \$pids | wc -w) pg_autoctl processes), PostgreSQL stopped immediate"
+    kill -QUIT "\$postmaster"
+    while kill -0 "\$postmaster" 2>/dev/null; do sleep 0.05; done
+    echo "crashed \$node (port \$port, was primary): keeper killed (\$(echo \$pids | wc -w) pg_autoctl processes), PostgreSQL shut down immediate"
     exit 0
   fi
 done
