@@ -568,7 +568,7 @@ func runServerFaultLoad(t *testing.T, f serverFault) {
 	}
 	extra := int64(len(rows)) - int64(n)
 	relLogf(t, "PostgreSQL %s (%s; fault at %d/%d produced: %s): Stores never reopened; server before %s, after %s; ops ok %d, retryable failures %d (while down: %d), permanent failures %d, max op latency %s, longest stall (no call succeeding) %s, %s; enqueued %d+%d acknowledged, lost %d; completes acknowledged %d, not completed 0, completed or acked twice %d; duplicate enqueues (ambiguous commits) %d session queue, %d worker queue; unique work items acked %d; appends acknowledged %d, lost %d, seq gap-free; orchestrations %d/%d completed with consistent histories (%d bad), orchestration-loop retries %d, stops %d %v",
-		f.name, down, n/3, n, strings.TrimSpace(string(faultOut)), serverBefore, serverAfter, stats.ok, stats.retryable, retryWhileDown, len(stats.permanent), stats.maxLatency.Round(time.Millisecond),
+		f.name, down, n/3, n, strings.Join(strings.Fields(string(faultOut)), " "), serverBefore, serverAfter, stats.ok, stats.retryable, retryWhileDown, len(stats.permanent), stats.maxLatency.Round(time.Millisecond),
 		stats.longestStall.Round(100*time.Millisecond), recovery,
 		len(enqueued), len(workSent), lostEnq+lostDone, len(completed), dupDone+dupAcks, extra, extraWork, len(workAcked), len(appended), lostMsgs, orchDone, norch, orchBad, engineRetries(engines), len(engineErrs), engineErrs[:min(3, len(engineErrs))])
 }
