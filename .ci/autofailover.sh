@@ -62,6 +62,8 @@ af_keeper_pids() { # node: the pg_autoctl processes of its keeper (the root's de
   while [ -n "$todo" ]; do
     set -- $todo; p="$1"; shift; todo="$*"
     seen="$seen $p"
+    # PostgreSQL's own processes have no keeper below them: skip them.
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = postgres ] && continue
     todo="$todo $(pgrep -P "$p" | tr '\n' ' ')"
     todo="$(echo $todo)"
   done
