@@ -260,13 +260,26 @@ func (a *citusAudit) check(t *testing.T) {
 		return
 	}
 	listed := readCitusAudit(t)
+	// The hot-path operations the committed list already shows as not
+	// single-key (the provider's fetches and lock-token calls, Complete by
+	// id): a rarely reached statement of theirs (a released claim, a retry)
+	// that a run happens to send is logged, not failed, so the check does
+	// not flake; an operation that is single-key in the list fails on its
+	// first statement that is not.
+	knownWide := map[string]bool{}
+	for k := range listed {
+		parts := strings.SplitN(k, "\t", 3)
+		if len(parts) == 3 && (parts[0] == "global" || parts[0] == "multi") {
+			knownWide[parts[1]] = true
+		}
+	}
 	var hotNew, otherNew []string
 	for _, e := range entries {
 		if _, ok := listed[e.key()]; ok {
 			continue
 		}
 		switch {
-		case citusHot(e.op) && (e.class == "global" || e.class == "multi"):
+		case citusHot(e.op) && (e.class == "global" || e.class == "multi") && !knownWide[e.op]:
 			hotNew = append(hotNew, fmt.Sprintf("%s (%d×)", e.line(), a.counts[e]))
 		case e.class == "global" || e.class == "multi":
 			otherNew = append(otherNew, e.line())
