@@ -19,6 +19,7 @@ import (
 func changeFeedTests() []test {
 	return tests(
 		test{"ChangeFeedKindsAndPaging", testChangeFeedKindsAndPaging},
+		test{"ChangeFeedChildKinds", testChangeFeedChildKinds},
 		test{"ChangeFeedRefusals", testChangeFeedRefusals},
 		test{"ChangeFeedOutOfOrderCommits", testChangeFeedOutOfOrderCommits},
 		test{"ChangeFeedWatch", testChangeFeedWatch},
@@ -149,7 +150,7 @@ func testChangeFeedKindsAndPaging(t *testing.T, h *harness) {
 	want := []row{
 		{repo.ChangeSessionCreated, a.ID, 0, 0, string(a.State)},
 		{repo.ChangeSessionUpdated, a.ID, 0, 2, string(a.State)},
-		{repo.ChangeSessionUpdated, a.ID, 2, 2, string(a.State)},
+		{repo.ChangeTodos, a.ID, 2, 2, string(a.State)},
 		{repo.ChangeQueueItem, a.ID, 0, 0, string(repo.QueuePending)},
 		{repo.ChangeQueueItem, a.ID, 0, 0, string(repo.QueueProcessing)},
 		{repo.ChangeQueueItem, a.ID, 0, 0, string(repo.QueueCompleted)},
@@ -202,6 +203,68 @@ func testChangeFeedKindsAndPaging(t *testing.T, h *harness) {
 		if len(other) != 0 {
 			t.Fatalf("other tenant's view sees %d changes", len(other))
 		}
+	}
+}
+
+// testChangeFeedChildKinds: a change of the todos, the plan or the summary
+// snapshots is reported with its own kind (todos.changed, plan.changed,
+// summary.changed) in place of session.updated, with the session's version
+// after it; a Save that changed several of them is one change per kind,
+// all at the Save's version; a Save that also appended messages keeps its
+// session.updated change (with the appended range) before them; a Save of
+// the session row alone is still session.updated.
+func testChangeFeedChildKinds(t *testing.T, h *harness) {
+	st := h.New(t)
+	f := feedOf(t, st)
+	r := st.Sessions()
+	ctx := context.Background()
+	_, start := readAllChanges(t, f, repo.ChangesParams{})
+
+	s := repo.NewSession()
+	mustSave(t, r, s)                                                                                        // v1 created
+	if _, err := r.SetTodos(ctx, s.ID, []repo.TodoItem{{Content: "a", ActiveForm: "doing a"}}); err != nil { // v2
+		t.Fatal(err)
+	}
+	if _, err := r.AddSummary(ctx, repo.SummarySnapshot{SessionID: s.ID, Summary: "so far"}); err != nil { // v3
+		t.Fatal(err)
+	}
+	got, err := r.Load(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Todos = append(got.Todos, repo.TodoItem{Content: "b", ActiveForm: "doing b"})
+	mustSave(t, r, got) // v4 todos
+	got.CurrentPlan = &repo.Plan{Content: "the plan"}
+	mustSave(t, r, got) // v5 plan
+	got.Todos = got.Todos[:1]
+	got.CurrentPlan.Content = "the plan, revised"
+	got.AddMessage(textMsg("m1", repo.RoleUser, "go"))
+	mustSave(t, r, got) // v6 messages, todos, plan
+	got.State = repo.StateActive
+	mustSave(t, r, got) // v7 the row alone
+
+	type row struct {
+		kind     repo.ChangeKind
+		version  int64
+		from, to int64
+	}
+	var rows []row
+	for _, c := range waitForChanges(t, f, repo.ChangesParams{After: start, SessionID: s.ID}, 9) {
+		rows = append(rows, row{c.Kind, c.Version, c.FromSeq, c.ToSeq})
+	}
+	want := []row{
+		{repo.ChangeSessionCreated, 1, 0, 0},
+		{repo.ChangeTodos, 2, 0, 0},
+		{repo.ChangeSummary, 3, 0, 0},
+		{repo.ChangeTodos, 4, 0, 0},
+		{repo.ChangePlan, 5, 0, 0},
+		{repo.ChangeSessionUpdated, 6, 0, 1},
+		{repo.ChangeTodos, 6, 1, 1},
+		{repo.ChangePlan, 6, 1, 1},
+		{repo.ChangeSessionUpdated, 7, 1, 1},
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("feed:\n got  %v\n want %v", rows, want)
 	}
 }
 

@@ -25,10 +25,24 @@ const (
 	ChangeSessionCreated ChangeKind = "session.created"
 	// ChangeSessionUpdated: a session changed and its version advanced:
 	// Save, AppendMessages (FromSeq < ToSeq: the messages with seq in
-	// (FromSeq, ToSeq] were appended by it), Rewind, AddSummary, SetTodos,
-	// a plan change. One committed statement that
-	// changes the session row is one change.
+	// (FromSeq, ToSeq] were appended by it), Rewind, and a write through
+	// SQL outside agentstore. One committed statement that changes the
+	// session row is one change. A change of the todos, the plan or the
+	// summary snapshots is reported with its own kind below instead (a
+	// Save that also appended messages is reported as session.updated
+	// followed by those kinds, each with the same Version).
 	ChangeSessionUpdated ChangeKind = "session.updated"
+	// ChangeTodos: the session's todo list was replaced (SetTodos, or a
+	// Save whose todos changed); Version is the session's version after
+	// it. Read the todos with Load.
+	ChangeTodos ChangeKind = "todos.changed"
+	// ChangePlan: the session's current plan changed (a Save whose plan
+	// changed); Version is the session's version after it. Read it with
+	// Load or Plans.
+	ChangePlan ChangeKind = "plan.changed"
+	// ChangeSummary: a summary snapshot was added (AddSummary); Version is
+	// the session's version after it. Read it with GetSummaries.
+	ChangeSummary ChangeKind = "summary.changed"
 	// ChangeSessionDeleted: a session was deleted (Delete, a parent's
 	// delete, CleanupExpired). Its later changes (none) and its rows are
 	// gone; the feed keeps the change until retention purges it.
@@ -51,7 +65,8 @@ type Change struct {
 	// SessionID is the session the change belongs to.
 	SessionID uuid.UUID
 	// Version is the session's version after the change (for
-	// session.created and session.updated; the version it had for
+	// session.created, session.updated, todos.changed, plan.changed and
+	// summary.changed; the version it had for
 	// session.deleted; 0 for queue.item).
 	Version int64
 	// FromSeq and ToSeq: the session's last message seq before and after

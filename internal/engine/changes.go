@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
@@ -314,4 +315,43 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 			return total, nil
 		}
 	}
+}
+
+// tagChange gives the session.updated change that this transaction's
+// write of the session row just recorded (V10's trigger) the kinds of what
+// the write changed: the change becomes a change of kinds[0] and one more
+// change of each further kind follows it (same ord, version, state and
+// time; a later id). With appended (the write also appended messages) the
+// session.updated change stays and every kind follows it. The change is
+// found as the session's newest session.updated change at its current
+// version: the caller holds the session's row lock and advanced its
+// version in this transaction, so that change is this transaction's (the
+// trigger raises its ord to the session's newest, and its id was taken
+// after every earlier change of the session committed). Without the feed's
+// trigger (dropped; Verify reports it) there is none and nothing is
+// written. The statements name the session, so each runs on its shard on
+// a distributed database.
+func (ss *sessionStore) tagChange(tx *gorm.DB, sessionID uuid.UUID, appended bool, kinds ...repo.ChangeKind) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	ct := ss.s.quoted(models.TableSessionChanges)
+	ours := "SELECT id FROM " + ct + " WHERE session_id = ? AND kind = '" + string(repo.ChangeSessionUpdated) +
+		"' AND version = (SELECT version FROM " + ss.s.quoted(models.TableSessions) + " WHERE id = ?) ORDER BY ord DESC, id DESC LIMIT 1"
+	extra := kinds[1:]
+	if appended {
+		extra = kinds
+	}
+	for _, k := range extra {
+		if err := tx.Exec("INSERT INTO "+ct+" (ord, tenant_id, session_id, kind, state, from_seq, to_seq, version, at)"+
+			" SELECT ord, tenant_id, session_id, ?, state, to_seq, to_seq, version, at FROM "+ct+
+			" WHERE session_id = ? AND id = ("+ours+")", string(k), sessionID, sessionID, sessionID).Error; err != nil {
+			return dbErr(err)
+		}
+	}
+	if appended {
+		return nil
+	}
+	return dbErr(tx.Exec("UPDATE "+ct+" SET kind = ? WHERE session_id = ? AND id = ("+ours+")",
+		string(kinds[0]), sessionID, sessionID, sessionID).Error)
 }
