@@ -596,9 +596,56 @@ func testChangeFeedPurge(t *testing.T, h *harness) {
 	if len(left) != 2 || left[0].SessionID != young.ID || left[1].SessionID != young.ID {
 		t.Fatalf("left after purge: %v", left)
 	}
-	// A cursor from before the purge resumes at the first kept change.
+	// The cursor of the last purged change missed nothing: it resumes at
+	// the first kept change.
 	resumed, _ := readAllChanges(t, f, repo.ChangesParams{After: before[len(before)-1].Cursor})
 	if fmtChanges(resumed) != fmtChanges(left) {
 		t.Fatalf("resumed %v, want %v", resumed, left)
+	}
+	// A cursor before it would miss purged changes: ErrCursorExpired, with
+	// the horizon to resume after, from Changes and from Watch; the start
+	// of the feed reads what is kept.
+	stale := before[len(before)-2].Cursor
+	_, err = f.Changes(ctx, repo.ChangesParams{After: stale})
+	var ce *agentstore.CursorExpiredError
+	if !errors.Is(err, agentstore.ErrCursorExpired) || !errors.As(err, &ce) || errors.Is(err, agentstore.ErrRetryable) {
+		t.Fatalf("changes after a purged cursor: %v, want a CursorExpiredError", err)
+	}
+	if ce.Cursor != stale || ce.Horizon != before[len(before)-1].Cursor {
+		t.Fatalf("expired error: cursor %q horizon %q, want %q %q", ce.Cursor, ce.Horizon, stale, before[len(before)-1].Cursor)
+	}
+	if _, err := f.Changes(ctx, repo.ChangesParams{After: stale, SessionID: young.ID}); !errors.Is(err, agentstore.ErrCursorExpired) {
+		t.Fatalf("session-filtered changes after a purged cursor: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	called := false
+	if err := f.Watch(wctx, repo.ChangesParams{After: stale}, func(repo.Change) error { called = true; return nil }); !errors.Is(err, agentstore.ErrCursorExpired) || called {
+		t.Fatalf("watch after a purged cursor: %v (delivered: %v), want ErrCursorExpired before any change", err, called)
+	}
+	if after, _ := readAllChanges(t, f, repo.ChangesParams{After: ce.Horizon}); fmtChanges(after) != fmtChanges(left) {
+		t.Fatalf("after the horizon: %v, want %v", after, left)
+	}
+	// A tenant's purge sets that tenant's horizon: its cursor expires in its
+	// view; another tenant's view is not affected.
+	if tv, ok := st.ForTenant("feed-purge-a").(feedHolder); ok {
+		_, tstart := readAllChanges(t, f, repo.ChangesParams{})
+		ra := st.ForTenant("feed-purge-a").Sessions()
+		a := repo.NewSession()
+		mustSave(t, ra, a)
+		if _, err := ra.AppendMessages(ctx, a.ID, textMsg("a1", repo.RoleUser, "x")); err != nil {
+			t.Fatal(err)
+		}
+		got := waitForChanges(t, tv.ChangeFeed(), repo.ChangesParams{}, 2)
+		if n, err := tv.ChangeFeed().PurgeChanges(ctx, time.Nanosecond, 0); err != nil || n != 2 {
+			t.Fatalf("tenant purge: %d, %v, want 2", n, err)
+		}
+		if _, err := tv.ChangeFeed().Changes(ctx, repo.ChangesParams{After: got[0].Cursor}); !errors.Is(err, agentstore.ErrCursorExpired) {
+			t.Fatalf("tenant view after its purge: %v, want ErrCursorExpired", err)
+		}
+		other := st.ForTenant("feed-purge-b").(feedHolder).ChangeFeed()
+		if _, err := other.Changes(ctx, repo.ChangesParams{After: tstart}); err != nil {
+			t.Fatalf("another tenant's view after a tenant's purge: %v", err)
+		}
 	}
 }
