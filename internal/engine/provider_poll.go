@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"time"
@@ -269,15 +270,12 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 
 // minDue runs a query of one column t (MIN over UNION ALL branches) and
 // returns its value.
-func (p *gormProvider) minDue(ctx context.Context, sql string, args ...any) (int64, bool, error) {
-	var row struct{ T *int64 }
-	if err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&row).Error; err != nil {
+func (p *gormProvider) minDue(ctx context.Context, q string, args ...any) (int64, bool, error) {
+	var t sql.NullInt64
+	if _, err := scanRow(p.s.db.WithContext(ctx), q, args, &t); err != nil {
 		return 0, false, err
 	}
-	if row.T == nil {
-		return 0, false, nil
-	}
-	return *row.T, true, nil
+	return t.Int64, t.Valid, nil
 }
 
 // orchNextDue: the earliest future visible_at or lock expiry of an
