@@ -27,7 +27,7 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		return nil, nil // supports nothing
 	}
 	p.listenIfPossible(pollTimeout)
-	item, err := longPoll(ctx, p.orch, nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
+	item, err := longPoll(ctx, p.orch, nil, false, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
 		var it *duroxide.OrchestrationItem
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
