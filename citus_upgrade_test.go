@@ -1,0 +1,140 @@
+package agentstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/models"
+	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
+)
+
+// TestMigrateDistributionKeysKeepRows: a database at V11 holding rows of
+// every table whose key V12 changes (compacts, summaries, todos, plans,
+// queue, a fork below its parent, orchestrator items, worker items with
+// and without an instance) is upgraded on both dialects: Verify is clean,
+// every row reads back through the API, the todo and plan upserts work on
+// the new keys, deleting the parent deletes its fork (the cascade the
+// dropped foreign key did), a worker item stored without an instance is
+// still fetched, and on SQLite the worker queue's AUTOINCREMENT sequence
+// survives the rebuild (a new item's id is above every id ever used).
+func TestMigrateDistributionKeysKeepRows(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		old := h.Open(t, agentstore.WithTablePrefix("dk_"))
+		if err := old.MigrateTo(ctx, 11); err != nil {
+			t.Fatal(err)
+		}
+		r := old.Sessions()
+		parent := repo.NewSession()
+		parent.AddMessage(repo.Message{ID: "m1", Role: repo.RoleUser, Content: []byte(`[{"type":"text","text":"hello"}]`)})
+		if err := r.Save(ctx, parent); err != nil {
+			t.Fatal(err)
+		}
+		fork, err := r.Fork(ctx, parent.ID, "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		grand, err := r.Fork(ctx, fork.ID, "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.SessionQueue().Enqueue(ctx, parent.ID, "next", 1); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := old.SQLDB().ExecContext(ctx, q, args...); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		todo, plan, compact, summary := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+		exec(`INSERT INTO `+quotedTable(h, old, models.TableTodos)+` (id, session_id, position, content, active_form, status, created_at) VALUES ($1, $2, 0, 'a', 'doing a', 'pending', $3)`, todo, parent.ID, now)
+		exec(`INSERT INTO `+quotedTable(h, old, models.TablePlans)+` (id, session_id, content, status, created_at) VALUES ($1, $2, 'the plan', 'draft', $3)`, plan, parent.ID, now)
+		exec(`INSERT INTO `+quotedTable(h, old, models.TableCompacts)+` (id, session_id, summary, created_at) VALUES ($1, $2, 'compacted', $3)`, compact, parent.ID, now)
+		exec(`INSERT INTO `+quotedTable(h, old, models.TableSummaries)+` (id, session_id, summary, created_at) VALUES ($1, $2, 'summary', $3)`, summary, parent.ID, now)
+		p := old.Provider()
+		if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "dk-1", ExecutionID: 1, ID: 1, Name: "act", Input: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		// A worker row without an instance, as releases before V12 stored
+		// items that are not activities; then the highest id is deleted,
+		// so only the AUTOINCREMENT sequence remembers it.
+		wq := quotedTable(h, old, models.TableWorkerQueue)
+		exec(`INSERT INTO `+wq+` (work_item, visible_at, created_at, attempt_count) SELECT work_item, visible_at, created_at, 0 FROM `+wq)
+		exec(`INSERT INTO `+wq+` (work_item, visible_at, created_at, attempt_count, instance_id) SELECT work_item, visible_at, created_at, 0, 'gone' FROM `+wq+` WHERE instance_id IS NULL`)
+		var maxID int64
+		if err := old.SQLDB().QueryRowContext(ctx, `SELECT MAX(id) FROM `+wq).Scan(&maxID); err != nil {
+			t.Fatal(err)
+		}
+		exec(`DELETE FROM `+wq+` WHERE id = $1`, maxID)
+		if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: "dk-2", Orchestration: "Orch", Input: "{}", Version: testkit.Sp("1.0.0"), ExecutionID: 1}, 0); err != nil {
+			t.Fatal(err)
+		}
+
+		st := h.Open(t, agentstore.WithTablePrefix("dk_"))
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatalf("upgrade from V11: %v", err)
+		}
+		testkit.VerifyClean(t, st)
+		r = st.Sessions()
+		got, err := r.Load(ctx, parent.ID)
+		if err != nil || len(got.Messages) != 1 || len(got.Todos) != 1 || got.Todos[0].ID != todo || len(got.CompactHistory) != 1 || got.CompactHistory[0].ID != compact {
+			t.Fatalf("parent after upgrade: %+v, %v", got, err)
+		}
+		if sums, err := r.GetSummaries(ctx, parent.ID); err != nil || len(sums) != 1 || sums[0].ID != summary {
+			t.Fatalf("summaries after upgrade: %+v, %v", sums, err)
+		}
+		if plans, err := r.Plans(ctx, parent.ID); err != nil || len(plans) != 1 || plans[0].ID != plan {
+			t.Fatalf("plans after upgrade: %+v, %v", plans, err)
+		}
+		if q, err := st.SessionQueue().PendingQueue(ctx, parent.ID); err != nil || len(q) != 1 {
+			t.Fatalf("queue after upgrade: %+v, %v", q, err)
+		}
+		// The upserts on the new keys: update the stored todo, add one.
+		if out, err := r.SetTodos(ctx, parent.ID, []repo.TodoItem{{ID: todo, Content: "a2", ActiveForm: "x"}, {Content: "b", ActiveForm: "y"}}); err != nil || len(out) != 2 {
+			t.Fatalf("SetTodos after upgrade: %+v, %v", out, err)
+		}
+		if got, err := r.Load(ctx, parent.ID); err != nil || len(got.Todos) != 2 || got.Todos[0].Content != "a2" {
+			t.Fatalf("todos after SetTodos: %+v, %v", got, err)
+		}
+		// A fresh worker item's id is above every id the queue ever used.
+		if err := st.Provider().EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "dk-3", ExecutionID: 1, ID: 1, Name: "act", Input: "y"}); err != nil {
+			t.Fatal(err)
+		}
+		var newID int64
+		if err := st.SQLDB().QueryRowContext(ctx, `SELECT MAX(id) FROM `+quotedTable(h, st, models.TableWorkerQueue)).Scan(&newID); err != nil || newID <= maxID {
+			t.Fatalf("new worker item id %d (%v), the deleted one was %d: an id was reused", newID, err, maxID)
+		}
+		var nullInst int64
+		if err := st.SQLDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM `+quotedTable(h, st, models.TableWorkerQueue)+` WHERE instance_id = ''`).Scan(&nullInst); err != nil || nullInst != 1 {
+			t.Fatalf("worker rows without an instance after upgrade: %d (%v), want 1 with ''", nullInst, err)
+		}
+		for range 3 {
+			l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
+			if err != nil || l == nil {
+				t.Fatalf("worker item after upgrade: %v, %v", l, err)
+			}
+		}
+		if it, err := st.Provider().FetchOrchestrationItem(ctx, time.Minute, 0, nil); err != nil || it == nil || it.Instance != "dk-2" {
+			t.Fatalf("orchestrator item after upgrade: %+v, %v", it, err)
+		}
+		// Deleting the parent deletes the forks below it.
+		if ok, err := r.Delete(ctx, parent.ID); err != nil || !ok {
+			t.Fatalf("Delete = %v, %v", ok, err)
+		}
+		for _, id := range []uuid.UUID{fork.ID, grand.ID} {
+			if _, err := r.Load(ctx, id); !errors.Is(err, agentstore.ErrNotFound) {
+				t.Fatalf("fork %s after its parent's Delete: %v, want ErrNotFound", id, err)
+			}
+		}
+	})
+}
