@@ -69,8 +69,8 @@ func TestMigrateDistributionKeysKeepRows(t *testing.T) {
 		// items that are not activities; then the highest id is deleted,
 		// so only the AUTOINCREMENT sequence remembers it.
 		wq := quotedTable(h, old, models.TableWorkerQueue)
-		exec(`INSERT INTO `+wq+` (work_item, visible_at, created_at, attempt_count) SELECT work_item, visible_at, created_at, 0 FROM `+wq)
-		exec(`INSERT INTO `+wq+` (work_item, visible_at, created_at, attempt_count, instance_id) SELECT work_item, visible_at, created_at, 0, 'gone' FROM `+wq+` WHERE instance_id IS NULL`)
+		exec(`INSERT INTO ` + wq + ` (work_item, visible_at, created_at, attempt_count) SELECT work_item, visible_at, created_at, 0 FROM ` + wq)
+		exec(`INSERT INTO ` + wq + ` (work_item, visible_at, created_at, attempt_count, instance_id) SELECT work_item, visible_at, created_at, 0, 'gone' FROM ` + wq + ` WHERE instance_id IS NULL`)
 		var maxID int64
 		if err := old.SQLDB().QueryRowContext(ctx, `SELECT MAX(id) FROM `+wq).Scan(&maxID); err != nil {
 			t.Fatal(err)
