@@ -3,6 +3,7 @@ package agentstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,78 @@ func TestMigrateDistributionKeysKeepRows(t *testing.T) {
 		for _, id := range []uuid.UUID{fork.ID, grand.ID} {
 			if _, err := r.Load(ctx, id); !errors.Is(err, agentstore.ErrNotFound) {
 				t.Fatalf("fork %s after its parent's Delete: %v, want ErrNotFound", id, err)
+			}
+		}
+	})
+}
+
+// TestOrchLeaseTokensRouteByInstance: an orchestration lease token names
+// its instance (so ack, abandon and renew pin the instance id, the
+// distribution column), yet a token without it — as builds before this
+// one handed out, still held across an upgrade — renews, abandons and
+// acks as before, and a token whose instance part names another instance
+// matches nothing (ErrInvalidLockToken), on both dialects.
+func TestOrchLeaseTokensRouteByInstance(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		st := h.New(t)
+		p := st.Provider()
+		start := func(inst string) *duroxide.OrchestrationItem {
+			t.Helper()
+			if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: inst, Orchestration: "Orch", Input: "{}", Version: testkit.Sp("1.0.0"), ExecutionID: 1}, 0); err != nil {
+				t.Fatal(err)
+			}
+			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			if err != nil || it == nil || it.Instance != inst {
+				t.Fatalf("fetch %s: %+v, %v", inst, it, err)
+			}
+			return it
+		}
+		a, b := start("route-a"), start("route-b/ü.x")
+		dotA, dotB := strings.LastIndexByte(a.LockToken, '.'), strings.LastIndexByte(b.LockToken, '.')
+		if dotA <= 0 || dotB <= 0 {
+			t.Fatalf("tokens %q, %q carry no instance", a.LockToken, b.LockToken)
+		}
+		// a's stored token with b's instance: nothing matches, a stays locked
+		crossed := a.LockToken[:dotA] + b.LockToken[dotB:]
+		wantErr := func(err error) {
+			t.Helper()
+			if !errors.Is(err, agentstore.ErrInvalidLockToken) {
+				t.Fatalf("crossed token: %v, want ErrInvalidLockToken", err)
+			}
+		}
+		wantErr(p.RenewOrchestrationItemLock(ctx, crossed, time.Minute))
+		wantErr(p.AbandonOrchestrationItem(ctx, crossed, 0, false))
+		wantErr(p.AckOrchestrationItem(ctx, crossed, duroxide.OrchestrationAck{ExecutionID: 1}))
+		// the old form (the stored token alone) still works
+		old := a.LockToken[:dotA]
+		if err := p.RenewOrchestrationItemLock(ctx, old, time.Minute); err != nil {
+			t.Fatalf("renew with the token without its instance: %v", err)
+		}
+		if err := p.AbandonOrchestrationItem(ctx, old, 0, false); err != nil {
+			t.Fatalf("abandon with the token without its instance: %v", err)
+		}
+		again, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || again == nil || again.Instance != "route-a" {
+			t.Fatalf("refetch: %+v, %v", again, err)
+		}
+		ack := func(it *duroxide.OrchestrationItem, tok string) {
+			t.Helper()
+			ev := func(id uint64, k duroxide.EventKind) duroxide.Event {
+				return duroxide.Event{EventID: id, InstanceID: it.Instance, ExecutionID: 1, TimestampMS: 1, DuroxideVersion: "0.1.29", Kind: k}
+			}
+			if err := p.AckOrchestrationItem(ctx, tok, duroxide.OrchestrationAck{ExecutionID: 1,
+				HistoryDelta: []duroxide.Event{ev(1, &duroxide.OrchestrationStartedEvent{Name: "Orch", Version: "1.0.0", Input: "{}"})},
+				Metadata:     duroxide.ExecutionMetadata{OrchestrationName: testkit.Sp("Orch"), OrchestrationVersion: testkit.Sp("1.0.0")}}); err != nil {
+				t.Fatalf("ack %s: %v", it.Instance, err)
+			}
+		}
+		ack(again, again.LockToken[:strings.LastIndexByte(again.LockToken, '.')]) // old form
+		ack(b, b.LockToken)
+		for _, inst := range []string{"route-a", "route-b/ü.x"} {
+			if hist, err := p.Read(ctx, inst); err != nil || len(hist) != 1 {
+				t.Fatalf("history of %s: %d events, %v", inst, len(hist), err)
 			}
 		}
 	})

@@ -96,9 +96,13 @@ type OrchAck struct {
 	// Quote returns the quoted, schema-qualified name of a table (see
 	// OrchClaim).
 	Quote func(base string) string
-	// LockToken is the fetch's token; Now the ack's clock (Unix ms); Exec
-	// the execution acked.
+	// LockToken is the fetch's token (as stored in lock_token); Now the
+	// ack's clock (Unix ms); Exec the execution acked.
 	LockToken string
+	// Instance, when not empty, is the instance the lease token names:
+	// the statements on the lock token also pin instance_id to it, so the
+	// ack is routed by the distribution column (docs/distributed.md).
+	Instance  string
 	Now, Exec int64
 	// Name and Version, when both set, upsert the instance row (with
 	// Parent, kept once set); otherwise the existing row's
@@ -119,9 +123,10 @@ type OrchAck struct {
 	ExecOutput                                  *string
 	ExecCompleted, VerMajor, VerMinor, VerPatch *int64
 	ExecConflict                                string
-	// Started returns a query with one parameter (the lock token) that
-	// has a row when the locked batch starts an execution or the
-	// instance (the SQL expression instance) has stored history.
+	// Started returns a query that has a row when the locked batch starts
+	// an execution or the instance (the SQL expression instance) has
+	// stored history; its parameters are the lock token, then, when
+	// instance is "?", the instance twice.
 	Started func(instance string) string
 	// History is appended (a stored event id fails the statement with
 	// ErrConflict); only ExecutionID, EventID, EventType, EventData are set.
