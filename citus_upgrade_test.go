@@ -211,3 +211,63 @@ func TestOrchLeaseTokensRouteByInstance(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkLeaseTokensRouteByInstance: a worker lease token names its
+// row's instance too (stored~instance.rowid); the form without the
+// instance (builds before this one) renews and acks as before, and a token
+// naming another instance matches nothing, on both dialects.
+func TestWorkLeaseTokensRouteByInstance(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		st := h.New(t)
+		p := st.Provider()
+		for _, inst := range []string{"w-a", "w-b"} {
+			if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: inst, ExecutionID: 1, ID: 1, Name: "act", Input: inst}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fetch := func() *duroxide.WorkItemLease {
+			t.Helper()
+			l, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
+			if err != nil || l == nil {
+				t.Fatalf("fetch: %v, %v", l, err)
+			}
+			return l
+		}
+		a, b := fetch(), fetch()
+		split := func(tok string) (stored, inst, id string) {
+			t.Helper()
+			dot, tilde := strings.LastIndexByte(tok, '.'), strings.LastIndexByte(tok, '~')
+			if dot <= 0 || tilde <= 0 || tilde > dot {
+				t.Fatalf("token %q does not carry its instance", tok)
+			}
+			return tok[:tilde], tok[tilde:dot], tok[dot:]
+		}
+		as, ai, aid := split(a.LockToken)
+		_, bi, _ := split(b.LockToken)
+		if ai == bi {
+			t.Fatalf("two instances, one instance part %q", ai)
+		}
+		crossed := as + bi + aid
+		if err := p.RenewWorkItemLock(ctx, crossed, time.Minute); !errors.Is(err, agentstore.ErrInvalidLockToken) {
+			t.Fatalf("renew with another instance: %v, want ErrInvalidLockToken", err)
+		}
+		if err := p.AckWorkItem(ctx, crossed, nil); !errors.Is(err, agentstore.ErrInvalidLockToken) {
+			t.Fatalf("ack with another instance: %v, want ErrInvalidLockToken", err)
+		}
+		old := as + aid
+		if err := p.RenewWorkItemLock(ctx, old, time.Minute); err != nil {
+			t.Fatalf("renew with the token without its instance: %v", err)
+		}
+		if err := p.AckWorkItem(ctx, old, &duroxide.ActivityCompleted{Instance: "w-a", ExecutionID: 1, ID: 1, Result: "r"}); err != nil {
+			t.Fatalf("ack with the token without its instance: %v", err)
+		}
+		if err := p.AbandonWorkItem(ctx, b.LockToken, 0, false); err != nil {
+			t.Fatalf("abandon: %v", err)
+		}
+		if l := fetch(); l.Item.(*duroxide.ActivityExecute).Instance != "w-b" {
+			t.Fatalf("refetched %+v", l.Item)
+		}
+	})
+}

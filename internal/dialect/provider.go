@@ -161,11 +161,13 @@ type OrchAckStatement interface {
 // in one statement (used with CapFastPaths), one or a group-commit batch.
 type WorkerAckStatement interface {
 	// WorkerAckSQL returns the statement acking n worker items; quote
-	// names tables (see OrchClaim). Its parameters are six per item:
+	// names tables (see OrchClaim). Its parameters are seven per item:
 	// index k (integer), row id (bigint), stored token (text), the item's
-	// clock (bigint, Unix ms), and the completion's instance id and work
-	// item (text, both NULL for none). For each item whose row has that
-	// token and a lock that holds at its clock, it deletes the row,
+	// clock (bigint, Unix ms), the completion's instance id and work item
+	// (text, both NULL for none), and the row's instance id the lease token
+	// names (text, NULL for a token that names none; when set the row must
+	// have it: the routing key). For each item whose row has that token
+	// and a lock that holds at its clock, it deletes the row,
 	// touches the row's activity session (last_activity_at = clock, when
 	// the session's lease holds at it) and enqueues the completion
 	// (visible and created at the clock), completions in index order; the

@@ -267,9 +267,10 @@ func ackKVCTEs(b *strings.Builder, args []any, a *dialect.OrchAck) []any {
 // all of its writes happen or none (the statement is its own transaction).
 func (pgDialect) WorkerAckSQL(n int, quote func(base string) string) string {
 	var b strings.Builder
-	b.WriteString(`WITH v (k, id, tok, now, ii, wi) AS (VALUES `)
-	writeTuples(&b, n, `(CAST(? AS integer), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+	b.WriteString(`WITH v (k, id, tok, now, ii, wi, ri) AS (VALUES `)
+	writeTuples(&b, n, `(CAST(? AS integer), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS text), CAST(? AS text), CAST(? AS text))`)
 	b.WriteString(`), d AS (DELETE FROM ` + quote(models.TableWorkerQueue) + ` w USING v WHERE w.id = v.id AND w.lock_token = v.tok` +
+		` AND (v.ri IS NULL OR w.instance_id = v.ri)` +
 		` AND w.locked_until > v.now RETURNING v.k, w.session_id, v.now),` +
 		` t AS (UPDATE ` + quote(models.TableActivitySessions) + ` s SET last_activity_at = d.now FROM d` +
 		` WHERE s.session_id = d.session_id AND s.locked_until > d.now),` +
