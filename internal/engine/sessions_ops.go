@@ -80,7 +80,19 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 		if err := tx.Omit(clause.Associations).Create(&child).Error; err != nil {
 			return dbErr(err)
 		}
-		if at != "" {
+		if at != "" && !ss.s.has(CapFastPaths) && !ss.s.has(CapSingleWriter) {
+			n, err := ss.copyBranch(tx, sessionID, newID, at, src.MessageCount+1)
+			if err != nil {
+				return err
+			}
+			if err := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
+				n, n, newID).Error; err != nil {
+				return dbErr(err)
+			}
+			if err := ss.resealForkedMessages(tx, src.ID, newID); err != nil {
+				return err
+			}
+		} else if at != "" {
 			res := tx.Exec(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
  SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
  UNION ALL
@@ -115,6 +127,46 @@ FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
 	}
 	out.MarkClean()
 	return out, nil
+}
+
+// forkCopyBatch bounds the messages of one read and one insert of copyBranch.
+const forkCopyBatch = 500
+
+// copyBranch copies the branch of session from ending at message at (at
+// most depth messages up its parent chain) into session to as its
+// messages 1..n, sidechain, and returns n. It is Fork's general path:
+// statements that each touch one session (the branch's seqs read by a
+// recursive query pinned to from, its rows read by seq, the copies
+// inserted into to), which Citus routes to one shard each. With
+// CapFastPaths, or on a single-writer database (never distributed), Fork
+// copies in one INSERT ... SELECT instead.
+func (ss *sessionStore) copyBranch(tx *gorm.DB, from, to uuid.UUID, at string, depth int64) (int64, error) {
+	mt := ss.s.quoted(models.TableMessages)
+	var seqs []int64
+	if err := tx.Raw(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
+ SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
+ UNION ALL
+ SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
+ WHERE b.depth < ?)
+SELECT seq FROM branch ORDER BY seq`, from, at, from, depth).Scan(&seqs).Error; err != nil {
+		return 0, dbErr(err)
+	}
+	var n int64
+	for start := 0; start < len(seqs); start += forkCopyBatch {
+		var rows []models.Message
+		if err := tx.Where("session_id = ? AND seq IN ?", from, seqs[start:min(start+forkCopyBatch, len(seqs))]).
+			Order("seq").Find(&rows).Error; err != nil {
+			return 0, dbErr(err)
+		}
+		for i := range rows {
+			n++
+			rows[i].SessionID, rows[i].Seq, rows[i].IsSidechain = to, n, true
+		}
+		if err := insertMessages(tx, rows); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // WithSessionLock implements repo.Sessions.
