@@ -279,7 +279,6 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 // entry (on PostgreSQL it can be a HOT update) and an ack deletes from one
 // index fewer. A token that does not parse matches nothing
 // (ErrInvalidLockToken), like any unknown token.
-
 //
 // The token also names the row's instance_id (the worker queue's
 // distribution column, docs/distributed.md): stored, "~", the instance id
