@@ -55,7 +55,9 @@ func CitusLayout() []CitusTable { return engine.CitusLayout() }
 // Citus would refuse in the row-based layout (a primary key or unique
 // index without the distribution column, a nullable distribution column, a
 // foreign key between rows that may sit on different nodes); empty when
-// the layout can be created as is. It reads no database.
+// the layout can be created as is, as it can since schema version 12
+// (migration V13 put the distribution column in every key). It reads no
+// database.
 func CitusKeyProblems() ([]CitusKeyProblem, error) { return engine.CitusKeyProblems() }
 
 // CitusDDL returns the SQL a Citus user runs, once the schema exists
@@ -65,7 +67,7 @@ func CitusKeyProblems() ([]CitusKeyProblem, error) { return engine.CitusKeyProbl
 // create_distributed_table call (with colocate_with) per table of
 // CitusLayout, rendered for WithTablePrefix and WithSchema. CitusRowsMode
 // is refused with a *CitusKeyError (ErrInvalidInput) while
-// CitusKeyProblems is not empty, as it is for this schema version. An
+// CitusKeyProblems is not empty (it is empty since schema version 12). An
 // unknown mode, a missing schema in CitusSchemaMode or an invalid prefix
 // or schema is ErrInvalidConfig. No database is contacted.
 func CitusDDL(mode CitusMode, opts ...Option) (string, error) {

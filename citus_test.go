@@ -76,10 +76,9 @@ func TestCitusLayout_CoversEveryTable(t *testing.T) {
 }
 
 // TestCitusDDL_Shape: schema mode is one citus_schema_distribute of the
-// given schema; rows mode is refused, naming exactly the tables Citus
-// refused when the migrated schema was distributed by hand (the session
-// tables without session_id in their keys, the self-referencing sessions
-// foreign key, both provider queues), and never the tables it accepted.
+// given schema; rows mode (since V13, which put the distribution column in
+// every key) is one create_reference_table / create_distributed_table call
+// per table of CitusLayout, in its order, and CitusKeyProblems is empty.
 func TestCitusDDL_Shape(t *testing.T) {
 	t.Parallel()
 	ddl, err := agentstore.CitusDDL(agentstore.CitusSchemaMode, agentstore.WithSchema("tenant_a"), agentstore.WithTablePrefix("claude_"))
@@ -102,37 +101,99 @@ func TestCitusDDL_Shape(t *testing.T) {
 		t.Errorf("bad schema: %v, want ErrInvalidConfig", err)
 	}
 
-	_, rowsErr := agentstore.CitusDDL(agentstore.CitusRowsMode, agentstore.WithSchema("tenant_a"))
-	err = rowsErr
-	var ke *agentstore.CitusKeyError
-	if !errors.As(err, &ke) || !errors.Is(err, agentstore.ErrInvalidInput) {
-		t.Fatalf("rows mode: %v, want a *CitusKeyError matching ErrInvalidInput", err)
-	}
-	refused := map[string]bool{}
-	for _, p := range ke.Problems {
-		refused[p.Table] = true
-		if !strings.Contains(err.Error(), p.Table+" by "+p.Column+": "+p.Constraint) {
-			t.Errorf("the error does not name %s's %s: %v", p.Table, p.Constraint, err)
-		}
-	}
-	wantRefused := []string{models.TableSessions, models.TableCompacts, models.TableSummaries, models.TableQueue,
-		models.TableTodos, models.TablePlans, models.TableSessionChanges, models.TableOrchestratorQueue, models.TableWorkerQueue}
-	var got []string
-	for tb := range refused {
-		got = append(got, tb)
-	}
-	sort.Strings(got)
-	sort.Strings(wantRefused)
-	if !slices.Equal(got, wantRefused) {
-		t.Fatalf("rows mode refuses %v, want %v", got, wantRefused)
-	}
 	problems, err := agentstore.CitusKeyProblems()
-	if err != nil || len(problems) != len(ke.Problems) {
-		t.Fatalf("CitusKeyProblems = %d, %v; the error has %d", len(problems), err, len(ke.Problems))
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("CitusKeyProblems = %+v, %v; want none since V13", problems, err)
 	}
-	for _, want := range []string{"foreign key parent_id -> sessions.id", "column instance_id is nullable", "primary key (seq)", "unique index idx_queue_id (id)"} {
-		if !strings.Contains(rowsErr.Error(), want) {
-			t.Errorf("rows refusal does not say %q: %v", want, rowsErr)
+	rows, err := agentstore.CitusDDL(agentstore.CitusRowsMode, agentstore.WithSchema("tenant_a"), agentstore.WithTablePrefix("claude_"))
+	if err != nil {
+		t.Fatalf("rows mode: %v", err)
+	}
+	got := statementsOf(rows)
+	layout := agentstore.CitusLayout()
+	if len(got) != len(layout) {
+		t.Fatalf("rows mode: %d statements for %d tables:\n%s", len(got), len(layout), rows)
+	}
+	for i, lt := range layout {
+		name := `'"tenant_a"."claude_` + lt.Table + `"'`
+		fn := "create_distributed_table(" + name + ", '" + lt.Column + "'"
+		if lt.Kind == agentstore.CitusReference {
+			fn = "create_reference_table(" + name + ")"
 		}
+		if !strings.HasPrefix(got[i], "SELECT "+fn) {
+			t.Errorf("statement %d = %s, want SELECT %s...", i, got[i], fn)
+		}
+	}
+}
+
+// TestCitusRowsLayout_MigratedKeys: on a PostgreSQL schema built by
+// Migrate, every primary key and unique index of a distributed table
+// contains its distribution column, that column is NOT NULL, and every
+// foreign key joins two tables of one co-location group on their
+// distribution columns: what create_distributed_table requires (read from
+// the catalog Migrate built, not from the models).
+func TestCitusRowsLayout_MigratedKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, agentstore.Postgres)
+	h.New(t, agentstore.WithTablePrefix("c_"))
+	db := requirePostgres(t)
+	byTable := map[string]agentstore.CitusTable{}
+	for _, lt := range agentstore.CitusLayout() {
+		byTable["c_"+lt.Table] = lt
+	}
+	checked := 0
+	for _, lt := range agentstore.CitusLayout() {
+		if lt.Kind != agentstore.CitusDistributed {
+			continue
+		}
+		rel := `"` + h.Schema + `"."c_` + lt.Table + `"`
+		rows, err := db.Query(`SELECT i.indexrelid::regclass::text, i.indisprimary,
+ EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attname = $2 AND a.attnum = ANY (i.indkey))
+ FROM pg_index i WHERE i.indrelid = $1::regclass AND i.indisunique`, rel, lt.Column)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk := false
+		for rows.Next() {
+			var name string
+			var primary, has bool
+			if err := rows.Scan(&name, &primary, &has); err != nil {
+				t.Fatal(err)
+			}
+			pk = pk || primary
+			if !has {
+				t.Errorf("%s: unique index %s lacks the distribution column %s", lt.Table, name, lt.Column)
+			}
+			checked++
+		}
+		_ = rows.Close()
+		if !pk {
+			t.Errorf("%s has no primary key", lt.Table)
+		}
+		var notNull bool
+		if err := db.QueryRow(`SELECT attnotnull FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2`, rel, lt.Column).Scan(&notNull); err != nil || !notNull {
+			t.Errorf("%s.%s: NOT NULL %v (%v)", lt.Table, lt.Column, notNull, err)
+		}
+		fks, err := db.Query(`SELECT c.conname, c.confrelid::regclass::text,
+ (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a WHERE a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey))::text,
+ (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a WHERE a.attrelid = c.confrelid AND a.attnum = ANY (c.confkey))::text
+ FROM pg_constraint c WHERE c.conrelid = $1::regclass AND c.contype = 'f'`, rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for fks.Next() {
+			var name, ref, cols, refCols string
+			if err := fks.Scan(&name, &ref, &cols, &refCols); err != nil {
+				t.Fatal(err)
+			}
+			target := byTable[strings.Trim(strings.TrimPrefix(ref, h.Schema+"."), `"`)]
+			if target.Group != lt.Group || cols != "{"+lt.Column+"}" || refCols != "{"+target.Column+"}" {
+				t.Errorf("%s: foreign key %s (%s) -> %s (%s) is not between co-located distribution columns", lt.Table, name, cols, ref, refCols)
+			}
+		}
+		_ = fks.Close()
+	}
+	if checked < 15 {
+		t.Fatalf("only %d unique indexes checked", checked)
 	}
 }

@@ -158,8 +158,8 @@ func planTrapCases() []planTrapCase {
 				k, v, _ := strings.Cut(extra, "=")
 				cols, vals = ", "+k, ", "+strings.ReplaceAll(v, "%", "%%")
 			}
-			fillSeries(t, st, "INSERT INTO "+quote(st, models.TableWorkerQueue)+" (work_item, visible_at, created_at, attempt_count"+cols+")"+
-				" SELECT '{}', "+visible(now)+", "+strconv.FormatInt(now, 10)+", 0"+vals+" FROM %s")
+			fillSeries(t, st, "INSERT INTO "+quote(st, models.TableWorkerQueue)+" (work_item, visible_at, created_at, attempt_count, instance_id"+cols+")"+
+				" SELECT '{}', "+visible(now)+", "+strconv.FormatInt(now, 10)+", 0, ''"+vals+" FROM %s")
 		}
 	}
 	future := func(now int64) string { return strconv.FormatInt(now+86_400_000, 10) + " + g.i" }

@@ -91,7 +91,7 @@ func loadAdminScale(b *testing.B, st *agentstore.Store, n int) {
 			` SELECT 'i' || n, 1, 1, 'OrchestrationStarted', '{}', n FROM s`,
 		seq(n/10) + `INSERT INTO ` + qt(st, models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
 			` SELECT 'i' || n, '{}', 0, 0, 0 FROM s`,
-		seq(n/10) + `INSERT INTO ` + qt(st, models.TableWorkerQueue) + ` (work_item, visible_at, created_at, attempt_count) SELECT '{}', 0, 0, 0 FROM s`,
+		seq(n/10) + `INSERT INTO ` + qt(st, models.TableWorkerQueue) + ` (work_item, visible_at, created_at, attempt_count, instance_id) SELECT '{}', 0, 0, 0, '' FROM s`,
 		// the tree: t, t.1..t.10, t.1.1..., t.1.1.1... (fan-out 10, depth 3)
 		`INSERT INTO ` + qt(st, models.TableInstances) + ` (instance_id, orchestration_name, current_execution_id, created_at, updated_at, custom_status_version) VALUES ('t', 'O', 1, 0, 0, 0)`,
 		seq(10) + `INSERT INTO ` + qt(st, models.TableInstances) + ` (instance_id, orchestration_name, current_execution_id, created_at, updated_at, custom_status_version, parent_instance_id)` +

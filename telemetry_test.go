@@ -808,7 +808,7 @@ func TestPerfTelemetryGaugePlans(t *testing.T) {
 				" SELECT " + uuidExpr + ", '" + sess.ID.String() + "', 'enqueue', 'x', g.i % 4," +
 				" CASE WHEN g.i % 2 = 0 THEN 'completed' ELSE 'pending' END, 0, CURRENT_TIMESTAMP," +
 				" CASE WHEN g.i % 2 = 0 THEN CURRENT_TIMESTAMP END FROM " + series,
-			"INSERT INTO " + q(models.TableWorkerQueue) + " (work_item, visible_at, created_at, attempt_count) SELECT '{}', g.i, g.i, 0 FROM " + series,
+			"INSERT INTO " + q(models.TableWorkerQueue) + " (work_item, visible_at, created_at, attempt_count, instance_id) SELECT '{}', g.i, g.i, 0, '' FROM " + series,
 			"INSERT INTO " + q(models.TableOrchestratorQueue) + " (instance_id, work_item, visible_at, created_at, attempt_count)" +
 				" SELECT 'i' || g.i, '{}', g.i, g.i, 0 FROM " + series,
 		} {

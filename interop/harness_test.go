@@ -260,7 +260,8 @@ func requireVerifyAtV1(t *testing.T, ctx context.Context, d *database, laterInde
 	// must be reported behind.
 	later := map[agentstore.IssueKind]bool{agentstore.IssueMissingIndex: true, agentstore.IssueMissingTable: true,
 		agentstore.IssueMissingColumn: true, agentstore.IssueColumnTypeMismatch: true, agentstore.IssueExtraIndex: true,
-		agentstore.IssueSearchIndex: true, agentstore.IssueChangeFeed: true} // V8's search objects, V10's feed triggers
+		agentstore.IssueSearchIndex: true, agentstore.IssueChangeFeed: true, // V8's search objects, V10's feed triggers
+		agentstore.IssuePrimaryKeyMismatch: true, agentstore.IssueNullabilityMismatch: true} // V13's keys (the distribution column)
 	behind := false
 	var missing []string
 	for _, is := range rep.Issues {

@@ -36,8 +36,10 @@ var released = map[string]int32{
 	"sqlite/V10__session_change_feed.sql":                          -1416295894, // issue 27: change feed
 	"postgres/V11__message_search_text_plpgsql.sql":                25365296,    // search text extraction planned once per connection
 	"sqlite/V11__message_search_text_plpgsql.sql":                  -1887258658, // (no change on SQLite)
-	"postgres/V12__message_search_pending_list.sql":                44096858,    // search GIN pending list 128 kB: a selective search flat
-	"sqlite/V12__message_search_pending_list.sql":                  1599728206,  // (no change on SQLite)
+	"postgres/V12__message_search_gin_list_limit.sql":              44096858,    // search GIN pending list 128 kB: a selective search flat
+	"sqlite/V12__message_search_gin_list_limit.sql":                1599728206,  // (no change on SQLite)
+	"postgres/V13__citus_distribution_keys.sql":                    -464051222,  // issue 28: the distribution column in every key
+	"sqlite/V13__citus_distribution_keys.sql":                      -1989300324, // issue 28: the distribution column in every key
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -90,7 +90,7 @@ type OrchestratorQueueItem struct {
 	// the instance ids of it to skip a locked instance's backlog, and takes
 	// an instance's oldest visible message from it.
 	ID           int64   `gorm:"primaryKey;autoIncrement;index:,composite:visible,priority:2;index:,composite:instance_visible,priority:3"`
-	InstanceID   string  `gorm:"type:text;not null;index:,composite:instance_visible,priority:1"`
+	InstanceID   string  `gorm:"type:text;primaryKey;not null;autoIncrement:false;index:,composite:instance_visible,priority:1"`
 	WorkItem     string  `gorm:"type:text;not null"`
 	VisibleAt    int64   `gorm:"not null;index:,composite:visible,priority:1;index:,composite:instance_visible,priority:2"`
 	LockToken    *string `gorm:"type:text;index:,where:lock_token IS NOT NULL"`
@@ -106,7 +106,9 @@ func (OrchestratorQueueItem) TableName(n schema.Namer) string {
 
 // WorkerQueueItem is one row of {prefix}worker_queue. The identity columns
 // (instance, execution, activity) are copied from the ActivityExecute work
-// item so cancellation and deletion can find the row.
+// item so cancellation and deletion can find the row. InstanceID is the
+// distribution column (V13: NOT NULL, in the primary key (id, instance_id)
+// on PostgreSQL); an item that is not an activity of an instance has "".
 type WorkerQueueItem struct {
 	// The plain claim (no session, no tag) walks the partial index "ready"
 	// (visible_at, id) WHERE session_id IS NULL AND tag IS NULL from its
@@ -128,7 +130,7 @@ type WorkerQueueItem struct {
 	LockedUntil  *int64
 	CreatedAt    int64   `gorm:"not null;autoCreateTime:false"`
 	AttemptCount int32   `gorm:"not null;default:0"`
-	InstanceID   *string `gorm:"type:text;index:,composite:activity,priority:1"`
+	InstanceID   *string `gorm:"type:text;primaryKey;not null;autoIncrement:false;index:,composite:activity,priority:1"`
 	ExecutionID  *int64  `gorm:"index:,composite:activity,priority:2"`
 	ActivityID   *int64  `gorm:"index:,composite:activity,priority:3"`
 	SessionID    *string `gorm:"type:text;index:,where:session_id IS NOT NULL"`

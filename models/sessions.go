@@ -25,7 +25,9 @@ const (
 // Session is one row of {prefix}sessions: an agent session. The row carries
 // denormalised counters and a version for optimistic concurrency; messages,
 // compactions, summaries, queue items, todos and plans live in child tables
-// that cascade on delete.
+// that cascade on delete. ParentID is no foreign key (V13: on a distributed
+// database a fork lives on another shard than its parent): deleting a
+// session deletes the sessions below it in code.
 type Session struct {
 	ID                       uuid.UUID  `gorm:"type:uuid;primaryKey;not null;index:,composite:updated_id,priority:2;index:,composite:created_id,priority:2;index:,composite:parent_created,priority:3"`
 	ParentID                 *uuid.UUID `gorm:"type:uuid;index:,composite:parent_created,priority:1"`
@@ -54,8 +56,6 @@ type Session struct {
 	CreatedAt                time.Time  `gorm:"not null;index:,composite:created_id,priority:1;index:,composite:parent_created,priority:2"`
 	UpdatedAt                time.Time  `gorm:"not null;index:,composite:tenant_updated,priority:2;index:,composite:updated_id,priority:1"`
 	ExpiresAt                *time.Time `gorm:"index:,where:expires_at IS NOT NULL"`
-
-	Parent *Session `gorm:"foreignKey:ParentID;references:ID;constraint:OnDelete:CASCADE" json:"-"`
 }
 
 // TableName returns the prefixed table name.
@@ -90,10 +90,12 @@ type Message struct {
 // TableName returns the prefixed table name.
 func (Message) TableName(n schema.Namer) string { return tableName(n, TableMessages) }
 
-// Compact is one row of {prefix}compacts: a compaction record.
+// Compact is one row of {prefix}compacts: a compaction record. Compacts,
+// summaries, todos and plans are keyed (id, session_id) since V13 (the
+// distribution column in every key); an id is unique within its session.
 type Compact struct {
 	ID              uuid.UUID `gorm:"type:uuid;primaryKey;not null"`
-	SessionID       uuid.UUID `gorm:"type:uuid;not null;index"`
+	SessionID       uuid.UUID `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;index"`
 	Trigger         string    `gorm:"type:varchar(32);not null;default:manual"`
 	PreTokens       int64     `gorm:"not null;default:0"`
 	PostTokens      int64     `gorm:"not null;default:0"`
@@ -113,7 +115,7 @@ func (Compact) TableName(n schema.Namer) string { return tableName(n, TableCompa
 // Summary is one row of {prefix}summaries: a summary snapshot.
 type Summary struct {
 	ID            uuid.UUID `gorm:"type:uuid;primaryKey;not null;index:,composite:session_created,priority:3"`
-	SessionID     uuid.UUID `gorm:"type:uuid;not null;index:,composite:session_created,priority:1"`
+	SessionID     uuid.UUID `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;index:,composite:session_created,priority:1"`
 	Summary       string    `gorm:"type:text;not null"`
 	LeafMessageID *string   `gorm:"type:text"`
 	CreatedAt     time.Time `gorm:"not null;index:,composite:session_created,priority:2"`
@@ -136,10 +138,14 @@ func (Summary) TableName(n schema.Namer) string { return tableName(n, TableSumma
 // foreign key's ON DELETE CASCADE (the partial index cannot), so deleting
 // a session never scans the queue; the partial (processed_at) index of
 // finished items serves SessionQueue.PurgeFinished.
+// The keys carry the distribution column (V13): primary key (seq,
+// session_id), item id unique per session (id, session_id). On SQLite the
+// key stays the AUTOINCREMENT seq (no AUTOINCREMENT in a composite key), as
+// for every model whose key has an auto-increment column.
 type QueueItem struct {
 	Seq         int64      `gorm:"primaryKey;autoIncrement;index:,composite:session_status,priority:3"`
-	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex"`
-	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session_status,priority:1,where:processed_at IS NULL;uniqueIndex:,composite:session_idem,priority:1"`
+	ID          uuid.UUID  `gorm:"type:uuid;not null;uniqueIndex:,composite:item,priority:1"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;uniqueIndex:,composite:item,priority:2;index:,composite:session_status,priority:1,where:processed_at IS NULL;uniqueIndex:,composite:session_idem,priority:1"`
 	Operation   string     `gorm:"type:varchar(32);not null;default:enqueue"`
 	Content     string     `gorm:"type:text;not null"`
 	Priority    int32      `gorm:"not null;default:0;index:,composite:session_status,priority:2,sort:desc"`
@@ -166,7 +172,7 @@ func (QueueItem) TableName(n schema.Namer) string { return tableName(n, TableQue
 // Todo is one row of {prefix}todos.
 type Todo struct {
 	ID          uuid.UUID  `gorm:"type:uuid;primaryKey;not null"`
-	SessionID   uuid.UUID  `gorm:"type:uuid;not null;index"`
+	SessionID   uuid.UUID  `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;index"`
 	Position    int64      `gorm:"not null;default:0"`
 	Content     string     `gorm:"type:text;not null"`
 	ActiveForm  string     `gorm:"type:text;not null"`
@@ -187,7 +193,7 @@ func (Todo) TableName(n schema.Namer) string { return tableName(n, TableTodos) }
 // most one active (draft, approved or executing) plan per session.
 type Plan struct {
 	ID          uuid.UUID `gorm:"type:uuid;primaryKey;not null;index:,composite:session_created,priority:3"`
-	SessionID   uuid.UUID `gorm:"type:uuid;not null;index:,composite:session_created,priority:1;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
+	SessionID   uuid.UUID `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;index:,composite:session_created,priority:1;uniqueIndex:,composite:one_active,where:status = 'draft' OR status = 'approved' OR status = 'executing'"`
 	Name        *string   `gorm:"type:text"`
 	Content     string    `gorm:"type:text;not null"`
 	Status      string    `gorm:"type:varchar(32);not null;default:draft"`
@@ -232,7 +238,7 @@ type SessionChange struct {
 	ID        int64      `gorm:"primaryKey;autoIncrement;index:,composite:ord,priority:2;index:,composite:session,priority:3"`
 	Ord       int64      `gorm:"not null;default:0;index:,composite:ord,priority:1;index:,composite:session,priority:2"`
 	TenantID  *string    `gorm:"type:text"`
-	SessionID uuid.UUID  `gorm:"type:uuid;not null;index:,composite:session,priority:1"`
+	SessionID uuid.UUID  `gorm:"type:uuid;primaryKey;not null;autoIncrement:false;index:,composite:session,priority:1"`
 	Kind      string     `gorm:"type:varchar(32);not null"`
 	ItemID    *uuid.UUID `gorm:"type:uuid"`
 	State     *string    `gorm:"type:varchar(32)"`

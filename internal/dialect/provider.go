@@ -96,9 +96,13 @@ type OrchAck struct {
 	// Quote returns the quoted, schema-qualified name of a table (see
 	// OrchClaim).
 	Quote func(base string) string
-	// LockToken is the fetch's token; Now the ack's clock (Unix ms); Exec
-	// the execution acked.
+	// LockToken is the fetch's token (as stored in lock_token); Now the
+	// ack's clock (Unix ms); Exec the execution acked.
 	LockToken string
+	// Instance, when not empty, is the instance the lease token names:
+	// the statements on the lock token also pin instance_id to it, so the
+	// ack is routed by the distribution column (docs/distributed.md).
+	Instance  string
 	Now, Exec int64
 	// Name and Version, when both set, upsert the instance row (with
 	// Parent, kept once set); otherwise the existing row's
@@ -119,9 +123,10 @@ type OrchAck struct {
 	ExecOutput                                  *string
 	ExecCompleted, VerMajor, VerMinor, VerPatch *int64
 	ExecConflict                                string
-	// Started returns a query with one parameter (the lock token) that
-	// has a row when the locked batch starts an execution or the
-	// instance (the SQL expression instance) has stored history.
+	// Started returns a query that has a row when the locked batch starts
+	// an execution or the instance (the SQL expression instance) has
+	// stored history; its parameters are the lock token, then, when
+	// instance is "?", the instance twice.
 	Started func(instance string) string
 	// History is appended (a stored event id fails the statement with
 	// ErrConflict); only ExecutionID, EventID, EventType, EventData are set.
@@ -156,11 +161,13 @@ type OrchAckStatement interface {
 // in one statement (used with CapFastPaths), one or a group-commit batch.
 type WorkerAckStatement interface {
 	// WorkerAckSQL returns the statement acking n worker items; quote
-	// names tables (see OrchClaim). Its parameters are six per item:
+	// names tables (see OrchClaim). Its parameters are seven per item:
 	// index k (integer), row id (bigint), stored token (text), the item's
-	// clock (bigint, Unix ms), and the completion's instance id and work
-	// item (text, both NULL for none). For each item whose row has that
-	// token and a lock that holds at its clock, it deletes the row,
+	// clock (bigint, Unix ms), the completion's instance id and work item
+	// (text, both NULL for none), and the row's instance id the lease token
+	// names (text, NULL for a token that names none; when set the row must
+	// have it: the routing key). For each item whose row has that token
+	// and a lock that holds at its clock, it deletes the row,
 	// touches the row's activity session (last_activity_at = clock, when
 	// the session's lease holds at it) and enqueues the completion
 	// (visible and created at the clock), completions in index order; the

@@ -306,18 +306,19 @@ func TestGroupCommitStatements(t *testing.T) {
 			now := st.nowMS()
 			var wreqs []*gcReq[int64, ackWorkReq]
 			add := func(tok string, r *models.OrchestratorQueueItem, nowMS int64) {
-				stored, id, ok := parseWorkToken(tok)
+				wl, ok := parseWorkToken(tok)
 				if !ok {
 					t.Fatalf("token %q", tok)
 				}
-				wreqs = append(wreqs, &gcReq[int64, ackWorkReq]{ctx: ctx, key: id, in: ackWorkReq{stored: stored, id: id, row: r, nowMS: nowMS}})
+				wreqs = append(wreqs, &gcReq[int64, ackWorkReq]{ctx: ctx, key: wl.id, in: ackWorkReq{stored: wl.stored, id: wl.id,
+					instance: wl.instance, routed: wl.routed, row: r, nowMS: nowMS}})
 			}
 			add(toks[0], row("ok0"), now)
 			add(toks[1], nil, now)
-			_, id2, _ := parseWorkToken(toks[2])
-			add(workToken("lock_forged", id2), row("forged"), now)
+			wl2, _ := parseWorkToken(toks[2])
+			add(workToken("lock_forged", wl2.instance, wl2.id), row("forged"), now)
 			add(toks[3], row("expired"), now+2*time.Hour.Milliseconds())
-			add(workToken("lock_x", 1<<40), row("unknown"), now)
+			add(workToken("lock_x", "", 1<<40), row("unknown"), now)
 			add(toks[4], row("ok4"), now)
 			if err := p.ackWorkBatch(ctx, wreqs); err != nil {
 				t.Fatalf("ack batch: %v", err)
@@ -749,10 +750,11 @@ func TestFetchWorkBatchStatement(t *testing.T) {
 					t.Errorf("call %d: got %+v, want %s", i, l, c.want)
 					continue
 				}
-				stored, id, ok := parseWorkToken(l.LockToken)
+				wl, ok := parseWorkToken(l.LockToken)
 				if !ok {
 					t.Fatalf("call %d: token %q", i, l.LockToken)
 				}
+				stored, id := wl.stored, wl.id
 				var row struct {
 					LockToken   string
 					LockedUntil int64

@@ -70,7 +70,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		return perr(op, err)
 	}
 	// Encode everything before the transaction.
-	a := &orchAck{lockToken: lockToken, ack: ack, exec: int64(ack.ExecutionID), hist: make([]models.HistoryEvent, 0, len(ack.HistoryDelta)),
+	a := &orchAck{lease: parseOrchToken(lockToken), ack: ack, exec: int64(ack.ExecutionID), hist: make([]models.HistoryEvent, 0, len(ack.HistoryDelta)),
 		terminal: md.Status != nil && duroxide.IsTerminalStatus(*md.Status)}
 	for _, ev := range ack.HistoryDelta {
 		if ev.EventID == 0 {
@@ -126,7 +126,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 
 // orchAck is an ack, validated and encoded: what one attempt writes.
 type orchAck struct {
-	lockToken    string
+	lease        orchLease
 	ack          duroxide.OrchestrationAck
 	now, exec    int64
 	hist         []models.HistoryEvent
@@ -199,7 +199,7 @@ func (p *gormProvider) ackOrchOnce(ctx context.Context, a *orchAck) error {
 func (p *gormProvider) orchAckSpec(a *orchAck) *dialect.OrchAck {
 	md := a.ack.Metadata
 	eu := newExecUpsert(md, a.now)
-	d := &dialect.OrchAck{Quote: p.q, LockToken: a.lockToken, Now: a.now, Exec: a.exec,
+	d := &dialect.OrchAck{Quote: p.q, LockToken: a.lease.stored, Instance: a.lease.instance, Now: a.now, Exec: a.exec,
 		Name: md.OrchestrationName, Version: md.OrchestrationVersion, Parent: md.ParentInstanceID,
 		ExecStatus: eu.status, ExecOutput: eu.output, ExecCompleted: eu.completed, VerMajor: eu.major, VerMinor: eu.minor, VerPatch: eu.patch,
 		ExecConflict: eu.conflict, Started: p.orchStartedSQL, History: a.hist, KVTerminal: a.terminal, Worker: a.wrows, Orch: a.orows}
@@ -225,8 +225,9 @@ func (p *gormProvider) ackOrchSteps(tx *gorm.DB, a *orchAck) (string, error) {
 	md, exec, now := a.ack.Metadata, a.exec, a.now
 	// 1. validate and consume the lock (strict single ack)
 	var ids []string
-	if err := tx.Raw(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? AND locked_until > ? RETURNING instance_id`,
-		a.lockToken, now).Scan(&ids).Error; err != nil {
+	ic, iargs := a.lease.cond()
+	if err := tx.Raw(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? AND locked_until > ?`+ic+` RETURNING instance_id`,
+		append([]any{a.lease.stored, now}, iargs...)...).Scan(&ids).Error; err != nil {
 		return "", fmt.Errorf("claim lock: %w", err)
 	}
 	if len(ids) == 0 {
@@ -261,7 +262,7 @@ func (p *gormProvider) ackOrchSteps(tx *gorm.DB, a *orchAck) (string, error) {
 	needExec := instanceExists || len(a.hist) > 0
 	if !needExec {
 		var hits []int
-		if err := tx.Raw(p.orchStartedSQL("?"), a.lockToken, instance).Scan(&hits).Error; err != nil {
+		if err := tx.Raw(p.orchStartedSQL("?"), a.lease.stored, instance, instance).Scan(&hits).Error; err != nil {
 			return instance, fmt.Errorf("check batch of %s: %w", instance, err)
 		}
 		needExec = len(hits) > 0
@@ -299,13 +300,13 @@ func (p *gormProvider) ackOrchSteps(tx *gorm.DB, a *orchAck) (string, error) {
 			return instance, err
 		}
 	}
-	return instance, p.ackOrchQueues(tx, a)
+	return instance, p.ackOrchQueues(tx, a, instance)
 }
 
 // ackOrchQueues is the queue part of the portable ack: worker items
 // enqueued, cancelled activities deleted, orchestrator items enqueued, and
 // the fetched batch (exactly) deleted.
-func (p *gormProvider) ackOrchQueues(tx *gorm.DB, a *orchAck) error {
+func (p *gormProvider) ackOrchQueues(tx *gorm.DB, a *orchAck, instance string) error {
 	if len(a.wrows) > 0 {
 		if err := tx.CreateInBatches(a.wrows, 500).Error; err != nil {
 			return fmt.Errorf("enqueue worker items: %w", err)
@@ -327,21 +328,21 @@ func (p *gormProvider) ackOrchQueues(tx *gorm.DB, a *orchAck) error {
 			return fmt.Errorf("enqueue orchestrator items: %w", err)
 		}
 	}
-	if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, a.lockToken).Error; err != nil {
+	if err := tx.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ? AND instance_id = ?`, a.lease.stored, instance).Error; err != nil {
 		return fmt.Errorf("delete batch: %w", err)
 	}
 	return nil
 }
 
-// orchStartedSQL returns the query (args: the lock token, then instance if
-// it is "?") that has a
+// orchStartedSQL returns the query (args: the lock token, then instance
+// twice if it is "?") that has a
 // row when the locked batch holds a StartOrchestration or ContinueAsNew or
 // the instance has stored history: such an ack writes its execution row
 // even when the metadata names no orchestration (as duroxide does). Work
 // items are stored as externally tagged JSON written by this package, so
 // the variant is the text's first key.
 func (p *gormProvider) orchStartedSQL(instance string) string {
-	return `SELECT 1 FROM ` + p.q(models.TableOrchestratorQueue) + ` WHERE lock_token = ?` +
+	return `SELECT 1 FROM ` + p.q(models.TableOrchestratorQueue) + ` WHERE lock_token = ? AND instance_id = ` + instance +
 		` AND (work_item LIKE '{"StartOrchestration":%' OR work_item LIKE '{"ContinueAsNew":%')` +
 		` UNION ALL SELECT 1 WHERE EXISTS (SELECT 1 FROM ` + p.q(models.TableHistory) + ` WHERE instance_id = ` + instance + `)`
 }
@@ -367,7 +368,9 @@ func (p *gormProvider) duplicateEventError(ctx context.Context, lockToken string
 	instance := dup.instance
 	if instance == "" { // the ack rolled back, so the lock row is still there
 		var ids []string
-		if db.Raw(`SELECT instance_id FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, lockToken).Scan(&ids).Error == nil && len(ids) > 0 {
+		l := parseOrchToken(lockToken)
+		ic, _ := l.cond()
+		if db.Raw(`SELECT instance_id FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`+ic, l.args()...).Scan(&ids).Error == nil && len(ids) > 0 {
 			instance = ids[0]
 		}
 	}
@@ -394,10 +397,12 @@ func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken s
 	if delay < 0 {
 		return perr(op, invalidf("negative delay"))
 	}
+	l := parseOrchToken(lockToken)
+	ic, _ := l.cond()
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var ids []string
-		if err := tx.Raw(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? RETURNING instance_id`, lockToken).Scan(&ids).Error; err != nil {
+		if err := tx.Raw(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`+ic+` RETURNING instance_id`, l.args()...).Scan(&ids).Error; err != nil {
 			return fmt.Errorf("release lock: %w", err)
 		}
 		if len(ids) == 0 {
@@ -412,8 +417,8 @@ func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken s
 		if ignoreAttempt {
 			set += `, attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END`
 		}
-		args = append(args, lockToken)
-		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET `+set+` WHERE lock_token = ?`, args...).Error
+		// the lock row named the instance: pin the messages to it
+		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET `+set+` WHERE lock_token = ? AND instance_id = ?`, append(args, l.stored, ids[0])...).Error
 	})
 	if err != nil {
 		return perrLock(op, lockToken, err)
@@ -428,17 +433,19 @@ func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken
 	if extendFor <= 0 {
 		return perr(op, invalidf("extension must be positive"))
 	}
+	l := parseOrchToken(lockToken)
+	ic, _ := l.cond()
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		until := now + durMS(extendFor)
-		res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ? AND locked_until > ?`, until, lockToken, now)
+		res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ?`+ic+` AND locked_until > ?`, append(l.args(until), now)...)
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
 			return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already released")
 		}
-		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`, until, lockToken).Error
+		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`+ic, l.args(until)...).Error
 	})
 	return perrLock(op, lockToken, err)
 }

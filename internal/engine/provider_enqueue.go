@@ -129,7 +129,9 @@ func workerRows(items []duroxide.WorkItem, now int64) ([]models.WorkerQueueItem,
 		if err != nil {
 			return nil, invalidf("encode %s: %v", it.WorkItemType(), err)
 		}
-		r := models.WorkerQueueItem{WorkItem: string(data), VisibleAt: now, CreatedAt: now}
+		// instance_id is the worker queue's distribution column (V13, NOT
+		// NULL): an item that is not an activity of an instance gets "".
+		r := models.WorkerQueueItem{WorkItem: string(data), VisibleAt: now, CreatedAt: now, InstanceID: ptr("")}
 		if ae, ok := it.(*duroxide.ActivityExecute); ok {
 			r.InstanceID = ptr(ae.Instance)
 			r.ExecutionID = ptr(int64(ae.ExecutionID))

@@ -56,16 +56,18 @@ func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.Orchestra
 			return it, nil
 		}
 		var held bool
+		l := parseOrchToken(it.LockToken)
+		ic, _ := l.cond()
 		err := p.tx(ctx, func(tx *gorm.DB) error {
-			res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ?`, now+lt, it.LockToken)
+			res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ?`+ic, l.args(now+lt)...)
 			if res.Error != nil || res.RowsAffected == 0 {
 				return res.Error
 			}
 			held = true
-			return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`, now+lt, it.LockToken).Error
+			return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`+ic, l.args(now+lt)...).Error
 		})
 		if err != nil {
-			p.releaseOrchLease(ctx, it.LockToken)
+			p.releaseOrchLease(ctx, l)
 			return nil, fmt.Errorf("renew the lease of %s after a slow claim: %w", it.Instance, err)
 		}
 		if !held {
@@ -78,15 +80,16 @@ func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.Orchestra
 // releaseOrchLease undoes a claim whose fetch then failed: the lock row
 // goes, the messages are unlocked and their attempt uncounted. Best
 // effort: if it fails too, the lock expires.
-func (p *gormProvider) releaseOrchLease(ctx context.Context, token string) {
+func (p *gormProvider) releaseOrchLease(ctx context.Context, l orchLease) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	ic, _ := l.cond()
 	_ = p.tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
+		if err := tx.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`+ic, l.args()...).Error; err != nil {
 			return err
 		}
 		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = NULL, locked_until = NULL,`+
-			` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`, token).Error
+			` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token = ?`+ic, l.args()...).Error
 	})
 }
 
@@ -282,9 +285,9 @@ type orchMeta struct {
 // does.
 func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialect.OrchFetchStatement, lockTimeout time.Duration,
 	filter *duroxide.DispatcherCapabilityFilter) (item *duroxide.OrchestrationItem, corrupt, err error) {
-	release := func(token string) {
+	release := func(token, instance string) {
 		if st != nil {
-			p.releaseOrchLease(ctx, token)
+			p.releaseOrchLease(ctx, orchLease{stored: token, instance: instance})
 		}
 	}
 	var tried []string
@@ -338,13 +341,13 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 			continue // another fetcher is on it: next candidate
 		}
 		if len(c.msgs) == 0 { // the messages were consumed meanwhile: release and move on
-			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
-				release(token)
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? AND instance_id = ?`, token, c.instance).Error; err != nil {
+				release(token, c.instance)
 				return nil, nil, fmt.Errorf("release lock of %s: %w", c.instance, err)
 			}
 			continue
 		}
-		it, bad := orchItem(c.instance, token, c.msgs)
+		it, bad := orchItem(c.instance, orchToken(token, c.instance), c.msgs)
 		if bad != nil {
 			return nil, bad, nil
 		}
@@ -352,16 +355,16 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 			setOrchMetadata(it, true, m.name, m.version, m.exec, m.hist)
 			it.KVSnapshot = m.kv
 		} else if err := p.fillOrchMetadata(db, it); err != nil {
-			release(token)
+			release(token, c.instance)
 			return nil, nil, err
 		}
 		if isOrphanBatch(it) { // queue messages of a never-started instance: drop them and move on
-			if err := db.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ?`, token).Error; err != nil {
-				release(token)
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableOrchestratorQueue)+` WHERE lock_token = ? AND instance_id = ?`, token, c.instance).Error; err != nil {
+				release(token, c.instance)
 				return nil, nil, fmt.Errorf("drop orphan messages of %s: %w", c.instance, err)
 			}
-			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ?`, token).Error; err != nil {
-				release(token)
+			if err := db.Exec(`DELETE FROM `+p.q(models.TableInstanceLocks)+` WHERE lock_token = ? AND instance_id = ?`, token, c.instance).Error; err != nil {
+				release(token, c.instance)
 				return nil, nil, fmt.Errorf("release lock of %s: %w", c.instance, err)
 			}
 			continue

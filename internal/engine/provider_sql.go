@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"strings"
 	"time"
 
@@ -138,6 +139,57 @@ func gormTranslate(db *gorm.DB, err error) error {
 }
 
 func newLockToken() string { return "lock_" + uuid.NewString() }
+
+// Orchestration lease tokens carry the instance: the token handed out is
+// the random token stored in lock_token, a dot and the instance id in
+// unpadded base64url. Ack, abandon and renew then pin every statement to
+// the instance as well as the stored token (instanceCond), so each is
+// routed to one shard when the provider tables are distributed by
+// instance id (docs/distributed.md). The token stays opaque to callers. A
+// token without that suffix (handed out before this build, or forged) is
+// looked up by itself, as before: old leases stay valid across an upgrade.
+
+// orchToken returns the lease token of a claim stored as stored on instance.
+func orchToken(stored, instance string) string {
+	return stored + "." + base64.RawURLEncoding.EncodeToString([]byte(instance))
+}
+
+// orchLease is a parsed orchestration lease token.
+type orchLease struct {
+	// stored is the token in the lock_token columns.
+	stored string
+	// instance is the instance the token names; "" for a token without one.
+	instance string
+}
+
+// parseOrchToken splits an orchestration lease token (see orchToken); a
+// token that does not carry an instance is its own stored token.
+func parseOrchToken(tok string) orchLease {
+	i := strings.LastIndexByte(tok, '.')
+	if i <= 0 {
+		return orchLease{stored: tok}
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok[i+1:])
+	if err != nil || len(b) == 0 {
+		return orchLease{stored: tok}
+	}
+	return orchLease{stored: tok[:i], instance: string(b)}
+}
+
+// cond returns the condition " AND instance_id = ?" and its argument when
+// the lease names its instance, "" and none otherwise.
+func (l orchLease) cond() (string, []any) {
+	if l.instance == "" {
+		return "", nil
+	}
+	return " AND instance_id = ?", []any{l.instance}
+}
+
+// args returns the stored token followed by the instance argument of cond.
+func (l orchLease) args(before ...any) []any {
+	_, ia := l.cond()
+	return append(append(before, l.stored), ia...)
+}
 
 // durMS converts a duration to whole milliseconds, rounding up: a lock,
 // lease or delay of 500 µs lasts 1 ms, never 0 (which would be expired or

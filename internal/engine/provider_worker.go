@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -85,10 +86,11 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 // re-stamp releases the item.
 func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLease, start int64, lockTimeout time.Duration,
 	session *duroxide.SessionFetchConfig) (*duroxide.WorkItemLease, error) {
-	stored, id, ok := parseWorkToken(l.LockToken)
+	wl, ok := parseWorkToken(l.LockToken)
 	if !ok {
 		return l, nil
 	}
+	ic, iargs := wl.cond()
 	var sid *string
 	if ae, isAct := l.Item.(*duroxide.ActivityExecute); isAct && session != nil {
 		sid = ae.SessionID
@@ -101,7 +103,7 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 		}
 		var held bool
 		restamp := func(db *gorm.DB) error {
-			res := db.Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ?`, now+lt, id, stored)
+			res := db.Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ?`+ic, append([]any{now + lt, wl.id, wl.stored}, iargs...)...)
 			if res.Error != nil || res.RowsAffected == 0 {
 				return res.Error
 			}
@@ -120,8 +122,8 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 			err = p.tx(ctx, restamp)
 		}
 		if err != nil {
-			p.releaseWorkLease(ctx, id, stored)
-			return nil, fmt.Errorf("renew the lease of work item %d after a slow claim: %w", id, err)
+			p.releaseWorkLease(ctx, wl)
+			return nil, fmt.Errorf("renew the lease of work item %d after a slow claim: %w", wl.id, err)
 		}
 		if !held {
 			return nil, nil
@@ -142,11 +144,13 @@ func sessionLeaseMS(session *duroxide.SessionFetchConfig, lockTimeout time.Durat
 // releaseWorkLease undoes the claim of worker item id (stored token) whose
 // fetch then failed: unlocked, its attempt uncounted. Best effort: if it
 // fails too, the lock expires.
-func (p *gormProvider) releaseWorkLease(ctx context.Context, id int64, stored string) {
+func (p *gormProvider) releaseWorkLease(ctx context.Context, wl workLease) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	ic, iargs := wl.cond()
 	_ = p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = NULL, locked_until = NULL,`+
-		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE id = ? AND lock_token = ?`, id, stored).Error
+		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE id = ? AND lock_token = ?`+ic,
+		append([]any{wl.id, wl.stored}, iargs...)...).Error
 }
 
 // fetchWorkPlain claims the oldest eligible item outside activity
@@ -204,7 +208,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		tok := newLockToken()
 		byToken[tok] = g[0]
 		b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-			` WHERE id = (SELECT cid FROM (` + pick + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count`)
+			` WHERE id = (SELECT cid FROM (` + pick + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`)
 		args = append([]any{tok, now + durMS(g[0].in.lockTimeout), now, now}, targs...)
 	} else {
 		rowOrder := `cid`
@@ -214,7 +218,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = w.column2, locked_until = w.column3, attempt_count = attempt_count + 1` +
 			` FROM (SELECT cid, row_number() OVER (ORDER BY ` + rowOrder + `) AS rn FROM (` + pick + `) AS c0) AS c, (VALUES `)
 		writeTuples(&b, len(g), "("+p.s.castParam("bigint")+", "+p.s.castParam("text")+", "+p.s.castParam("bigint")+")")
-		b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count`)
+		b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`)
 		args = append([]any{now, now}, targs...)
 		for i, r := range g {
 			tok := newLockToken()
@@ -227,11 +231,11 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	if err == nil {
 		for rows.Next() {
 			var (
-				tok, workItem string
-				id            int64
-				attempts      int32
+				tok, workItem, instance string
+				id                      int64
+				attempts                int32
 			)
-			if err = rows.Scan(&tok, &id, &workItem, &attempts); err != nil {
+			if err = rows.Scan(&tok, &id, &workItem, &attempts, &instance); err != nil {
 				break
 			}
 			r, ok := byToken[tok]
@@ -245,7 +249,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 				r.err = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: derr}
 				continue
 			}
-			*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, id), AttemptCount: uint32(attempts)}
+			*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, instance, id), AttemptCount: uint32(attempts)}
 		}
 		if err == nil {
 			err = translateVia(p.s.db, rows.Err())
@@ -278,21 +282,54 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 // entry (on PostgreSQL it can be a HOT update) and an ack deletes from one
 // index fewer. A token that does not parse matches nothing
 // (ErrInvalidLockToken), like any unknown token.
+//
+// The token also names the row's instance_id (the worker queue's
+// distribution column, docs/distributed.md): stored, "~", the instance id
+// in unpadded base64url, ".", the row id; ack, renew and abandon pin it
+// too, so each is routed to one shard. A token without the "~" part
+// (handed out before this build) is checked by row id and stored token
+// alone, as before.
 
-// workToken returns the lease token of worker-queue row id locked with stored.
-func workToken(stored string, id int64) string { return stored + "." + strconv.FormatInt(id, 10) }
+// workToken returns the lease token of worker-queue row id of instance
+// locked with stored.
+func workToken(stored, instance string, id int64) string {
+	return stored + "~" + base64.RawURLEncoding.EncodeToString([]byte(instance)) + "." + strconv.FormatInt(id, 10)
+}
 
-// parseWorkToken splits a worker lease token into the stored token and the row id.
-func parseWorkToken(tok string) (stored string, id int64, ok bool) {
+// workLease is a parsed worker lease token.
+type workLease struct {
+	stored   string // the token in lock_token
+	id       int64  // the row id
+	instance string // the row's instance_id, when routed
+	routed   bool   // the token names the instance
+}
+
+// cond returns " AND instance_id = ?" and its argument for a routed
+// lease, "" and none otherwise.
+func (l workLease) cond() (string, []any) {
+	if !l.routed {
+		return "", nil
+	}
+	return " AND instance_id = ?", []any{l.instance}
+}
+
+// parseWorkToken splits a worker lease token (see workToken).
+func parseWorkToken(tok string) (workLease, bool) {
 	i := strings.LastIndexByte(tok, '.')
 	if i <= 0 {
-		return "", 0, false
+		return workLease{}, false
 	}
 	id, err := strconv.ParseInt(tok[i+1:], 10, 64)
 	if err != nil || id <= 0 {
-		return "", 0, false
+		return workLease{}, false
 	}
-	return tok[:i], id, true
+	l := workLease{stored: tok[:i], id: id}
+	if j := strings.LastIndexByte(l.stored, '~'); j > 0 {
+		if b, err := base64.RawURLEncoding.DecodeString(l.stored[j+1:]); err == nil {
+			l.stored, l.instance, l.routed = l.stored[:j], string(b), true
+		}
+	}
+	return l, true
 }
 
 // workFetchReq is one attempt of a FetchWorkItem call without a session
@@ -422,9 +459,10 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 			var locked []struct {
 				WorkItem     string
 				AttemptCount int32
+				InstanceID   string
 			}
 			if err := scanAll(tx, &locked, `UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-				` WHERE id = ? RETURNING work_item, attempt_count`, token, now+durMS(lockTimeout), c.ID); err != nil {
+				` WHERE id = ? RETURNING work_item, attempt_count, instance_id`, token, now+durMS(lockTimeout), c.ID); err != nil {
 				return fmt.Errorf("lock work item %d: %w", c.ID, err)
 			}
 			if len(locked) == 0 {
@@ -436,7 +474,7 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				corrupt = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(c.ID), Column: "work_item", Err: err}
 				return nil
 			}
-			lease = &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, c.ID), AttemptCount: uint32(locked[0].AttemptCount)}
+			lease = &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, locked[0].InstanceID, c.ID), AttemptCount: uint32(locked[0].AttemptCount)}
 			return nil
 		}
 	})

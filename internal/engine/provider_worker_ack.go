@@ -47,14 +47,14 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		}
 		row = &models.OrchestratorQueueItem{InstanceID: completion.RoutingInstance(), WorkItem: string(data)}
 	}
-	stored, id, ok := parseWorkToken(lockToken)
+	wl, ok := parseWorkToken(lockToken)
 	if !ok {
 		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
 	}
-	in := ackWorkReq{stored: stored, id: id, row: row, nowMS: p.s.nowMS()}
+	in := ackWorkReq{stored: wl.stored, id: wl.id, instance: wl.instance, routed: wl.routed, row: row, nowMS: p.s.nowMS()}
 	var err error
 	if p.s.groupCommit() {
-		err = p.s.gc.ackWork.do(ctx, p.s.gcFlushes(), id, in, p.ackWorkOne, p.ackWorkBatch)
+		err = p.s.gc.ackWork.do(ctx, p.s.gcFlushes(), wl.id, in, p.ackWorkOne, p.ackWorkBatch)
 	} else {
 		err = p.ackWorkOne(ctx, in)
 	}
@@ -70,10 +70,12 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 // ackWorkReq is one AckWorkItem call: the stored token and row id of its
 // lease, the completion to enqueue (nil for none) and the call's clock.
 type ackWorkReq struct {
-	stored string
-	id     int64
-	row    *models.OrchestratorQueueItem
-	nowMS  int64
+	stored   string
+	id       int64
+	instance string // the row's instance_id the token names, when routed
+	routed   bool
+	row      *models.OrchestratorQueueItem
+	nowMS    int64
 }
 
 // ackWorkOne acks one item: a batch of one.
@@ -129,13 +131,17 @@ func (p *gormProvider) ackWorkBatch(ctx context.Context, reqs []*gcReq[int64, ac
 // (one round trip, one commit) and reports which were acked (none when it
 // failed: the statement is atomic).
 func (p *gormProvider) ackWorkStatement(ctx context.Context, st dialect.WorkerAckStatement, reqs []*gcReq[int64, ackWorkReq]) ([]bool, error) {
-	args := make([]any, 0, 6*len(reqs))
+	args := make([]any, 0, 7*len(reqs))
 	for k, r := range reqs {
 		var ii, wi any
 		if row := r.in.row; row != nil {
 			ii, wi = row.InstanceID, row.WorkItem
 		}
-		args = append(args, k, r.in.id, r.in.stored, r.in.nowMS, ii, wi)
+		var ri any // the row's instance the token names (nil: not routed)
+		if r.in.routed {
+			ri = r.in.instance
+		}
+		args = append(args, k, r.in.id, r.in.stored, r.in.nowMS, ii, wi, ri)
 	}
 	acked := make([]bool, len(reqs))
 	err := queryDirect(p.s.db.WithContext(ctx), st.WorkerAckSQL(len(reqs), p.q), args, func(rows *sql.Rows) error {
@@ -245,8 +251,23 @@ func (p *gormProvider) ackWorkDelete(reqs []*gcReq[int64, ackWorkReq], ks []int,
 		clk.WriteString(" WHEN ? THEN " + p.s.castParam("bigint"))
 		args = append(args, reqs[k].in.id, reqs[k].in.nowMS)
 	}
+	// Every token names its row's instance: pin them too (the
+	// distribution column; one instance: a single-shard statement).
+	pin := ""
+	if !slices.ContainsFunc(ks, func(k int) bool { return !reqs[k].in.routed }) {
+		var insts []string
+		for _, k := range ks {
+			if !slices.Contains(insts, reqs[k].in.instance) {
+				insts = append(insts, reqs[k].in.instance)
+			}
+		}
+		pin = ` AND instance_id IN (` + placeholders(len(insts)) + `)`
+		for _, i := range insts {
+			args = append(args, i)
+		}
+	}
 	return `DELETE FROM ` + p.q(models.TableWorkerQueue) + ` WHERE id IN (` + placeholders(n) + `)` +
-		` AND lock_token = CASE id` + tok.String() + ` END AND locked_until > CASE id` + clk.String() + ` END` + tail, args
+		` AND lock_token = CASE id` + tok.String() + ` END AND locked_until > CASE id` + clk.String() + ` END` + pin + tail, args
 }
 
 // markAcked marks the items reqs[k], k in ks, whose row id is in gone and
@@ -269,15 +290,16 @@ func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, 
 	if extendFor <= 0 {
 		return perr(op, invalidf("extension must be positive"))
 	}
-	stored, id, ok := parseWorkToken(lockToken)
+	wl, ok := parseWorkToken(lockToken)
 	if !ok {
 		return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
 	}
+	ic, iargs := wl.cond()
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var rows []struct{ SessionID *string }
-		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
-			now+durMS(extendFor), id, stored, now).Scan(&rows).Error; err != nil {
+		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ?`+ic+` RETURNING session_id`,
+			append([]any{now + durMS(extendFor), wl.id, wl.stored, now}, iargs...)...).Scan(&rows).Error; err != nil {
 			return err
 		}
 		if len(rows) == 0 {
@@ -298,16 +320,18 @@ func (p *gormProvider) AbandonWorkItem(ctx context.Context, lockToken string, de
 	if delay < 0 {
 		return perr(op, invalidf("negative delay"))
 	}
-	stored, id, ok := parseWorkToken(lockToken)
+	wl, ok := parseWorkToken(lockToken)
 	if !ok {
 		return pfail(op, ErrInvalidLockToken, "Invalid lock token or already acked")
 	}
+	ic, iargs := wl.cond()
 	now := p.s.nowMS()
 	set := `lock_token = NULL, locked_until = NULL, visible_at = ?`
 	if ignoreAttempt {
 		set += `, attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END`
 	}
-	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET `+set+` WHERE id = ? AND lock_token = ?`, now+durMS(delay), id, stored)
+	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET `+set+` WHERE id = ? AND lock_token = ?`+ic,
+		append([]any{now + durMS(delay), wl.id, wl.stored}, iargs...)...)
 	if res.Error != nil {
 		return perr(op, res.Error)
 	}

@@ -204,18 +204,16 @@ func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []r
 		return nil, dbErr(err)
 	}
 	if len(rows) > 0 {
+		if err := ss.refuseForeignIDs(tx, tt, sessionID, ids); err != nil {
+			return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", err)
+		}
 		res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
-			Columns: []clause.Column{{Name: "id"}},
-			Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
-				SQL: tt + ".session_id = excluded.session_id"}}},
+			Columns: []clause.Column{{Name: "id"}, {Name: "session_id"}},
 			DoUpdates: clause.AssignmentColumns([]string{"position", "content", "active_form", "status", "plan_id",
 				"created_at", "started_at", "completed_at"}),
 		}).Create(&rows)
 		if res.Error != nil {
 			return nil, dbErr(res.Error)
-		}
-		if res.RowsAffected < int64(len(rows)) {
-			return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", ErrDuplicate)
 		}
 	}
 	return append([]repo.TodoItem(nil), todos...), nil
@@ -252,17 +250,34 @@ func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.P
 	row := models.Plan{ID: plan.ID, SessionID: sessionID, Name: plan.Name, Content: plan.Content, Status: string(plan.Status),
 		Error: plan.Error, CreatedAt: plan.CreatedAt.UTC().Truncate(time.Microsecond), ApprovedAt: utcPtr(plan.ApprovedAt),
 		StartedAt: utcPtr(plan.StartedAt), CompletedAt: utcPtr(plan.CompletedAt)}
+	if err := ss.refuseForeignIDs(tx, pt, sessionID, []uuid.UUID{plan.ID}); err != nil {
+		return fmt.Errorf("plan %s is stored under another session: %w", plan.ID, err)
+	}
 	res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
-		Columns: []clause.Column{{Name: "id"}},
-		Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
-			SQL: pt + ".session_id = excluded.session_id"}}},
+		Columns:   []clause.Column{{Name: "id"}, {Name: "session_id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"name", "content", "status", "error", "approved_at", "started_at", "completed_at"}),
 	}).Create(&row)
 	if res.Error != nil {
 		return dbErr(res.Error)
 	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("plan %s is stored under another session: %w", plan.ID, ErrDuplicate)
+	return nil
+}
+
+// refuseForeignIDs returns ErrDuplicate when one of ids is stored in table
+// (todos or plans, quoted) under another session than sessionID. Since V13
+// the key is (id, session_id) (the distribution column in every key), so
+// the database no longer refuses such a row itself: this check keeps an id
+// from naming rows of two sessions. It is a read of every session's rows
+// by id (on Citus a statement to every shard), run only when todos or a
+// plan are written; two concurrent writes of one new id into two sessions
+// can both pass it.
+func (ss *sessionStore) refuseForeignIDs(tx *gorm.DB, table string, sessionID uuid.UUID, ids []uuid.UUID) error {
+	var n int64
+	if err := tx.Raw("SELECT COUNT(*) FROM "+table+" WHERE id IN ? AND session_id <> ?", ids, sessionID).Scan(&n).Error; err != nil {
+		return dbErr(err)
+	}
+	if n > 0 {
+		return ErrDuplicate
 	}
 	return nil
 }

@@ -80,7 +80,19 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 		if err := tx.Omit(clause.Associations).Create(&child).Error; err != nil {
 			return dbErr(err)
 		}
-		if at != "" {
+		if at != "" && !ss.s.has(CapFastPaths) && !ss.s.has(CapSingleWriter) {
+			n, err := ss.copyBranch(tx, sessionID, newID, at, src.MessageCount+1)
+			if err != nil {
+				return err
+			}
+			if err := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
+				n, n, newID).Error; err != nil {
+				return dbErr(err)
+			}
+			if err := ss.resealForkedMessages(tx, src.ID, newID); err != nil {
+				return err
+			}
+		} else if at != "" {
 			res := tx.Exec(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
  SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
  UNION ALL
@@ -115,6 +127,46 @@ FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
 	}
 	out.MarkClean()
 	return out, nil
+}
+
+// forkCopyBatch bounds the messages of one read and one insert of copyBranch.
+const forkCopyBatch = 500
+
+// copyBranch copies the branch of session from ending at message at (at
+// most depth messages up its parent chain) into session to as its
+// messages 1..n, sidechain, and returns n. It is Fork's general path:
+// statements that each touch one session (the branch's seqs read by a
+// recursive query pinned to from, its rows read by seq, the copies
+// inserted into to), which Citus routes to one shard each. With
+// CapFastPaths, or on a single-writer database (never distributed), Fork
+// copies in one INSERT ... SELECT instead.
+func (ss *sessionStore) copyBranch(tx *gorm.DB, from, to uuid.UUID, at string, depth int64) (int64, error) {
+	mt := ss.s.quoted(models.TableMessages)
+	var seqs []int64
+	if err := tx.Raw(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
+ SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
+ UNION ALL
+ SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
+ WHERE b.depth < ?)
+SELECT seq FROM branch ORDER BY seq`, from, at, from, depth).Scan(&seqs).Error; err != nil {
+		return 0, dbErr(err)
+	}
+	var n int64
+	for start := 0; start < len(seqs); start += forkCopyBatch {
+		var rows []models.Message
+		if err := tx.Where("session_id = ? AND seq IN ?", from, seqs[start:min(start+forkCopyBatch, len(seqs))]).
+			Order("seq").Find(&rows).Error; err != nil {
+			return 0, dbErr(err)
+		}
+		for i := range rows {
+			n++
+			rows[i].SessionID, rows[i].Seq, rows[i].IsSidechain = to, n, true
+		}
+		if err := insertMessages(tx, rows); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // WithSessionLock implements repo.Sessions.
@@ -163,8 +215,8 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 		// One transaction per batch: pick (and on PostgreSQL lock, skipping
 		// rows another sweeper holds) up to batchSize expired ids, then
 		// delete them. The count is the ids picked, so a child that is
-		// expired itself counts once on every dialect, whether the FK
-		// cascade or the DELETE reached it first.
+		// expired itself counts once on every dialect, whether the DELETE
+		// of the batch or the one of the sessions below reached it first.
 		args := append([]any{now}, targs...)
 		args = append(args, batchSize)
 		var ids, expired []uuid.UUID
@@ -178,7 +230,7 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 				return nil
 			}
 			// The expired sessions this batch deletes: the picked ones and
-			// their expired descendants (the cascade reaches them), locked
+			// their expired descendants (deleteSessionsBelow reaches them), locked
 			// so that a concurrent sweeper that deleted one of them first
 			// makes it drop out here instead of being counted twice.
 			if err := tx.Raw(`WITH RECURSIVE d(id) AS (SELECT id FROM `+st+` WHERE id IN ?
@@ -187,7 +239,11 @@ SELECT id FROM `+st+` WHERE id IN (SELECT id FROM d) AND expires_at IS NOT NULL 
 				ids, now).Scan(&expired).Error; err != nil {
 				return err
 			}
-			return tx.Exec("DELETE FROM "+st+" WHERE id IN ?", ids).Error
+			if err := tx.Exec("DELETE FROM "+st+" WHERE id IN ?", ids).Error; err != nil {
+				return err
+			}
+			_, err := ss.s.deleteSessionsBelow(tx, ids)
+			return err
 		})
 		unlock()
 		if err != nil {
@@ -208,14 +264,70 @@ func (ss *sessionStore) Delete(ctx context.Context, id uuid.UUID) (bool, error) 
 	if ss.scopeErr != nil {
 		return false, ss.scopeErr
 	}
-	q := ss.db(ctx).Where("id = ?", id)
-	if ss.tenant != nil {
-		q = q.Where("tenant_id = ?", *ss.tenant)
-	}
 	defer ss.writeLock(ctx)()
-	res := q.Delete(&models.Session{})
-	if res.Error != nil {
-		return false, fmt.Errorf("delete session %s: %w", id, dbErr(res.Error))
+	var deleted bool
+	err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		q := tx.Where("id = ?", id)
+		if ss.tenant != nil {
+			q = q.Where("tenant_id = ?", *ss.tenant)
+		}
+		res := q.Delete(&models.Session{})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		deleted = true
+		_, err := ss.s.deleteSessionsBelow(tx, []uuid.UUID{id})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("delete session %s: %w", id, dbErr(err))
 	}
-	return res.RowsAffected > 0, nil
+	return deleted, nil
+}
+
+// deleteBelowBatch bounds the parent ids of one DELETE of
+// deleteSessionsBelow.
+const deleteBelowBatch = 500
+
+// deleteSessionsBelow deletes, in tx, every session below the (deleted)
+// sessions ids by parent_id, level by level, and returns how many it
+// deleted. Since V13 sessions.parent_id is no foreign key (a fork is on
+// another shard than its parent on Citus), so this is the cascade the key
+// did: each level is a read of the children and, when there are any, one
+// DELETE ... WHERE parent_id IN ... RETURNING id per batch of parents: new
+// statements, which see a child committed by a Save or Fork that held the
+// parent's row while the previous level's DELETE waited for it.
+func (s *Store) deleteSessionsBelow(tx *gorm.DB, ids []uuid.UUID) (int64, error) {
+	st := s.quoted(models.TableSessions)
+	var total int64
+	seen := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		seen[id] = true
+	}
+	for len(ids) > 0 {
+		var next []uuid.UUID
+		for start := 0; start < len(ids); start += deleteBelowBatch {
+			batch := ids[start:min(start+deleteBelowBatch, len(ids))]
+			var got []uuid.UUID
+			if err := tx.Raw("SELECT id FROM "+st+" WHERE parent_id IN ?", batch).Scan(&got).Error; err != nil {
+				return total, err
+			}
+			if len(got) == 0 {
+				continue
+			}
+			got = nil
+			if err := tx.Raw("DELETE FROM "+st+" WHERE parent_id IN ? RETURNING id", batch).Scan(&got).Error; err != nil {
+				return total, err
+			}
+			total += int64(len(got))
+			for _, c := range got {
+				if !seen[c] { // a cycle of parent ids (written by hand) ends here
+					seen[c] = true
+					next = append(next, c)
+				}
+			}
+		}
+		ids = next
+	}
+	return total, nil
 }

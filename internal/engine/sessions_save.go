@@ -358,7 +358,7 @@ func (ss *sessionStore) insertCompacts(tx *gorm.DB, sess *repo.Session, now time
 	if len(rows) == 0 {
 		return nil
 	}
-	err := tx.Omit(clause.Associations).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).
+	err := tx.Omit(clause.Associations).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}, {Name: "session_id"}}, DoNothing: true}).
 		CreateInBatches(rows, 200).Error
 	return dbErr(err)
 }

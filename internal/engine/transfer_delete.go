@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
@@ -11,8 +12,8 @@ import (
 // DeleteTenant deletes every session of tenant with all its rows
 // (messages, compactions, summaries, queue items, todos, plans), and any
 // session below one of them by ParentID (sub-sessions and forks, whatever
-// their tenant, which the foreign key's cascade deletes with their
-// parent), in one transaction, and reports what it deleted, by table. A
+// their tenant, deleted with their parent as the foreign key's cascade did
+// before V13), in one transaction, and reports what it deleted, by table. A
 // tenant without sessions deletes nothing and reports zeros. The change
 // feed keeps its rows (ids and kinds, no content: a session.deleted change
 // per session is added) until PurgeChanges removes them. Provider
@@ -52,7 +53,12 @@ func (s *Store) DeleteTenant(ctx context.Context, tenant string) (DeleteReport, 
 				return err
 			}
 		}
-		return tx.Exec("DELETE FROM "+sess+" WHERE tenant_id = ?", tenant).Error
+		var ids []uuid.UUID
+		if err := tx.Raw("DELETE FROM "+sess+" WHERE tenant_id = ? RETURNING id", tenant).Scan(&ids).Error; err != nil {
+			return err
+		}
+		_, err := s.deleteSessionsBelow(tx, ids)
+		return err
 	})
 	if err != nil {
 		return DeleteReport{Tenant: tenant}, opErr("DeleteTenant", err)

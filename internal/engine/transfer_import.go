@@ -296,6 +296,9 @@ func (im *importer) stored(tx *gorm.DB, row any) (bool, error) {
 // add queues row (of kind k) for insertion in the open group.
 func (im *importer) add(k recordKind, row any, name string) error {
 	g := im.g
+	if w, ok := row.(*models.WorkerQueueItem); ok && w.InstanceID == nil {
+		w.InstanceID = ptr("") // exported before V13: instance_id NOT NULL since
+	}
 	if k.typ == recMessage {
 		g.msgs++
 	}

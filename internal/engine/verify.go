@@ -274,6 +274,15 @@ func (s *Store) expectColumnsAndKeys(t *expectedTable, sch *schema.Schema) error
 	for _, f := range sch.PrimaryFields {
 		t.pk = append(t.pk, f.DBName)
 	}
+	// As GORM's CreateTable: a key column whose type carries the key
+	// itself (SQLite's "integer PRIMARY KEY AUTOINCREMENT": a composite
+	// key cannot auto-increment there) is the table's whole primary key.
+	for _, f := range sch.PrimaryFields {
+		if strings.Contains(strings.ToUpper(mig.DataTypeOf(f)), "PRIMARY KEY") {
+			t.pk = []string{f.DBName}
+			break
+		}
+	}
 	for _, rel := range sch.Relationships.Relations {
 		if rel.Field.IgnoreMigration {
 			continue

@@ -100,14 +100,21 @@ const maxAckParams = 30000
 // already left activities scheduled and cancelled in the same turn out of
 // a.Worker).
 func (pgDialect) OrchAckSQL(a *dialect.OrchAck) (string, []any, bool) {
-	if 36+4*len(a.History)+9*len(a.Worker)+3*len(a.Cancelled)+4*len(a.Orch)+3*len(a.KVRows) > maxAckParams {
+	if 40+4*len(a.History)+9*len(a.Worker)+3*len(a.Cancelled)+4*len(a.Orch)+3*len(a.KVRows) > maxAckParams {
 		return "", nil, false
 	}
 	q := a.Quote
 	var b strings.Builder
 	var args []any
-	b.WriteString(`WITH d AS (DELETE FROM ` + q(models.TableInstanceLocks) + ` WHERE lock_token = ? AND locked_until > ? RETURNING instance_id)`)
+	pin := "" // the instance the token names: every statement on the token is routed by it
+	if a.Instance != "" {
+		pin = ` AND instance_id = ?`
+	}
+	b.WriteString(`WITH d AS (DELETE FROM ` + q(models.TableInstanceLocks) + ` WHERE lock_token = ? AND locked_until > ?` + pin + ` RETURNING instance_id)`)
 	args = append(args, a.LockToken, a.Now)
+	if pin != "" {
+		args = append(args, a.Instance)
+	}
 	args = ackInstanceCTE(&b, args, a)
 	// execution row (unless the batch is a true orphan: no instance row, no
 	// history stored or in this ack, no Start/ContinueAsNew in the batch)
@@ -115,8 +122,13 @@ func (pgDialect) OrchAckSQL(a *dialect.OrchAck) (string, []any, bool) {
 		` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) SELECT d.instance_id, ?, ?, ?, ?, ?, ?, ?, ? FROM d`)
 	args = append(args, a.Exec, a.ExecStatus, a.ExecOutput, a.Now, a.ExecCompleted, a.VerMajor, a.VerMinor, a.VerPatch)
 	if len(a.History) == 0 {
-		b.WriteString(` WHERE EXISTS (SELECT 1 FROM inst) OR EXISTS (` + a.Started("d.instance_id") + `)`)
-		args = append(args, a.LockToken)
+		if pin != "" {
+			b.WriteString(` WHERE EXISTS (SELECT 1 FROM inst) OR EXISTS (` + a.Started("?") + `)`)
+			args = append(args, a.LockToken, a.Instance, a.Instance)
+		} else {
+			b.WriteString(` WHERE EXISTS (SELECT 1 FROM inst) OR EXISTS (` + a.Started("d.instance_id") + `)`)
+			args = append(args, a.LockToken)
+		}
 	}
 	b.WriteString(` ON CONFLICT (instance_id, execution_id)` + a.ExecConflict + `)`)
 	// history (append-only: a duplicate event id fails the statement)
@@ -133,9 +145,12 @@ func (pgDialect) OrchAckSQL(a *dialect.OrchAck) (string, []any, bool) {
 	args = ackKVCTEs(&b, args, a)
 	args = ackQueueCTEs(&b, args, a)
 	// delete exactly the fetched batch
-	b.WriteString(`, q AS (DELETE FROM ` + q(models.TableOrchestratorQueue) + ` WHERE lock_token = ? AND EXISTS (SELECT 1 FROM d))` +
+	b.WriteString(`, q AS (DELETE FROM ` + q(models.TableOrchestratorQueue) + ` WHERE lock_token = ?` + pin + ` AND EXISTS (SELECT 1 FROM d))` +
 		` SELECT instance_id FROM d`)
 	args = append(args, a.LockToken)
+	if pin != "" {
+		args = append(args, a.Instance)
+	}
 	return b.String(), args, true
 }
 
@@ -252,9 +267,10 @@ func ackKVCTEs(b *strings.Builder, args []any, a *dialect.OrchAck) []any {
 // all of its writes happen or none (the statement is its own transaction).
 func (pgDialect) WorkerAckSQL(n int, quote func(base string) string) string {
 	var b strings.Builder
-	b.WriteString(`WITH v (k, id, tok, now, ii, wi) AS (VALUES `)
-	writeTuples(&b, n, `(CAST(? AS integer), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
+	b.WriteString(`WITH v (k, id, tok, now, ii, wi, ri) AS (VALUES `)
+	writeTuples(&b, n, `(CAST(? AS integer), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS text), CAST(? AS text), CAST(? AS text))`)
 	b.WriteString(`), d AS (DELETE FROM ` + quote(models.TableWorkerQueue) + ` w USING v WHERE w.id = v.id AND w.lock_token = v.tok` +
+		` AND (v.ri IS NULL OR w.instance_id = v.ri)` +
 		` AND w.locked_until > v.now RETURNING v.k, w.session_id, v.now),` +
 		` t AS (UPDATE ` + quote(models.TableActivitySessions) + ` s SET last_activity_at = d.now FROM d` +
 		` WHERE s.session_id = d.session_id AND s.locked_until > d.now),` +
