@@ -64,7 +64,7 @@ const portableOff = agentstore.CapFastPaths | agentstore.CapAdvisoryLocks | agen
 
 func TestOpen_RejectsUnknownScheme(t *testing.T) {
 	t.Parallel()
-	for _, dsn := range []string{"", "mysql://root@localhost/x", "sqlite:", "file:x.db", "x; DROP TABLE y"} {
+	for _, dsn := range []string{"", "mysql://root@localhost", "oracle://root@localhost/x", "sqlite:", "file:x.db", "x; DROP TABLE y"} {
 		_, err := agentstore.Open(context.Background(), dsn)
 		if !errors.Is(err, agentstore.ErrInvalidConfig) {
 			t.Errorf("Open(%q) = %v, want ErrInvalidConfig", dsn, err)
