@@ -46,6 +46,11 @@ func TestConformance(t *testing.T) {
 		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(agentstore.CapFastPaths),
 			agentstore.WithLogger(audit)))
 	})
+	t.Run("mariadb", func(t *testing.T) {
+		t.Parallel()
+		requireMariaDB(t)
+		agentstoretest.Run(t, mariadbPending{agentstoretest.MariaDB(mariadbDSN())})
+	})
 	t.Run("postgres-portable", func(t *testing.T) {
 		t.Parallel()
 		requireSuiteVariant(t)
@@ -55,6 +60,49 @@ func TestConformance(t *testing.T) {
 		// docs/distributed.md's capability table
 		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(portableOff)))
 	})
+}
+
+// mariadbNotYet are the conformance areas ("Area/") and tests
+// ("Area/Test") that do not pass on MariaDB yet (issue 26: the MariaDB
+// dialect is being added step by step). Each is skipped with its reason,
+// so CI stays green and the gap stays visible; the list only shrinks.
+func mariadbNotYet() map[string]string {
+	provider := "the provider's statements (UPDATE ... RETURNING claims, ON CONFLICT upserts, VALUES joins, data-modifying CTEs) have no MariaDB form yet"
+	return map[string]string{
+		"ActivitySessions/": provider,
+		"Admin/":            provider,
+		"KV/":               provider,
+		"Orchestration/":    provider,
+		"WorkerQueue/":      provider,
+		"Timeouts/":         provider,
+		"Errors/":           provider,
+		"Hostile/":          provider,
+		"ChangeFeed/":       "no change feed on MariaDB yet (V10's triggers are PostgreSQL/SQLite only)",
+		"Search/":           "no message search on MariaDB yet (FULLTEXT index not built)",
+		"Schema/":           "Verify's expected column types come from GORM's mysql migrator, which cannot report them offline",
+		"ExportImport/":     "Import's statements are not ported yet",
+		"Encryption/":       "not checked yet on MariaDB",
+		"InTransaction/":    "not checked yet on MariaDB",
+		"SessionErrors/SessionsNoDriverErrorUnderRaces": "not checked yet on MariaDB",
+		"Tenancy/": "not checked yet on MariaDB",
+	}
+}
+
+// mariadbPending is the MariaDB harness less mariadbNotYet.
+type mariadbPending struct{ h agentstoretest.Harness }
+
+// NewBackend skips t when it is in mariadbNotYet.
+func (p mariadbPending) NewBackend(t testing.TB) agentstoretest.Backend {
+	name := t.Name()
+	if i := strings.Index(name, "/mariadb/"); i >= 0 {
+		name = name[i+len("/mariadb/"):]
+	}
+	for k, why := range mariadbNotYet() {
+		if name == k || (strings.HasSuffix(k, "/") && strings.HasPrefix(name, k)) {
+			t.Skipf("MariaDB: not passing yet (issue 26): %s", why)
+		}
+	}
+	return p.h.NewBackend(t)
 }
 
 // portableOff are the capabilities the postgres-portable variant switches

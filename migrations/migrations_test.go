@@ -36,6 +36,17 @@ var released = map[string]int32{
 	"sqlite/V10__session_change_feed.sql":                          -1416295894, // issue 27: change feed
 	"postgres/V11__message_search_text_plpgsql.sql":                25365296,    // search text extraction planned once per connection
 	"sqlite/V11__message_search_text_plpgsql.sql":                  -1887258658, // (no change on SQLite)
+	"mariadb/V1__agentstore_baseline.sql":                          1542797184,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V2__provider_status_indexes.sql":                      1666987339,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V3__sessions_exact_money_and_idempotency.sql":         301151112,   // issue 26: MariaDB chain (unreleased)
+	"mariadb/V4__sessions_list_and_idempotency_indexes.sql":        -1748032128, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V5__provider_kv_store.sql":                            -446684349,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V6__sessions_paging_and_queue_retention_indexes.sql":  1922115590,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V7__provider_scale_indexes.sql":                       4075205,     // issue 26: MariaDB chain (unreleased)
+	"mariadb/V8__message_search.sql":                               -1516764585, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V9__worker_queue_ready_index.sql":                     -684260204,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V10__session_change_feed.sql":                         -1760923845, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V11__message_search_text_plpgsql.sql":                 -1698026428, // issue 26: MariaDB chain (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
@@ -86,6 +97,27 @@ func TestChainsAgree(t *testing.T) {
 	}
 	if len(pg) != len(lite) {
 		t.Fatalf("postgres has %d migrations, sqlite %d", len(pg), len(lite))
+	}
+	// MariaDB's chain (issue 26) has the same versions and descriptions; its
+	// V1 creates the schema of V11 and every step is non-transactional.
+	maria, err := migrations.Chain("mariadb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(maria) != len(pg) {
+		t.Fatalf("postgres has %d migrations, mariadb %d", len(pg), len(maria))
+	}
+	for i, m := range maria {
+		if m.Version != pg[i].Version || m.Description != pg[i].Description {
+			t.Errorf("V%d: postgres %s, mariadb %s", i+1, pg[i].File, m.File)
+		}
+		rec := "VALUES (" + itoa(m.Version) + ", CURRENT_TIMESTAMP)"
+		if !strings.Contains(m.SQL, `INSERT INTO "agentstore_schema_version" (version, applied_at) `+rec+" ON DUPLICATE KEY UPDATE version = version") {
+			t.Errorf("%s does not record its version re-runnably (%s)", m.File, rec)
+		}
+		if !m.NoTransaction {
+			t.Errorf("mariadb %s is not marked executeInTransaction=false (MariaDB DDL commits implicitly)", m.File)
+		}
 	}
 	for i := range pg {
 		if pg[i].Version != lite[i].Version || pg[i].Description != lite[i].Description {

@@ -30,6 +30,9 @@ const (
 	CapAlterColumns   = dialect.CapAlterColumns
 	CapFastPaths      = dialect.CapFastPaths
 	CapGroupCommit    = dialect.CapGroupCommit
+	// CapUpdateReturning and CapLockOf: see internal/dialect.
+	CapUpdateReturning = dialect.CapUpdateReturning
+	CapLockOf          = dialect.CapLockOf
 )
 
 // WithoutCapabilities switches capabilities of the dialect off, for a
@@ -96,13 +99,14 @@ func (s *Store) forUpdate() string {
 // forUpdateSkip is appended to a queue claim's SELECT: " FOR UPDATE [OF
 // alias] SKIP LOCKED" with CapRowLocks and CapSkipLocked, without SKIP
 // LOCKED when only CapRowLocks, nothing on a single-writer database. of
-// ("" or an alias) names the table whose rows are locked.
+// ("" or an alias) names the table whose rows are locked (with CapLockOf;
+// without it the claim's SELECT must read that table alone).
 func (s *Store) forUpdateSkip(of string) string {
 	if !s.has(CapRowLocks) {
 		return ""
 	}
 	f := " FOR UPDATE"
-	if of != "" {
+	if of != "" && s.has(CapLockOf) {
 		f += " OF " + of
 	}
 	if s.has(CapSkipLocked) {

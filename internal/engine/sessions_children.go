@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )
@@ -199,21 +200,63 @@ func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []r
 		return nil, dbErr(err)
 	}
 	if len(rows) > 0 {
-		res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
-			Columns: []clause.Column{{Name: "id"}},
-			Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
-				SQL: tt + ".session_id = excluded.session_id"}}},
-			DoUpdates: clause.AssignmentColumns([]string{"position", "content", "active_form", "status", "plan_id",
-				"created_at", "started_at", "completed_at"}),
-		}).Create(&rows)
+		oc := ss.s.guardedUpsert([]string{"position", "content", "active_form", "status", "plan_id",
+			"created_at", "started_at", "completed_at"}, tt)
+		res := tx.Omit(clause.Associations).Clauses(oc).Create(&rows)
 		if res.Error != nil {
 			return nil, dbErr(res.Error)
 		}
-		if res.RowsAffected < int64(len(rows)) {
+		if ss.s.isUpserter() {
+			// the guard left a foreign row alone: read it back
+			ids := make([]uuid.UUID, len(rows))
+			for i := range rows {
+				ids[i] = rows[i].ID
+			}
+			if foreign, err := ss.s.foreignRows(tx, tt, ids, sessionID); err != nil || foreign {
+				if err != nil {
+					return nil, dbErr(err)
+				}
+				return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", ErrDuplicate)
+			}
+		} else if res.RowsAffected < int64(len(rows)) {
 			return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", ErrDuplicate)
 		}
 	}
 	return append([]repo.TodoItem(nil), todos...), nil
+}
+
+// guardedUpsert is the ON CONFLICT clause of the todo and plan upserts of
+// table t (quoted): a row whose id exists under the same session gets the
+// columns of set; one stored under another session is left alone. On a
+// dialect.Upserter the same through its GuardedAssign (the caller then
+// checks the guard with foreignRows).
+func (s *Store) guardedUpsert(set []string, t string) clause.OnConflict {
+	if u, ok := s.d.(dialect.Upserter); ok {
+		var as clause.Set
+		for _, c := range set {
+			as = append(as, clause.Assignment{Column: clause.Column{Name: c}, Value: clause.Expr{SQL: u.GuardedAssign(c, "session_id")}})
+		}
+		return clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoUpdates: as}
+	}
+	return clause.OnConflict{
+		Columns:   []clause.Column{{Name: "id"}},
+		Where:     clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: t + ".session_id = excluded.session_id"}}},
+		DoUpdates: clause.AssignmentColumns(set),
+	}
+}
+
+// isUpserter reports whether the dialect spells guarded upserts itself.
+func (s *Store) isUpserter() bool {
+	_, ok := s.d.(dialect.Upserter)
+	return ok
+}
+
+// foreignRows reports whether any of the rows ids of table t (quoted) is
+// stored under a session other than sessionID.
+func (s *Store) foreignRows(tx *gorm.DB, t string, ids []uuid.UUID, sessionID uuid.UUID) (bool, error) {
+	var n int64
+	err := tx.Raw("SELECT COUNT(*) FROM "+t+" WHERE id IN ? AND session_id <> ?", ids, sessionID).Scan(&n).Error
+	return n > 0, err
 }
 
 // writePlan makes plan the session's only active plan: any other active
@@ -247,16 +290,19 @@ func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.P
 	row := models.Plan{ID: plan.ID, SessionID: sessionID, Name: plan.Name, Content: plan.Content, Status: string(plan.Status),
 		Error: plan.Error, CreatedAt: plan.CreatedAt.UTC().Truncate(time.Microsecond), ApprovedAt: utcPtr(plan.ApprovedAt),
 		StartedAt: utcPtr(plan.StartedAt), CompletedAt: utcPtr(plan.CompletedAt)}
-	res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
-		Columns: []clause.Column{{Name: "id"}},
-		Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
-			SQL: pt + ".session_id = excluded.session_id"}}},
-		DoUpdates: clause.AssignmentColumns([]string{"name", "content", "status", "error", "approved_at", "started_at", "completed_at"}),
-	}).Create(&row)
+	res := tx.Omit(clause.Associations).Clauses(ss.s.guardedUpsert([]string{"name", "content", "status", "error", "approved_at",
+		"started_at", "completed_at"}, pt)).Create(&row)
 	if res.Error != nil {
 		return dbErr(res.Error)
 	}
-	if res.RowsAffected == 0 {
+	foreign := res.RowsAffected == 0
+	if ss.s.isUpserter() {
+		var err error
+		if foreign, err = ss.s.foreignRows(tx, pt, []uuid.UUID{row.ID}, sessionID); err != nil {
+			return dbErr(err)
+		}
+	}
+	if foreign {
 		return fmt.Errorf("plan %s is stored under another session: %w", plan.ID, ErrDuplicate)
 	}
 	return nil

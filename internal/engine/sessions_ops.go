@@ -81,13 +81,15 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 			return dbErr(err)
 		}
 		if at != "" {
-			res := tx.Exec(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
+			// INSERT ... WITH RECURSIVE ... SELECT: the form PostgreSQL,
+			// SQLite and MariaDB all accept
+			res := tx.Exec(`INSERT INTO `+mt+` (`+messageCols+`, session_id)
+WITH RECURSIVE branch(seq, parent_id, depth) AS (
  SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
  UNION ALL
  SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
  WHERE b.depth < ?)
-INSERT INTO `+mt+` (`+messageCols+`, session_id)
-SELECT ROW_NUMBER() OVER (ORDER BY seq), id, parent_id, role, content, TRUE, is_compact_summary, usage, metadata,
+SELECT ROW_NUMBER() OVER (ORDER BY seq), id, parent_id, role, content, TRUE, is_compact_summary, "usage", metadata,
  model, request_id, environment, created_at, `+ss.param("uuid")+`
 FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
 				sessionID, at, sessionID, src.MessageCount+1, newID, sessionID)

@@ -40,9 +40,11 @@ func (mdDialect) Title() string { return "MariaDB" }
 func (mdDialect) SemconvSystem() string { return "mariadb" }
 
 // ColumnTypes: documents and message content are LONGTEXT (kept byte for
-// byte; the migrations add a json_valid CHECK), money an exact DECIMAL.
+// byte; the migrations add a json_valid CHECK), money decimal text as on
+// SQLite: DECIMAL(65,30) would pad the scale to 30 digits and cannot hold
+// the documented bound (repo.MaxCostFractionDigits, thousands of digits).
 func (mdDialect) ColumnTypes() models.ColumnTypes {
-	return models.ColumnTypes{models.TypeJSON: "longtext", models.TypeVerbatimJSON: "longtext", models.TypeDecimal: "decimal(38,18)"}
+	return models.ColumnTypes{models.TypeJSON: "longtext", models.TypeVerbatimJSON: "longtext", models.TypeDecimal: "text"}
 }
 
 // Capabilities: row locks, SKIP LOCKED (10.6+), snapshot reads (InnoDB
@@ -381,3 +383,19 @@ var (
 	_ dialect.DriverErrorTranslator    = mdDialect{}
 	_ dialect.ConnectFailureClassifier = mdDialect{}
 )
+
+// GuardedAssign: ON DUPLICATE KEY UPDATE "col" = IF(guard holds,
+// VALUES("col"), "col"). MariaDB evaluates the assignments left to right
+// against the row as updated so far, so the guard column is never among
+// them (assigning it first would leave a half-updated row).
+func (mdDialect) GuardedAssign(col, guard string) string {
+	return `IF("` + guard + `" = VALUES("` + guard + `"), VALUES("` + col + `"), "` + col + `")`
+}
+
+// KeepExisting: ON DUPLICATE KEY UPDATE "col" = "col" (INSERT IGNORE
+// would also turn every other error into a warning).
+func (mdDialect) KeepExisting(col string) string {
+	return ` ON DUPLICATE KEY UPDATE "` + col + `" = "` + col + `"`
+}
+
+var _ dialect.Upserter = mdDialect{}
