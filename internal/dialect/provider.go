@@ -186,4 +186,11 @@ type Upserter interface {
 	// return the existing row (MariaDB does), which the engine tells apart
 	// by the new row's own id.
 	KeepExisting(col string) string
+	// RewriteUpsert rewrites one of the engine's unguarded upserts
+	// (INSERT [INTO t AS alias] ... ON CONFLICT (key) DO NOTHING or DO
+	// UPDATE SET c = excluded.c, ..., without WHERE) into the database's
+	// form. The engine's guarded upserts (ON CONFLICT ... WHERE, whose
+	// rows-affected count tells who won) take a general form instead: the
+	// stored row read FOR UPDATE, then an INSERT or a guarded UPDATE.
+	RewriteUpsert(stmt string) string
 }

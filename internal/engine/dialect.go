@@ -147,3 +147,39 @@ func (s *Store) readTx(db *gorm.DB, fn func(tx *gorm.DB) error) error {
 	}
 	return db.Transaction(fn, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 }
+
+// upsert returns the engine's unguarded upsert stmt (INSERT ... ON
+// CONFLICT (key) DO NOTHING / DO UPDATE SET c = excluded.c, ...) in the
+// dialect's form (dialect.Upserter), or as it is.
+func (s *Store) upsert(stmt string) string {
+	if u, ok := s.d.(dialect.Upserter); ok {
+		return u.RewriteUpsert(stmt)
+	}
+	return stmt
+}
+
+// castNull returns NULL typed as typ, as the dialect spells a cast
+// (CastParam with NULL for its placeholder).
+func (s *Store) castNull(typ string) string {
+	return strings.Replace(s.d.CastParam(typ), "?", "NULL", 1)
+}
+
+// updateReturning runs update (an UPDATE without RETURNING) and scans the
+// rows it wrote into dest: with CapUpdateReturning as one statement
+// (update + " RETURNING " + cols); without, the UPDATE and then reread (a
+// SELECT of cols, with its own rereadArgs, that finds exactly the rows the
+// UPDATE wrote: by key or by the new lock token), in tx, which must be a
+// transaction (its row locks keep the rows as written until the read).
+func (s *Store) updateReturning(tx *gorm.DB, dest any, update, cols string, args []any, reread string, rereadArgs ...any) error {
+	if s.has(CapUpdateReturning) {
+		return tx.Raw(update+" RETURNING "+cols, args...).Scan(dest).Error
+	}
+	res := tx.Exec(update, args...)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil
+	}
+	return tx.Raw("SELECT "+cols+" "+reread, rereadArgs...).Scan(dest).Error
+}

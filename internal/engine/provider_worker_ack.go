@@ -276,8 +276,8 @@ func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, 
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var rows []struct{ SessionID *string }
-		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ? RETURNING session_id`,
-			now+durMS(extendFor), id, stored, now).Scan(&rows).Error; err != nil {
+		if err := p.s.updateReturning(tx, &rows, `UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ?`,
+			`session_id`, []any{now + durMS(extendFor), id, stored, now}, `FROM `+p.q(models.TableWorkerQueue)+` WHERE id = ?`, id); err != nil {
 			return err
 		}
 		if len(rows) == 0 {

@@ -399,3 +399,38 @@ func (mdDialect) KeepExisting(col string) string {
 }
 
 var _ dialect.Upserter = mdDialect{}
+
+// upsertRE finds the parts of a PostgreSQL-style upsert RewriteUpsert
+// rewrites.
+var (
+	insertAliasRE = regexp.MustCompile(`^(\s*INSERT INTO (?:"[^"]+"\.)?"[^"]+") AS (\w+) `)
+	doNothingRE   = regexp.MustCompile(` ON CONFLICT \(\s*([A-Za-z_"]+)[^)]*\) DO NOTHING`)
+	doUpdateRE    = regexp.MustCompile(` ON CONFLICT \([^)]*\) DO UPDATE SET `)
+	excludedRE    = regexp.MustCompile(`\bexcluded\.("?\w+"?)`)
+)
+
+// RewriteUpsert rewrites the engine's INSERT ... ON CONFLICT (key) DO
+// NOTHING / DO UPDATE SET c = excluded.c, ... (an unguarded upsert: no
+// WHERE) as INSERT ... ON DUPLICATE KEY UPDATE: excluded.c becomes
+// VALUES(c), the table's alias is dropped (its columns are the stored
+// row's), DO NOTHING assigns the key's first column to itself. The
+// engine's assignments read only columns they do not assign before, so
+// MariaDB's left-to-right evaluation gives PostgreSQL's result.
+func (mdDialect) RewriteUpsert(stmt string) string {
+	if m := insertAliasRE.FindStringSubmatch(stmt); m != nil {
+		stmt = m[1] + " " + stmt[len(m[0]):]
+		stmt = regexp.MustCompile(`\b`+regexp.QuoteMeta(m[2])+`\.`).ReplaceAllString(stmt, "")
+	}
+	stmt = doNothingRE.ReplaceAllStringFunc(stmt, func(s string) string {
+		c := doNothingRE.FindStringSubmatch(s)[1]
+		if !strings.HasPrefix(c, `"`) {
+			c = `"` + c + `"`
+		}
+		return ` ON DUPLICATE KEY UPDATE ` + c + ` = ` + c
+	})
+	if doUpdateRE.MatchString(stmt) {
+		stmt = doUpdateRE.ReplaceAllString(stmt, ` ON DUPLICATE KEY UPDATE `)
+		stmt = excludedRE.ReplaceAllString(stmt, `VALUES($1)`)
+	}
+	return stmt
+}
