@@ -196,7 +196,7 @@ type storeBackend struct {
 	opts      []agentstore.Option
 	jsonCheck bool // MariaDB: the JSON columns' CHECK (json_valid) refuses invalid JSON
 	pg        bool // PostgreSQL (pgx): JSON columns validate, round trips can be counted
-	pooled bool // dsn goes through a transaction pooler
+	pooled    bool // dsn goes through a transaction pooler
 
 	mu        sync.Mutex
 	migrated  map[string]bool // table prefixes migrated on this database
