@@ -90,6 +90,9 @@ const (
 	// a plain FOR UPDATE on claim selects that read one table. Describes the
 	// database.
 	CapLockOf = engine.CapLockOf
+	// CapMaterializedCTE: WITH name AS MATERIALIZED (PostgreSQL, SQLite).
+	// Off (MariaDB): plain AS. Describes the database.
+	CapMaterializedCTE = engine.CapMaterializedCTE
 )
 
 // WithoutCapabilities switches capabilities of the dialect off, for a

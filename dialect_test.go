@@ -18,10 +18,11 @@ func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	want := map[agentstore.Dialect]agentstore.Capability{
 		agentstore.SQLite: agentstore.CapSingleWriter | agentstore.CapPartialIndexes | agentstore.CapWakeup | agentstore.CapGroupCommit |
-			agentstore.CapUpdateReturning,
+			agentstore.CapUpdateReturning | agentstore.CapMaterializedCTE,
 		agentstore.Postgres: agentstore.CapRowLocks | agentstore.CapSkipLocked | agentstore.CapAsyncCommit | agentstore.CapAdvisoryLocks |
 			agentstore.CapWakeup | agentstore.CapSnapshotReads | agentstore.CapValidatedJSON | agentstore.CapPartialIndexes |
-			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit | agentstore.CapUpdateReturning | agentstore.CapLockOf,
+			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit | agentstore.CapUpdateReturning | agentstore.CapLockOf |
+			agentstore.CapMaterializedCTE,
 	}
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.Open(t)
@@ -34,7 +35,7 @@ func TestCapabilities(t *testing.T) {
 			t.Fatalf("capabilities with fast paths and wake-up off = %s", got)
 		}
 		for _, c := range []agentstore.Capability{agentstore.CapRowLocks, agentstore.CapSingleWriter, agentstore.CapPartialIndexes, agentstore.CapAlterColumns,
-			agentstore.CapUpdateReturning, agentstore.CapLockOf, 1 << 30} {
+			agentstore.CapUpdateReturning, agentstore.CapLockOf, agentstore.CapMaterializedCTE, 1 << 30} {
 			_, err := agentstore.Open(context.Background(), h.DSN, agentstore.WithoutCapabilities(c))
 			if !errors.Is(err, agentstore.ErrInvalidConfig) {
 				t.Errorf("WithoutCapabilities(%s) = %v, want ErrInvalidConfig", c, err)

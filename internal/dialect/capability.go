@@ -95,6 +95,12 @@ const (
 	// selects read one table, so the locks are the same. A property of the
 	// database's SQL.
 	CapLockOf
+	// CapMaterializedCTE: WITH name AS MATERIALIZED (...) (PostgreSQL,
+	// SQLite), which fixes a CTE the orchestration fetch's walk reads three
+	// times as computed once. Off (MariaDB, which has no such keyword and
+	// materialises a CTE read more than once by itself): plain AS. A
+	// property of the database's SQL.
+	CapMaterializedCTE
 )
 
 // CapabilityInfo names one capability.
@@ -125,6 +131,7 @@ func Capabilities() []CapabilityInfo {
 		{CapGroupCommit, "group_commit", false},
 		{CapUpdateReturning, "update_returning", true},
 		{CapLockOf, "lock_of", true},
+		{CapMaterializedCTE, "materialized_cte", true},
 	}
 }
 

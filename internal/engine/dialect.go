@@ -33,6 +33,7 @@ const (
 	// CapUpdateReturning and CapLockOf: see internal/dialect.
 	CapUpdateReturning = dialect.CapUpdateReturning
 	CapLockOf          = dialect.CapLockOf
+	CapMaterializedCTE = dialect.CapMaterializedCTE
 )
 
 // WithoutCapabilities switches capabilities of the dialect off, for a
@@ -156,6 +157,15 @@ func (s *Store) upsert(stmt string) string {
 		return u.RewriteUpsert(stmt)
 	}
 	return stmt
+}
+
+// materialized returns " MATERIALIZED" (after a CTE's AS) with
+// CapMaterializedCTE, "" without.
+func (s *Store) materialized() string {
+	if s.has(CapMaterializedCTE) {
+		return " MATERIALIZED"
+	}
+	return ""
 }
 
 // castNull returns NULL typed as typ, as the dialect spells a cast

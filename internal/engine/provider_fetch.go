@@ -194,7 +194,7 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 			// with instance_id = x PostgreSQL drops instance_id from the
 			// order and may read the visible index filtering on
 			// instance_id instead), and the walk's end (iid NULL: complete)
-			` h AS MATERIALIZED (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
+			` h AS` + p.s.materialized() + ` (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
 			` WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
 			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
 			// (the head's visible_at by a primary-key probe, not a join: the
@@ -412,7 +412,8 @@ func (p *gormProvider) claimOrchSteps(tx *gorm.DB, cand string, cargs []any, tok
 // lockInstance takes the instance lock row of instance for token until
 // until unless a live one (locked_until > now) exists, and reports whether
 // it did. One guarded upsert; on a dialect.Upserter (no ON CONFLICT ...
-// WHERE) the general form: the row read FOR UPDATE, then an INSERT (a
+// WHERE) the general form: the row read FOR UPDATE SKIP LOCKED (a row
+// another transaction holds is not waited for: not won), then an INSERT (a
 // concurrent fetcher's insert of the same instance makes it a duplicate:
 // not won) or an UPDATE guarded by the expiry.
 func (p *gormProvider) lockInstance(tx *gorm.DB, instance, token string, until, now int64) (bool, error) {
@@ -424,8 +425,16 @@ func (p *gormProvider) lockInstance(tx *gorm.DB, instance, token string, until, 
 		return res.RowsAffected > 0, res.Error
 	}
 	var held []int64
-	if err := tx.Raw(`SELECT locked_until FROM `+il+` WHERE instance_id = ?`+p.s.forUpdate(), instance).Scan(&held).Error; err != nil {
+	if err := tx.Raw(`SELECT locked_until FROM `+il+` WHERE instance_id = ?`+p.s.forUpdateSkip(""), instance).Scan(&held).Error; err != nil {
 		return false, err
+	}
+	if len(held) == 0 && p.s.has(CapSkipLocked) {
+		// absent, or held by another transaction (an ack in flight): a
+		// plain read tells them apart without waiting
+		var n int64
+		if err := tx.Raw(`SELECT COUNT(*) FROM `+il+` WHERE instance_id = ?`, instance).Scan(&n).Error; err != nil || n > 0 {
+			return false, err
+		}
 	}
 	if len(held) == 0 {
 		err := tx.Exec(`INSERT INTO `+il+` (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`, instance, token, until, now).Error

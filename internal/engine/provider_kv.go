@@ -291,8 +291,11 @@ func (p *gormProvider) GetInstanceStats(ctx context.Context, instance string) (*
 	if err := p.s.db.WithContext(ctx).Raw(`SELECT i.current_execution_id,`+
 		` (SELECT COUNT(*) FROM `+hist+` h WHERE h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id) AS events,`+
 		` (SELECT COALESCE(SUM(octet_length(h.event_data)), 0) FROM `+hist+` h WHERE h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id) AS history_bytes,`+
-		` (SELECT COUNT(*) FROM (SELECT "key" FROM `+store+` WHERE instance_id = i.instance_id UNION SELECT "key" FROM `+delta+
-		` WHERE instance_id = i.instance_id AND value IS NOT NULL) k) AS keys,`+
+		// the keys of store and delta (a set value), without a derived
+		// table (MariaDB's cannot read the outer row)
+		` (SELECT COUNT(*) FROM `+store+` s WHERE s.instance_id = i.instance_id) + (SELECT COUNT(*) FROM `+delta+` d`+
+		` WHERE d.instance_id = i.instance_id AND d.value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM `+store+` s`+
+		` WHERE s.instance_id = d.instance_id AND s."key" = d."key")) AS "keys",`+
 		` (SELECT COALESCE(SUM(octet_length(value)), 0) FROM `+store+` WHERE instance_id = i.instance_id)`+
 		` + (SELECT COALESCE(SUM(octet_length(value)), 0) FROM `+delta+` WHERE instance_id = i.instance_id) AS value_bytes,`+
 		` (SELECT h.event_data FROM `+hist+` h WHERE h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id AND h.event_id = 1) AS first_event`+

@@ -316,7 +316,8 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 // claimActivitySession claims or extends activity session sid for owner
 // (lease end until) unless another owner's lease is live at now, and
 // reports whether it did. One guarded upsert; on a dialect.Upserter the
-// general form (the row FOR UPDATE, then an INSERT or a guarded UPDATE).
+// general form (the row FOR UPDATE SKIP LOCKED, a held row not waited for,
+// then an INSERT or a guarded UPDATE).
 func (p *gormProvider) claimActivitySession(tx *gorm.DB, sid, owner string, until, now int64) (bool, error) {
 	as := p.q(models.TableActivitySessions)
 	if !p.s.isUpserter() {
@@ -326,8 +327,16 @@ func (p *gormProvider) claimActivitySession(tx *gorm.DB, sid, owner string, unti
 		return res.RowsAffected > 0, res.Error
 	}
 	var held []int64
-	if err := tx.Raw(`SELECT locked_until FROM `+as+` WHERE session_id = ?`+p.s.forUpdate(), sid).Scan(&held).Error; err != nil {
+	if err := tx.Raw(`SELECT locked_until FROM `+as+` WHERE session_id = ?`+p.s.forUpdateSkip(""), sid).Scan(&held).Error; err != nil {
 		return false, err
+	}
+	if len(held) == 0 && p.s.has(CapSkipLocked) {
+		// absent, or held by another transaction: a plain read tells them
+		// apart without waiting (a held row: not won, the next item)
+		var n int64
+		if err := tx.Raw(`SELECT COUNT(*) FROM `+as+` WHERE session_id = ?`, sid).Scan(&n).Error; err != nil || n > 0 {
+			return false, err
+		}
 	}
 	if len(held) == 0 {
 		err := tx.Exec(`INSERT INTO `+as+` (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`, sid, owner, until, now).Error

@@ -413,7 +413,9 @@ var (
 // NOTHING / DO UPDATE SET c = excluded.c, ... (an unguarded upsert: no
 // WHERE) as INSERT ... ON DUPLICATE KEY UPDATE: excluded.c becomes
 // VALUES(c), the table's alias is dropped (its columns are the stored
-// row's), DO NOTHING assigns the key's first column to itself. The
+// row's), DO NOTHING assigns the key's first column its inserted value
+// (the same: it is the key; VALUES(c), not c, which an INSERT ... SELECT
+// makes ambiguous). The
 // engine's assignments read only columns they do not assign before, so
 // MariaDB's left-to-right evaluation gives PostgreSQL's result.
 func (mdDialect) RewriteUpsert(stmt string) string {
@@ -426,7 +428,7 @@ func (mdDialect) RewriteUpsert(stmt string) string {
 		if !strings.HasPrefix(c, `"`) {
 			c = `"` + c + `"`
 		}
-		return ` ON DUPLICATE KEY UPDATE ` + c + ` = ` + c
+		return ` ON DUPLICATE KEY UPDATE ` + c + ` = VALUES(` + c + `)`
 	})
 	if doUpdateRE.MatchString(stmt) {
 		stmt = doUpdateRE.ReplaceAllString(stmt, ` ON DUPLICATE KEY UPDATE `)

@@ -136,7 +136,7 @@ func TestRewriteUpsert(t *testing.T) {
 	u := New().(dialect.Upserter)
 	for in, want := range map[string]string{
 		`INSERT INTO "t" AS i (a, b) VALUES (?, ?) ON CONFLICT (a) DO UPDATE SET b = excluded.b, c = COALESCE(i.c, excluded.c)`: `INSERT INTO "t" (a, b) VALUES (?, ?) ON DUPLICATE KEY UPDATE b = VALUES(b), c = COALESCE(c, VALUES(c))`,
-		`INSERT INTO "t" ("instance_id", "key") SELECT 1 ON CONFLICT (instance_id, "key") DO NOTHING`:                           `INSERT INTO "t" ("instance_id", "key") SELECT 1 ON DUPLICATE KEY UPDATE "instance_id" = "instance_id"`,
+		`INSERT INTO "t" ("instance_id", "key") SELECT 1 ON CONFLICT (instance_id, "key") DO NOTHING`:                           `INSERT INTO "t" ("instance_id", "key") SELECT 1 ON DUPLICATE KEY UPDATE "instance_id" = VALUES("instance_id")`,
 		`INSERT INTO "t" (a) VALUES (?) ON CONFLICT (a, b) DO UPDATE SET "value" = excluded."value"`:                            `INSERT INTO "t" (a) VALUES (?) ON DUPLICATE KEY UPDATE "value" = VALUES("value")`,
 	} {
 		if got := u.RewriteUpsert(in); got != want {
