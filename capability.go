@@ -93,6 +93,10 @@ const (
 	// CapMaterializedCTE: WITH name AS MATERIALIZED (PostgreSQL, SQLite).
 	// Off (MariaDB): plain AS. Describes the database.
 	CapMaterializedCTE = engine.CapMaterializedCTE
+	// CapChangeFeed: the schema records session changes (PostgreSQL,
+	// SQLite). Off (MariaDB): ChangeFeed's calls fail with
+	// ErrInvalidConfig. Describes the dialect's schema.
+	CapChangeFeed = engine.CapChangeFeed
 )
 
 // WithoutCapabilities switches capabilities of the dialect off, for a

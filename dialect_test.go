@@ -18,11 +18,11 @@ func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	want := map[agentstore.Dialect]agentstore.Capability{
 		agentstore.SQLite: agentstore.CapSingleWriter | agentstore.CapPartialIndexes | agentstore.CapWakeup | agentstore.CapGroupCommit |
-			agentstore.CapUpdateReturning | agentstore.CapMaterializedCTE,
+			agentstore.CapUpdateReturning | agentstore.CapMaterializedCTE | agentstore.CapChangeFeed,
 		agentstore.Postgres: agentstore.CapRowLocks | agentstore.CapSkipLocked | agentstore.CapAsyncCommit | agentstore.CapAdvisoryLocks |
 			agentstore.CapWakeup | agentstore.CapSnapshotReads | agentstore.CapValidatedJSON | agentstore.CapPartialIndexes |
 			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit | agentstore.CapUpdateReturning | agentstore.CapLockOf |
-			agentstore.CapMaterializedCTE,
+			agentstore.CapMaterializedCTE | agentstore.CapChangeFeed,
 	}
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.Open(t)

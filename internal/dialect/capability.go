@@ -101,6 +101,12 @@ const (
 	// materialises a CTE read more than once by itself): plain AS. A
 	// property of the database's SQL.
 	CapMaterializedCTE
+	// CapChangeFeed: the dialect's chain records session changes (V10's
+	// triggers), so Sessions' ChangeFeed reads them. Off (MariaDB, whose
+	// chain has the table but no triggers yet): ChangeFeed's calls fail
+	// with ErrInvalidConfig instead of reading an empty feed. A property
+	// of the dialect's schema.
+	CapChangeFeed
 )
 
 // CapabilityInfo names one capability.
@@ -132,6 +138,7 @@ func Capabilities() []CapabilityInfo {
 		{CapUpdateReturning, "update_returning", true},
 		{CapLockOf, "lock_of", true},
 		{CapMaterializedCTE, "materialized_cte", true},
+		{CapChangeFeed, "change_feed", true},
 	}
 }
 

@@ -34,6 +34,7 @@ const (
 	CapUpdateReturning = dialect.CapUpdateReturning
 	CapLockOf          = dialect.CapLockOf
 	CapMaterializedCTE = dialect.CapMaterializedCTE
+	CapChangeFeed      = dialect.CapChangeFeed
 )
 
 // WithoutCapabilities switches capabilities of the dialect off, for a

@@ -43,7 +43,7 @@ func (liteDialect) Name() dialect.Name { return dialect.SQLite }
 // would take the write lock, so there are no snapshot reads either.
 func (liteDialect) Capabilities() dialect.Capability {
 	return dialect.CapSingleWriter | dialect.CapPartialIndexes | dialect.CapWakeup | dialect.CapGroupCommit | dialect.CapUpdateReturning |
-		dialect.CapMaterializedCTE
+		dialect.CapMaterializedCTE | dialect.CapChangeFeed
 }
 
 func (liteDialect) MatchDSN(dsn string) (string, bool, error) { return matchSQLiteDSN(dsn) }
