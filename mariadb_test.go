@@ -128,3 +128,79 @@ func TestMariaDBConcurrentClaimersAllGetWork(t *testing.T) {
 		t.Fatalf("pending items after the rounds: %d, %v; want %d", n, err, items-5*(2+16))
 	}
 }
+
+// TestMariaDBMigrateFinishesAHalfAppliedStep: MariaDB's DDL commits
+// statement by statement, so a migration interrupted half-way leaves part
+// of its objects and no version row. Migrate run again finishes it (every
+// statement of the MariaDB chain can run again); concurrent Migrate calls
+// on an empty database are serialised by GET_LOCK and all succeed.
+func TestMariaDBMigrateFinishesAHalfAppliedStep(t *testing.T) {
+	t.Parallel()
+	h := newMariaDBHarness(t)
+	ctx := context.Background()
+	stores := make([]*agentstore.Store, 4)
+	for i := range stores {
+		stores[i] = h.Open(t)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = stores[i].Migrate(ctx) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Migrate %d: %v", i, err)
+		}
+	}
+	st := stores[0]
+	tables := func() int64 {
+		var n int64
+		if err := st.DB(ctx).Raw(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'agentstore\_%'`).
+			Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	all := tables()
+	// V1 interrupted after some of its tables: two tables missing, no version recorded
+	for _, q := range []string{`DROP TABLE "agentstore_kv_delta"`, `DROP TABLE "agentstore_worker_queue"`, `DELETE FROM "agentstore_schema_version"`} {
+		if err := st.DB(ctx).Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != 0 {
+		t.Fatalf("after the simulated interruption: version %d, %v", v, err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after a half-applied V1: %v", err)
+	}
+	if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != agentstore.SchemaVersion {
+		t.Fatalf("version after the re-run: %d, %v; want %d", v, err, agentstore.SchemaVersion)
+	}
+	if n := tables(); n != all {
+		t.Fatalf("%d tables after the re-run, want %d", n, all)
+	}
+	// the finished schema works: a session round trip and a queue claim
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SessionQueue().Enqueue(ctx, s.ID, "x", 0); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := st.SessionQueue().Dequeue(ctx, s.ID, repo.DequeueParams{Lease: time.Minute}); err != nil || it == nil {
+		t.Fatalf("dequeue after the re-run: %v, %v", it, err)
+	}
+	// a later step interrupted (V5's version row lost): the re-run records it again
+	if err := st.DB(ctx).Exec(`DELETE FROM "agentstore_schema_version" WHERE version >= 5`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate from V4: %v", err)
+	}
+	if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != agentstore.SchemaVersion {
+		t.Fatalf("version after the re-run from V4: %d, %v", v, err)
+	}
+}
