@@ -36,17 +36,17 @@ var released = map[string]int32{
 	"sqlite/V10__session_change_feed.sql":                          -1416295894, // issue 27: change feed
 	"postgres/V11__message_search_text_plpgsql.sql":                25365296,    // search text extraction planned once per connection
 	"sqlite/V11__message_search_text_plpgsql.sql":                  -1887258658, // (no change on SQLite)
-	"mariadb/V1__agentstore_baseline.sql":                          1542797184,  // issue 26: MariaDB chain (unreleased)
-	"mariadb/V2__provider_status_indexes.sql":                      1666987339,  // issue 26: MariaDB chain (unreleased)
-	"mariadb/V3__sessions_exact_money_and_idempotency.sql":         301151112,   // issue 26: MariaDB chain (unreleased)
-	"mariadb/V4__sessions_list_and_idempotency_indexes.sql":        -1748032128, // issue 26: MariaDB chain (unreleased)
-	"mariadb/V5__provider_kv_store.sql":                            -446684349,  // issue 26: MariaDB chain (unreleased)
-	"mariadb/V6__sessions_paging_and_queue_retention_indexes.sql":  1922115590,  // issue 26: MariaDB chain (unreleased)
-	"mariadb/V7__provider_scale_indexes.sql":                       4075205,     // issue 26: MariaDB chain (unreleased)
-	"mariadb/V8__message_search.sql":                               -1516764585, // issue 26: MariaDB chain (unreleased)
-	"mariadb/V9__worker_queue_ready_index.sql":                     -684260204,  // issue 26: MariaDB chain (unreleased)
-	"mariadb/V10__session_change_feed.sql":                         -1760923845, // issue 26: MariaDB chain (unreleased)
-	"mariadb/V11__message_search_text_plpgsql.sql":                 -1698026428, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V1__agentstore_baseline.sql":                          -1953492143, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V2__provider_status_indexes.sql":                      -1579211540, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V3__sessions_exact_money_and_idempotency.sql":         -940859957,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V4__sessions_list_and_idempotency_indexes.sql":        773174399,   // issue 26: MariaDB chain (unreleased)
+	"mariadb/V5__provider_kv_store.sql":                            1210125656,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V6__sessions_paging_and_queue_retention_indexes.sql":  -495139279,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V7__provider_scale_indexes.sql":                       -2075623658, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V8__message_search.sql":                               -353266920,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V9__worker_queue_ready_index.sql":                     -1933235649, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V10__session_change_feed.sql":                         -1051123822, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V11__message_search_text_plpgsql.sql":                 1810555187,  // issue 26: MariaDB chain (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
