@@ -171,7 +171,8 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 		args = append(args, batchSize)
 		var ids, expired []uuid.UUID
 		unlock := ss.writeLock(ctx)
-		err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		batch := func(tx *gorm.DB) error {
+			ids, expired = nil, nil
 			if err := tx.Raw("SELECT id FROM "+st+" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+
 				" ORDER BY expires_at, id LIMIT ?"+lock, args...).Scan(&ids).Error; err != nil {
 				return err
@@ -190,7 +191,15 @@ SELECT id FROM `+st+` WHERE id IN (SELECT id FROM d) AND expires_at IS NOT NULL 
 				return err
 			}
 			return tx.Exec("DELETE FROM "+st+" WHERE id IN ?", ids).Error
-		})
+		}
+		err := ss.inTx(ctx, batch)
+		// A batch that lost a deadlock to a concurrent sweeper (InnoDB's
+		// cascading deletes can) rolled back whole: run it again, so the
+		// deletions already committed stay counted in this call.
+		// (A lock timeout is not retried here: it would multiply the wait.)
+		for i := 0; i < 4 && err != nil && errors.Is(dbErr(err), ErrRetryable) && !errors.Is(dbErr(err), ErrLockTimeout) && ctx.Err() == nil; i++ {
+			err = ss.inTx(ctx, batch)
+		}
 		unlock()
 		if err != nil {
 			return total, fmt.Errorf("cleanup expired sessions: %w", dbErr(err))
