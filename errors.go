@@ -49,6 +49,9 @@ var (
 	// any SQL; so does a call that was running when Close closed the
 	// connection pool under it. Not retryable: open a new Store.
 	ErrClosed = engine.ErrClosed
+	// ErrCursorExpired: a change-feed cursor is before the purge horizon
+	// (changes after it were purged); see CursorExpiredError.
+	ErrCursorExpired = engine.ErrCursorExpired
 	// ErrDialectUnavailable: a dialect this binary was built without.
 	ErrDialectUnavailable = engine.ErrDialectUnavailable
 	// ErrInvalidStream: Import read a line that is not part of a
@@ -63,6 +66,10 @@ var (
 	// version newer than StreamVersion; see ImportError.
 	ErrUnsupportedStreamVersion = engine.ErrUnsupportedStreamVersion
 )
+
+// CursorExpiredError is the *repo.CursorExpiredError of a change-feed cursor
+// before the purge horizon (the cursor and the horizon to resume after).
+type CursorExpiredError = engine.CursorExpiredError
 
 // StaleVersionError is the *repo.StaleVersionError of a failed version check (stored version included).
 type StaleVersionError = engine.StaleVersionError

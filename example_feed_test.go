@@ -36,7 +36,7 @@ func TestExampleFeedRuns(t *testing.T) {
 	want := []string{
 		"session.created  v1",
 		"session.updated  v2: messages 1..2 appended",
-		"session.updated  v3, state created",
+		"todos.changed    v3",
 		"queue.item       queue item * is pending",
 		"queue.item       queue item * is processing",
 		"queue.item       queue item * is completed",

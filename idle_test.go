@@ -276,3 +276,68 @@ func TestIdleDequeueCost(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerFetchLosingAnItemAsksNoNextDue: two fetches wait on an empty
+// worker queue of one Store (wake-up healthy, each has asked when
+// something is due); the Store enqueues one item, visible at once: one
+// fetch takes it, and the other, woken for nothing, goes back to waiting
+// without the next-due query (the item brought no due time). It still
+// takes the next item within milliseconds. PostgreSQL: on SQLite the
+// data_version watcher wakes the fetches again for the same commit (it
+// sees every other connection's, the Store's own included), and that
+// wake-up asks.
+func TestWorkerFetchLosingAnItemAsksNoNextDue(t *testing.T) {
+	requirePostgres(t)
+	t.Parallel()
+	h := newHarness(t, agentstore.Postgres)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	count := &stmtLogger{}
+	st := h.New(t, agentstore.WithLogger(count))
+	p := st.Provider()
+	// warm up: the wake-up channel starts and becomes healthy
+	if _, err := p.FetchWorkItem(ctx, time.Minute, 400*time.Millisecond, nil, duroxide.TagFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := p.FetchWorkItem(ctx, time.Minute, 5*time.Second, nil, duroxide.TagFilter{})
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil || l == nil {
+				t.Errorf("fetch: %v, %v", l, err)
+			} else if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
+				t.Error(err)
+			}
+			got <- time.Now()
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // both wait, after their first next-due query
+	count.reset()
+	if err := p.EnqueueForWorker(ctx, testkit.Activity("lose", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	time.Sleep(200 * time.Millisecond) // the loser's empty claim and its wait
+	count.mu.Lock()
+	stmts := append([]string(nil), count.last...)
+	count.mu.Unlock()
+	for _, s := range stmts {
+		if strings.Contains(s, "MIN(x.t)") {
+			t.Fatalf("a next-due query after losing the item:\n%s", strings.Join(stmts, "\n"))
+		}
+	}
+	sent := time.Now()
+	if err := p.EnqueueForWorker(ctx, testkit.Activity("lose", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if el := (<-got).Sub(sent); el > 500*time.Millisecond {
+		t.Fatalf("the second item was fetched %v after its enqueue", el)
+	}
+}

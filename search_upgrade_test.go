@@ -99,3 +99,61 @@ func TestSearchUpgradeIndexesExistingMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestSearchUpgradeV12: messages written at V11 are found after Migrate
+// brings the database to V12, and appends afterwards are found too; on
+// PostgreSQL the search index has V12's 128 kB pending list (a fresh
+// database gets it from the baseline's DDL as well: TestDDLExported_*).
+func TestSearchUpgradeV12(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		old := h.Open(t)
+		if err := old.MigrateTo(ctx, 11); err != nil {
+			t.Fatal(err)
+		}
+		r := old.Sessions()
+		s := repo.NewSession()
+		if err := r.Save(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		msgs := make([]repo.Message, 0, 300)
+		for j := range 300 {
+			text := fmt.Sprintf("ordinary filler %d", j)
+			if j%100 == 7 {
+				text = "the rare heliotrope, café"
+			}
+			msgs = append(msgs, testkit.TextMsg(fmt.Sprintf("m%d", j), repo.RoleUser, text))
+		}
+		if _, err := r.AppendMessages(ctx, s.ID, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		st := h.Open(t)
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatalf("migrate to V12: %v", err)
+		}
+		testkit.VerifyClean(t, st)
+		rs := st.Sessions()
+		if _, err := rs.AppendMessages(ctx, s.ID, testkit.TextMsg("new", repo.RoleUser, "a new Heliotrope")); err != nil {
+			t.Fatal(err)
+		}
+		page, err := rs.Search(ctx, repo.SearchParams{Query: "heliotrope", Limit: repo.MaxSearchLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Hits) != 4 {
+			t.Errorf("heliotrope: %d hits, want 4 (3 before the upgrade, 1 after)", len(page.Hits))
+		}
+		if h.Dialect != agentstore.Postgres {
+			return
+		}
+		var opts string
+		if err := st.DB(ctx).Raw(`SELECT COALESCE(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = to_regclass(?)`,
+			h.Schema+".idx_"+st.TablePrefix()+"messages_search").Scan(&opts).Error; err != nil {
+			t.Fatal(err)
+		}
+		if opts != "gin_pending_list_limit=128" {
+			t.Errorf("search index options %q, want gin_pending_list_limit=128", opts)
+		}
+	})
+}

@@ -19,6 +19,7 @@ import (
 func changeFeedTests() []test {
 	return tests(
 		test{"ChangeFeedKindsAndPaging", testChangeFeedKindsAndPaging},
+		test{"ChangeFeedChildKinds", testChangeFeedChildKinds},
 		test{"ChangeFeedRefusals", testChangeFeedRefusals},
 		test{"ChangeFeedOutOfOrderCommits", testChangeFeedOutOfOrderCommits},
 		test{"ChangeFeedWatch", testChangeFeedWatch},
@@ -149,7 +150,7 @@ func testChangeFeedKindsAndPaging(t *testing.T, h *harness) {
 	want := []row{
 		{repo.ChangeSessionCreated, a.ID, 0, 0, string(a.State)},
 		{repo.ChangeSessionUpdated, a.ID, 0, 2, string(a.State)},
-		{repo.ChangeSessionUpdated, a.ID, 2, 2, string(a.State)},
+		{repo.ChangeTodos, a.ID, 2, 2, string(a.State)},
 		{repo.ChangeQueueItem, a.ID, 0, 0, string(repo.QueuePending)},
 		{repo.ChangeQueueItem, a.ID, 0, 0, string(repo.QueueProcessing)},
 		{repo.ChangeQueueItem, a.ID, 0, 0, string(repo.QueueCompleted)},
@@ -202,6 +203,68 @@ func testChangeFeedKindsAndPaging(t *testing.T, h *harness) {
 		if len(other) != 0 {
 			t.Fatalf("other tenant's view sees %d changes", len(other))
 		}
+	}
+}
+
+// testChangeFeedChildKinds: a change of the todos, the plan or the summary
+// snapshots is reported with its own kind (todos.changed, plan.changed,
+// summary.changed) in place of session.updated, with the session's version
+// after it; a Save that changed several of them is one change per kind,
+// all at the Save's version; a Save that also appended messages keeps its
+// session.updated change (with the appended range) before them; a Save of
+// the session row alone is still session.updated.
+func testChangeFeedChildKinds(t *testing.T, h *harness) {
+	st := h.New(t)
+	f := feedOf(t, st)
+	r := st.Sessions()
+	ctx := context.Background()
+	_, start := readAllChanges(t, f, repo.ChangesParams{})
+
+	s := repo.NewSession()
+	mustSave(t, r, s)                                                                                        // v1 created
+	if _, err := r.SetTodos(ctx, s.ID, []repo.TodoItem{{Content: "a", ActiveForm: "doing a"}}); err != nil { // v2
+		t.Fatal(err)
+	}
+	if _, err := r.AddSummary(ctx, repo.SummarySnapshot{SessionID: s.ID, Summary: "so far"}); err != nil { // v3
+		t.Fatal(err)
+	}
+	got, err := r.Load(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Todos = append(got.Todos, repo.TodoItem{Content: "b", ActiveForm: "doing b"})
+	mustSave(t, r, got) // v4 todos
+	got.CurrentPlan = &repo.Plan{Content: "the plan"}
+	mustSave(t, r, got) // v5 plan
+	got.Todos = got.Todos[:1]
+	got.CurrentPlan.Content = "the plan, revised"
+	got.AddMessage(textMsg("m1", repo.RoleUser, "go"))
+	mustSave(t, r, got) // v6 messages, todos, plan
+	got.State = repo.StateActive
+	mustSave(t, r, got) // v7 the row alone
+
+	type row struct {
+		kind     repo.ChangeKind
+		version  int64
+		from, to int64
+	}
+	var rows []row
+	for _, c := range waitForChanges(t, f, repo.ChangesParams{After: start, SessionID: s.ID}, 9) {
+		rows = append(rows, row{c.Kind, c.Version, c.FromSeq, c.ToSeq})
+	}
+	want := []row{
+		{repo.ChangeSessionCreated, 1, 0, 0},
+		{repo.ChangeTodos, 2, 0, 0},
+		{repo.ChangeSummary, 3, 0, 0},
+		{repo.ChangeTodos, 4, 0, 0},
+		{repo.ChangePlan, 5, 0, 0},
+		{repo.ChangeSessionUpdated, 6, 0, 1},
+		{repo.ChangeTodos, 6, 1, 1},
+		{repo.ChangePlan, 6, 1, 1},
+		{repo.ChangeSessionUpdated, 7, 1, 1},
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("feed:\n got  %v\n want %v", rows, want)
 	}
 }
 
@@ -533,9 +596,57 @@ func testChangeFeedPurge(t *testing.T, h *harness) {
 	if len(left) != 2 || left[0].SessionID != young.ID || left[1].SessionID != young.ID {
 		t.Fatalf("left after purge: %v", left)
 	}
-	// A cursor from before the purge resumes at the first kept change.
+	// The cursor of the last purged change missed nothing: it resumes at
+	// the first kept change.
 	resumed, _ := readAllChanges(t, f, repo.ChangesParams{After: before[len(before)-1].Cursor})
 	if fmtChanges(resumed) != fmtChanges(left) {
 		t.Fatalf("resumed %v, want %v", resumed, left)
+	}
+	// A cursor before it would miss purged changes: ErrCursorExpired, with
+	// the horizon to resume after, from Changes and from Watch; the start
+	// of the feed reads what is kept.
+	stale := before[len(before)-2].Cursor
+	_, err = f.Changes(ctx, repo.ChangesParams{After: stale})
+	var ce *agentstore.CursorExpiredError
+	if !errors.Is(err, agentstore.ErrCursorExpired) || !errors.As(err, &ce) || errors.Is(err, agentstore.ErrRetryable) {
+		t.Fatalf("changes after a purged cursor: %v, want a CursorExpiredError", err)
+	}
+	if ce.Cursor != stale || ce.Horizon != before[len(before)-1].Cursor {
+		t.Fatalf("expired error: cursor %q horizon %q, want %q %q", ce.Cursor, ce.Horizon, stale, before[len(before)-1].Cursor)
+	}
+	if _, err := f.Changes(ctx, repo.ChangesParams{After: stale, SessionID: young.ID}); !errors.Is(err, agentstore.ErrCursorExpired) {
+		t.Fatalf("session-filtered changes after a purged cursor: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	called := false
+	if err := f.Watch(wctx, repo.ChangesParams{After: stale}, func(repo.Change) error { called = true; return nil }); !errors.Is(err, agentstore.ErrCursorExpired) || called {
+		t.Fatalf("watch after a purged cursor: %v (delivered: %v), want ErrCursorExpired before any change", err, called)
+	}
+	if after, _ := readAllChanges(t, f, repo.ChangesParams{After: ce.Horizon}); fmtChanges(after) != fmtChanges(left) {
+		t.Fatalf("after the horizon: %v, want %v", after, left)
+	}
+	// A tenant's purge sets that tenant's horizon: its cursor expires in its
+	// view; another tenant's view is not affected.
+	if tv, ok := st.ForTenant("feed-purge-a").(feedHolder); ok {
+		_, tstart := readAllChanges(t, f, repo.ChangesParams{})
+		ra := st.ForTenant("feed-purge-a").Sessions()
+		a := repo.NewSession()
+		mustSave(t, ra, a)
+		if _, err := ra.AppendMessages(ctx, a.ID, textMsg("a1", repo.RoleUser, "x")); err != nil {
+			t.Fatal(err)
+		}
+		got := waitForChanges(t, tv.ChangeFeed(), repo.ChangesParams{}, 2)
+		time.Sleep(20 * time.Millisecond) // both changes older than the cutoff, by the millisecond
+		if n, err := tv.ChangeFeed().PurgeChanges(ctx, time.Millisecond, 0); err != nil || n != 2 {
+			t.Fatalf("tenant purge: %d, %v, want 2", n, err)
+		}
+		if _, err := tv.ChangeFeed().Changes(ctx, repo.ChangesParams{After: got[0].Cursor}); !errors.Is(err, agentstore.ErrCursorExpired) {
+			t.Fatalf("tenant view after its purge: %v, want ErrCursorExpired", err)
+		}
+		other := st.ForTenant("feed-purge-b").(feedHolder).ChangeFeed()
+		if _, err := other.Changes(ctx, repo.ChangesParams{After: tstart}); err != nil {
+			t.Fatalf("another tenant's view after a tenant's purge: %v", err)
+		}
 	}
 }

@@ -85,6 +85,8 @@ type bench struct {
 	results  []Result
 	skips    []skip
 	log      io.Writer
+	// orchSpent is the CPU the last orchestration round spent (orch.go)
+	orchSpent cpuSpan
 }
 
 func main() {

@@ -36,7 +36,9 @@ var released = map[string]int32{
 	"sqlite/V10__session_change_feed.sql":                          -1416295894, // issue 27: change feed
 	"postgres/V11__message_search_text_plpgsql.sql":                25365296,    // search text extraction planned once per connection
 	"sqlite/V11__message_search_text_plpgsql.sql":                  -1887258658, // (no change on SQLite)
-	"mariadb/V1__agentstore_baseline.sql":                          -1953492143, // issue 26: MariaDB chain (unreleased)
+	"postgres/V12__message_search_pending_list.sql":                44096858,    // search GIN pending list 128 kB: a selective search flat
+	"sqlite/V12__message_search_pending_list.sql":                  1599728206,  // (no change on SQLite)
+	"mariadb/V1__agentstore_baseline.sql":                          835277643,   // issue 26: MariaDB chain (unreleased)
 	"mariadb/V2__provider_status_indexes.sql":                      -1579211540, // issue 26: MariaDB chain (unreleased)
 	"mariadb/V3__sessions_exact_money_and_idempotency.sql":         -940859957,  // issue 26: MariaDB chain (unreleased)
 	"mariadb/V4__sessions_list_and_idempotency_indexes.sql":        773174399,   // issue 26: MariaDB chain (unreleased)
@@ -47,6 +49,7 @@ var released = map[string]int32{
 	"mariadb/V9__worker_queue_ready_index.sql":                     -1933235649, // issue 26: MariaDB chain (unreleased)
 	"mariadb/V10__session_change_feed.sql":                         -1051123822, // issue 26: MariaDB chain (unreleased)
 	"mariadb/V11__message_search_text_plpgsql.sql":                 1810555187,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V12__message_search_pending_list.sql":                 -48233730,   // issue 26: MariaDB chain (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,10 +26,24 @@ const (
 	ChangeSessionCreated ChangeKind = "session.created"
 	// ChangeSessionUpdated: a session changed and its version advanced:
 	// Save, AppendMessages (FromSeq < ToSeq: the messages with seq in
-	// (FromSeq, ToSeq] were appended by it), Rewind, AddSummary, SetTodos,
-	// a plan change. One committed statement that
-	// changes the session row is one change.
+	// (FromSeq, ToSeq] were appended by it), Rewind, and a write through
+	// SQL outside agentstore. One committed statement that changes the
+	// session row is one change. A change of the todos, the plan or the
+	// summary snapshots is reported with its own kind below instead (a
+	// Save that also appended messages is reported as session.updated
+	// followed by those kinds, each with the same Version).
 	ChangeSessionUpdated ChangeKind = "session.updated"
+	// ChangeTodos: the session's todo list was replaced (SetTodos, or a
+	// Save whose todos changed); Version is the session's version after
+	// it. Read the todos with Load.
+	ChangeTodos ChangeKind = "todos.changed"
+	// ChangePlan: the session's current plan changed (a Save whose plan
+	// changed); Version is the session's version after it. Read it with
+	// Load or Plans.
+	ChangePlan ChangeKind = "plan.changed"
+	// ChangeSummary: a summary snapshot was added (AddSummary); Version is
+	// the session's version after it. Read it with GetSummaries.
+	ChangeSummary ChangeKind = "summary.changed"
 	// ChangeSessionDeleted: a session was deleted (Delete, a parent's
 	// delete, CleanupExpired). Its later changes (none) and its rows are
 	// gone; the feed keeps the change until retention purges it.
@@ -38,6 +53,37 @@ const (
 	// after an expired lease); State is the new status, ItemID the item.
 	ChangeQueueItem ChangeKind = "queue.item"
 )
+
+// ErrCursorExpired is returned by ChangeFeed.Changes and Watch for a
+// cursor from before the feed's purge horizon: PurgeChanges has deleted
+// changes after it, which a consumer resuming from it has not seen (had it
+// seen them, its cursor would be at or after them). The error is a
+// *CursorExpiredError carrying the cursor and the horizon. It is not
+// retryable: the changes are gone. A consumer rebuilds its state from the
+// sessions themselves (List, Load) and resumes After the horizon, or, when
+// it accepts the loss, resumes After the horizon directly. The empty cursor
+// (the start of the feed) never expires: it reads from the oldest change
+// kept.
+var ErrCursorExpired = errors.New("agentstore: change cursor expired")
+
+// CursorExpiredError is the error of a cursor older than the feed's purge
+// horizon. It matches ErrCursorExpired.
+type CursorExpiredError struct {
+	// Cursor is the cursor the call was given.
+	Cursor ChangeCursor
+	// Horizon is the position of the last change purged: every change
+	// after it is still kept, so resuming After it reads them all.
+	Horizon ChangeCursor
+}
+
+// Error names the cursor and the horizon.
+func (e *CursorExpiredError) Error() string {
+	return "agentstore: change cursor expired: cursor " + string(e.Cursor) + " is before the purge horizon " +
+		string(e.Horizon) + " (changes after the cursor were purged; rebuild from the sessions and resume after the horizon)"
+}
+
+// Unwrap returns ErrCursorExpired.
+func (e *CursorExpiredError) Unwrap() error { return ErrCursorExpired }
 
 // Change is one committed change of a session, as the feed reports it.
 type Change struct {
@@ -51,7 +97,8 @@ type Change struct {
 	// SessionID is the session the change belongs to.
 	SessionID uuid.UUID
 	// Version is the session's version after the change (for
-	// session.created and session.updated; the version it had for
+	// session.created, session.updated, todos.changed, plan.changed and
+	// summary.changed; the version it had for
 	// session.deleted; 0 for queue.item).
 	Version int64
 	// FromSeq and ToSeq: the session's last message seq before and after
@@ -119,11 +166,18 @@ const (
 // a long-open transaction delays the feed, never reorders it).
 //
 // Retention: changes are kept until PurgeChanges deletes them; a consumer
-// whose cursor is older than the retention window misses the purged ones.
+// whose cursor is older than the purge horizon gets ErrCursorExpired
+// instead of silently missing the purged changes.
 type ChangeFeed interface {
 	// Changes returns the first committed changes after p.After in feed
 	// order, at most p.Limit of them, filtered by p.SessionID and
-	// p.TenantID. It refuses a malformed cursor, a limit out of range or a
+	// p.TenantID. A p.After before the purge horizon (PurgeChanges deleted
+	// changes after it) is a *CursorExpiredError (ErrCursorExpired); the
+	// horizon that applies is the last purge of the whole feed and, for a
+	// tenant-scoped view or a TenantID filter, of that tenant, and for an
+	// unfiltered read or a SessionID filter the last purge of any tenant
+	// (so a tenant's purge can expire an all-tenants cursor that had
+	// nothing of that tenant to miss). It refuses a malformed cursor, a limit out of range or a
 	// TenantID that is not a valid id (empty, too long, not UTF-8, NUL) with
 	// ErrInvalidInput. An empty page means nothing after p.After has
 	// committed yet (or everything after it was filtered out); Next is then
@@ -139,14 +193,19 @@ type ChangeFeed interface {
 	// wake-up is up, every WithPollInterval otherwise. It returns the
 	// error fn returned, ctx's error (context.Canceled or
 	// DeadlineExceeded) when ctx ends, or the error of a read that failed
-	// (the session API's sentinels, as Changes). fn sees change.Cursor:
+	// (the session API's sentinels, as Changes; ErrCursorExpired when
+	// p.After, or a cursor it reached while a purge ran past it, is before
+	// the purge horizon). fn sees change.Cursor:
 	// store it to resume with a later Watch or Changes. Input errors are
 	// Changes's.
 	Watch(ctx context.Context, p ChangesParams, fn func(Change) error) error
 	// PurgeChanges deletes the feed's oldest changes, in feed order, while
 	// they were written more than olderThan ago (a change's Time, the
 	// database's clock, against this host's clock), in transactions of at most batch rows each, stopping at the
-	// first change that is younger; it returns how many it deleted.
+	// first change that is younger; it returns how many it deleted. The
+	// position of the last change it deleted becomes the purge horizon (of
+	// the feed, or of the view's tenant): a later Changes or Watch from a
+	// cursor before it is ErrCursorExpired.
 	// olderThan 0 means DefaultChangeRetention (7 days), batch 0
 	// DefaultPurgeBatch; a negative olderThan or a batch that is negative
 	// or above MaxPurgeBatch is ErrInvalidInput. Each batch commits on its

@@ -46,3 +46,14 @@ type FeedObject struct {
 type FeedVerifier interface {
 	FeedObjects(db *gorm.DB, env *Env, nsp string) ([]FeedObject, error)
 }
+
+// ChangeFeedClock is implemented by a dialect that can read the
+// database's clock as the change feed's triggers write a change's time:
+// NowMillisSQL returns a scalar SQL expression of the database's current
+// time in Unix milliseconds, on the same clock (and rounding) as the
+// feed's `at` column. PurgeChanges measures a change's age with it, so a
+// host whose clock is skewed from the database's purges neither early nor
+// late. A dialect without it is measured against the Store's host clock.
+type ChangeFeedClock interface {
+	NowMillisSQL() string
+}

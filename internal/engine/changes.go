@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
@@ -141,8 +142,8 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 			return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 		}
 	}
-	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE (ord > ? OR (ord = ? AND id > ?))"
-	args := []any{ord, ord, id}
+	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE (ord > ? OR (ord = ? AND id > ?)) AND kind <> ?"
+	args := []any{ord, ord, id, changePurged}
 	if p.SessionID != uuid.Nil {
 		q += " AND session_id = ?"
 		args = append(args, p.SessionID)
@@ -166,11 +167,54 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 	if err = translateVia(f.ss.s.db, err); err != nil {
 		return repo.ChangesPage{}, fmt.Errorf("read changes: %w", dbErr(err))
 	}
+	// The horizon is read after the page: a purge that deleted changes
+	// after the cursor before the page was read committed its tombstone
+	// with them, so it is seen here (one that commits later may report an
+	// expiry the page did not suffer; a retry from the cursor then does).
+	if p.After != "" {
+		if err := f.checkHorizon(ctx, p, ord, id); err != nil {
+			return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+		}
+	}
 	page := repo.ChangesPage{Changes: out, Next: p.After}
 	if len(out) > 0 {
 		page.Next = out[len(out)-1].Cursor
 	}
 	return page, nil
+}
+
+// changePurged is the kind of a purge's tombstone: a row of the feed table
+// that is no change (pages skip it) and marks the purge horizon. Each
+// purge batch replaces its scope's tombstone with one at the position
+// (ord, id) and time of the last change it deleted; session_id is
+// uuid.Nil (the tombstones are one index range of the session index, one
+// shard on a distributed database) and tenant_id the purging view's tenant,
+// NULL for a purge of the whole feed.
+const changePurged = "feed.purged"
+
+// checkHorizon returns a *repo.CursorExpiredError when a tombstone that
+// applies to the read lies after the cursor (ord, id).
+func (f changeFeed) checkHorizon(ctx context.Context, p repo.ChangesParams, ord, id int64) error {
+	q := "SELECT ord, id FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE session_id = ? AND kind = ?"
+	args := []any{uuid.Nil, changePurged}
+	tenant := p.TenantID
+	if f.ss.tenant != nil {
+		tenant = f.ss.tenant
+	}
+	if tenant != nil {
+		q += " AND (tenant_id IS NULL OR tenant_id = ?)"
+		args = append(args, *tenant)
+	}
+	q += " AND (ord > ? OR (ord = ? AND id > ?)) ORDER BY ord DESC, id DESC LIMIT 1"
+	args = append(args, ord, ord, id)
+	var h []struct{ Ord, ID int64 }
+	if err := f.ss.db(ctx).Raw(q, args...).Scan(&h).Error; err != nil {
+		return dbErr(err)
+	}
+	if len(h) == 0 {
+		return nil
+	}
+	return &repo.CursorExpiredError{Cursor: p.After, Horizon: encodeChangeCursor(h[0].Ord, h[0].ID)}
 }
 
 func scanChanges(rows *sql.Rows) ([]repo.Change, error) {
@@ -298,38 +342,121 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 	if err != nil {
 		return 0, err
 	}
+	// A change's age is measured on the clock that wrote its time: the
+	// database's (not this host's, nor WithClock's).
 	cutoff := time.Now().Add(-olderThan).UnixMilli()
+	if c, ok := f.ss.s.d.(dialect.ChangeFeedClock); ok {
+		var now []struct{ Now int64 }
+		if err := f.ss.db(ctx).Raw("SELECT " + c.NowMillisSQL() + " AS now").Scan(&now).Error; err != nil {
+			return 0, fmt.Errorf("purge changes: read the database's clock: %w", dbErr(err))
+		}
+		if len(now) == 1 {
+			cutoff = now[0].Now - olderThan.Milliseconds()
+		}
+	}
 	ct := f.ss.s.quoted(models.TableSessionChanges)
 	tc, targs := f.ss.tenantCond("tenant_id")
 	// The prefix of the feed (in its order) older than the cutoff ends at
 	// the first row written at or after it, found once: rows written later
 	// are younger still.
 	var bound []struct{ Ord, ID int64 }
-	if err := f.ss.db(ctx).Raw("SELECT ord, id FROM "+ct+" WHERE at >= ?"+tc+" ORDER BY ord, id LIMIT 1",
-		append([]any{cutoff}, targs...)...).Scan(&bound).Error; err != nil {
+	if err := f.ss.db(ctx).Raw("SELECT ord, id FROM "+ct+" WHERE at >= ? AND kind <> ?"+tc+" ORDER BY ord, id LIMIT 1",
+		append([]any{cutoff, changePurged}, targs...)...).Scan(&bound).Error; err != nil {
 		return 0, fmt.Errorf("purge changes: %w", dbErr(err))
 	}
-	stmt := "DELETE FROM " + ct + " WHERE id IN (SELECT id FROM " + ct + " WHERE at < ?" + tc
-	args := append([]any{cutoff}, targs...)
+	stmt := "DELETE FROM " + ct + " WHERE id IN (SELECT id FROM " + ct + " WHERE at < ? AND kind <> ?" + tc
+	args := append([]any{cutoff, changePurged}, targs...)
 	if len(bound) > 0 {
 		stmt += " AND (ord < ? OR (ord = ? AND id < ?))"
 		args = append(args, bound[0].Ord, bound[0].Ord, bound[0].ID)
 	}
-	stmt += " ORDER BY ord, id LIMIT " + strconv.Itoa(batch) + ")"
+	stmt += " ORDER BY ord, id LIMIT " + strconv.Itoa(batch) + ") RETURNING ord, id, at"
+	// The batch's tombstone replaces the scope's previous one. Other
+	// scopes' tombstones stay (one per tenant that purged, at most).
+	var scope any // NULL: the whole feed
+	if f.ss.tenant != nil {
+		scope = *f.ss.tenant
+	}
+	dropTomb := "DELETE FROM " + ct + " WHERE session_id = ? AND kind = ? AND tenant_id IS NULL"
+	dropArgs := []any{uuid.Nil, changePurged}
+	if scope != nil {
+		dropTomb = "DELETE FROM " + ct + " WHERE session_id = ? AND kind = ? AND tenant_id = ?"
+		dropArgs = append(dropArgs, scope)
+	}
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("purge changes: %w", err)
 		}
+		var n int
 		unlock := f.ss.writeLock(ctx)
-		res := f.ss.db(ctx).Exec(stmt, args...)
+		err := f.ss.inTx(ctx, func(tx *gorm.DB) error {
+			var gone []struct{ Ord, ID, At int64 }
+			if err := tx.Raw(stmt, args...).Scan(&gone).Error; err != nil {
+				return err
+			}
+			n = len(gone)
+			if n == 0 {
+				return nil
+			}
+			last := gone[0]
+			for _, g := range gone[1:] {
+				if g.Ord > last.Ord || (g.Ord == last.Ord && g.ID > last.ID) {
+					last = g
+				}
+			}
+			if err := tx.Exec(dropTomb, dropArgs...).Error; err != nil {
+				return err
+			}
+			return tx.Exec("INSERT INTO "+ct+" (id, ord, tenant_id, session_id, kind, at) VALUES (?, ?, ?, ?, ?, ?)",
+				last.ID, last.Ord, scope, uuid.Nil, changePurged, last.At).Error
+		})
 		unlock()
-		if res.Error != nil {
-			return total, fmt.Errorf("purge changes (%d deleted before the failure): %w", total, dbErr(res.Error))
+		if err != nil {
+			return total, fmt.Errorf("purge changes (%d deleted before the failure): %w", total, dbErr(err))
 		}
-		total += int(res.RowsAffected)
-		if res.RowsAffected < int64(batch) {
+		total += n
+		if n < batch {
 			return total, nil
 		}
 	}
+}
+
+// tagChange gives the session.updated change that this transaction's
+// write of the session row just recorded (V10's trigger) the kinds of what
+// the write changed: the change becomes a change of kinds[0] and one more
+// change of each further kind follows it (same ord, version, state and
+// time; a later id). With appended (the write also appended messages) the
+// session.updated change stays and every kind follows it. The change is
+// found as the session's newest session.updated change at its current
+// version: the caller holds the session's row lock and advanced its
+// version in this transaction, so that change is this transaction's (the
+// trigger raises its ord to the session's newest, and its id was taken
+// after every earlier change of the session committed). Without the feed's
+// trigger (dropped; Verify reports it) there is none and nothing is
+// written. The statements name the session, so each runs on its shard on
+// a distributed database.
+func (ss *sessionStore) tagChange(tx *gorm.DB, sessionID uuid.UUID, appended bool, kinds ...repo.ChangeKind) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	ct := ss.s.quoted(models.TableSessionChanges)
+	ours := "SELECT id FROM " + ct + " WHERE session_id = ? AND kind = '" + string(repo.ChangeSessionUpdated) +
+		"' AND version = (SELECT version FROM " + ss.s.quoted(models.TableSessions) + " WHERE id = ?) ORDER BY ord DESC, id DESC LIMIT 1"
+	extra := kinds[1:]
+	if appended {
+		extra = kinds
+	}
+	for _, k := range extra {
+		if err := tx.Exec("INSERT INTO "+ct+" (ord, tenant_id, session_id, kind, state, from_seq, to_seq, version, at)"+
+			" SELECT ord, tenant_id, session_id, ?, state, to_seq, to_seq, version, at FROM "+ct+
+			" WHERE session_id = ? AND id = ("+ours+")", string(k), sessionID, sessionID, sessionID).Error; err != nil {
+			return dbErr(err)
+		}
+	}
+	if appended {
+		return nil
+	}
+	return dbErr(tx.Exec("UPDATE "+ct+" SET kind = ? WHERE session_id = ? AND id = ("+ours+")",
+		string(kinds[0]), sessionID, sessionID, sessionID).Error)
 }

@@ -23,6 +23,8 @@ var (
 	ErrConflict = repo.ErrConflict
 	// ErrStaleVersion: an optimistic-concurrency check failed (also ErrConflict); see StaleVersionError.
 	ErrStaleVersion = repo.ErrStaleVersion
+	// ErrCursorExpired: a change-feed cursor is before the purge horizon; see CursorExpiredError.
+	ErrCursorExpired = repo.ErrCursorExpired
 	// ErrDuplicate: a caller-chosen key is already stored with other content (also ErrConflict).
 	ErrDuplicate = repo.ErrDuplicate
 	// ErrInvalidInput: input refused before any SQL ran.
@@ -61,6 +63,9 @@ var (
 	// ErrDialectUnavailable: a dialect this binary was built without.
 	ErrDialectUnavailable = dialect.ErrDialectUnavailable
 )
+
+// CursorExpiredError is the *repo.CursorExpiredError of a change-feed cursor before the purge horizon.
+type CursorExpiredError = repo.CursorExpiredError
 
 // StaleVersionError is the *repo.StaleVersionError of a failed version check (stored version included).
 type StaleVersionError = repo.StaleVersionError

@@ -33,8 +33,8 @@ var (
 // signal is an in-process broadcast: wait returns a channel closed by the
 // next notify.
 type signal struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu  sync.Mutex
+	cur *sigGen
 	// publish, when set (CapWakeup), also tells other Stores and
 	// processes; it is not called for wake-ups that came from them.
 	publish func()
@@ -55,27 +55,55 @@ type signal struct {
 	onWake func(ctx context.Context)
 }
 
-func newSignal() *signal { return &signal{ch: make(chan struct{})} }
+// sigGen is one generation of a signal: its channel is closed by the
+// wake-up that ends it, which sets ready first.
+type sigGen struct {
+	ch chan struct{}
+	// ready: the wake-up was an enqueue by this Store of items all
+	// visible at once (notifyReady), nothing else
+	ready bool
+}
 
-func (s *signal) wait() <-chan struct{} {
+func newSignal() *signal { return &signal{cur: &sigGen{ch: make(chan struct{})}} }
+
+func (s *signal) wait() <-chan struct{} { return s.gen().ch }
+
+// gen returns the current generation (its channel closes at the next
+// wake-up; read ready after that).
+func (s *signal) gen() *sigGen {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ch
+	return s.cur
 }
 
 // notify wakes this Store's waiting fetchers and publishes the wake-up.
 func (s *signal) notify() {
-	s.wake()
+	s.wakeGen(false)
+	if s.publish != nil {
+		s.publish()
+	}
+}
+
+// notifyReady is notify for an enqueue of items that are all visible at
+// once: a fetcher this wakes that then finds nothing (another fetcher
+// took them) need not ask again when something becomes due (longPoll's
+// keepOnReady).
+func (s *signal) notifyReady() {
+	s.wakeGen(true)
 	if s.publish != nil {
 		s.publish()
 	}
 }
 
 // wake wakes this Store's waiting fetchers only.
-func (s *signal) wake() {
+func (s *signal) wake() { s.wakeGen(false) }
+
+func (s *signal) wakeGen(ready bool) {
 	s.mu.Lock()
-	close(s.ch)
-	s.ch = make(chan struct{})
+	g := s.cur
+	g.ready = ready
+	close(g.ch)
+	s.cur = &sigGen{ch: make(chan struct{})}
 	s.mu.Unlock()
 }
 

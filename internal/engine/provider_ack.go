@@ -119,7 +119,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		p.orch.notify()
 	}
 	if len(ack.WorkerItems) > 0 {
-		p.work.notify()
+		p.work.notifyReady() // worker items are enqueued visible at once
 	}
 	return nil
 }

@@ -164,7 +164,7 @@ func (p *gormProvider) LatestExecutionID(ctx context.Context, instance string) (
 // GetInstanceInfo implements duroxide.ProviderAdmin.
 func (p *gormProvider) GetInstanceInfo(ctx context.Context, instance string) (*duroxide.InstanceInfo, error) {
 	const op = "get_instance_info"
-	var rows []struct {
+	var r struct {
 		InstanceID           string
 		OrchestrationName    string
 		OrchestrationVersion *string
@@ -175,16 +175,19 @@ func (p *gormProvider) GetInstanceInfo(ctx context.Context, instance string) (*d
 		Status               *string
 		Output               *string
 	}
-	if err := p.s.db.WithContext(ctx).Raw(`SELECT i.instance_id, i.orchestration_name, i.orchestration_version, i.current_execution_id,`+
+	// scanned by position (scanRow): an admin poll of one instance (the
+	// runtime's wait for a result) pays no reflective mapping
+	found, err := scanRow(p.s.db.WithContext(ctx), `SELECT i.instance_id, i.orchestration_name, i.orchestration_version, i.current_execution_id,`+
 		` i.created_at, i.updated_at, i.parent_instance_id, e.status, e.output FROM `+p.q(models.TableInstances)+` i LEFT JOIN `+
 		p.q(models.TableExecutions)+` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE i.instance_id = ?`,
-		instance).Scan(&rows).Error; err != nil {
+		[]any{instance}, &r.InstanceID, &r.OrchestrationName, &r.OrchestrationVersion, &r.CurrentExecutionID, &r.CreatedAt, &r.UpdatedAt,
+		&r.ParentInstanceID, &r.Status, &r.Output)
+	if err != nil {
 		return nil, perr(op, err)
 	}
-	if len(rows) == 0 {
+	if !found {
 		return nil, pfail(op, ErrNotFound, "Instance not found: %s", instance)
 	}
-	r := rows[0]
 	info := &duroxide.InstanceInfo{InstanceID: r.InstanceID, OrchestrationName: r.OrchestrationName, OrchestrationVersion: "unknown",
 		CurrentExecutionID: uint64(r.CurrentExecutionID), Status: duroxide.StatusRunning, Output: r.Output,
 		CreatedAt: msTime(r.CreatedAt), UpdatedAt: msTime(r.UpdatedAt), ParentInstanceID: r.ParentInstanceID}

@@ -27,7 +27,7 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		return nil, nil // supports nothing
 	}
 	p.listenIfPossible(pollTimeout)
-	item, err := longPoll(ctx, p.orch, nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
+	item, err := longPoll(ctx, p.orch, nil, false, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
 		var it *duroxide.OrchestrationItem
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
@@ -473,10 +473,10 @@ func (p *gormProvider) claimOrchStatement(db *gorm.DB, st dialect.OrchFetchState
 	token string, now, until int64) (orchClaimed, error) {
 	q, args := st.OrchClaimSQL(&dialect.OrchClaim{Quote: p.q, Candidate: cand, CandidateArgs: cargs, Schema: p.s.cfg.Schema, Prefix: p.s.cfg.Prefix,
 		Token: token, Until: until, Now: now, WaitMS: durMS(p.claimWait()), Async: p.s.has(CapAsyncCommit)})
-	var rows []orchFetchRow
 	// through gorm (not queryDirect): a fetch's statements are where gorm
 	// callbacks registered on the Store see a failing poll
-	if err := scanAll(db, &rows, q, args...); err != nil {
+	rows, err := scanOrchFetchRows(db, q, args)
+	if err != nil {
 		if p.skipsBusy() && errors.Is(translateError(err), ErrLockTimeout) {
 			return orchClaimed{busy: true}, nil
 		}
@@ -520,6 +520,37 @@ func (p *gormProvider) claimOrchStatement(db *gorm.DB, st dialect.OrchFetchState
 	return c, nil
 }
 
+// scanOrchFetchRows runs a claim statement (through GORM's callbacks and
+// logger, as scanAll) and scans its rows by position, in the column
+// order dialect.OrchFetchStatement fixes (no reflective mapping by
+// column name per row).
+func scanOrchFetchRows(db *gorm.DB, q string, args []any) ([]orchFetchRow, error) {
+	tx := rawStmt(db, q, args)
+	rows, err := tx.Rows()
+	if err != nil {
+		return nil, err
+	}
+	var out []orchFetchRow
+	for rows.Next() {
+		var r orchFetchRow
+		if err = rows.Scan(&r.Kind, &r.InstanceID, &r.Got, &r.Locked, &r.Fresh, &r.OrchestrationName, &r.OrchestrationVersion,
+			&r.CurrentExecutionID, &r.ID, &r.Data, &r.AttemptCount, &r.KVKey); err != nil {
+			err = tx.AddError(err)
+			break
+		}
+		out = append(out, r)
+	}
+	if err == nil {
+		if rerr := translateVia(tx, rows.Err()); rerr != nil {
+			err = tx.AddError(rerr)
+		}
+	}
+	if cerr := rows.Close(); err == nil && cerr != nil {
+		err = tx.AddError(cerr)
+	}
+	return out, err
+}
+
 // orchItem builds the fetched item from the locked messages in id order; a
 // message that does not decode is returned as a *CorruptRowError.
 func orchItem(instance, token string, msgs []orchMsgRow) (*duroxide.OrchestrationItem, error) {
@@ -559,13 +590,13 @@ func allQueueMessages(ms []duroxide.WorkItem) bool {
 // the driver's buffer.
 func (p *gormProvider) fillOrchMetadata(db *gorm.DB, it *duroxide.OrchestrationItem) error {
 	inst, hist := p.q(models.TableInstances), p.q(models.TableHistory)
-	q := db.Raw(`WITH i AS (SELECT orchestration_name, orchestration_version, current_execution_id FROM `+inst+` WHERE instance_id = ?),`+
+	q := rawStmt(db, `WITH i AS (SELECT orchestration_name, orchestration_version, current_execution_id FROM `+inst+` WHERE instance_id = ?),`+
 		` x AS (SELECT COALESCE((SELECT current_execution_id FROM i), (SELECT MAX(execution_id) FROM `+hist+` WHERE instance_id = ?)) AS e)`+
 		` SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id AS execution_id,`+
 		` `+p.s.castNull("bigint")+` AS event_id, `+p.s.castNull("text")+` AS event_data, `+p.s.castNull("text")+` AS kv_key FROM i`+
 		` UNION ALL SELECT 1, NULL, NULL, h.execution_id, h.event_id, h.event_data, NULL FROM `+hist+` h, x WHERE h.instance_id = ? AND h.execution_id = x.e`+
 		` UNION ALL SELECT 2, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv."key" FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
-		` ORDER BY kind, event_id`, it.Instance, it.Instance, it.Instance, it.Instance)
+		` ORDER BY kind, event_id`, []any{it.Instance, it.Instance, it.Instance, it.Instance})
 	rows, err := q.Rows()
 	if err != nil {
 		return fmt.Errorf("load instance %s: %w", it.Instance, err)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"time"
@@ -194,8 +195,14 @@ const idleRecheck = time.Second
 // (nextDue is set only on a Store on the real clock, so due times are
 // Unix ms of time.Now.) due, when not nil, is asked in place of
 // sig.nextDue (a waiting Dequeue asks about its own session), and only
-// where sig.nextDue is set.
-func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error),
+// where sig.nextDue is set. With keepOnReady, a wake-up by an enqueue of
+// this Store whose items were all visible at once (signal.notifyReady)
+// keeps the last answer: those items were claimable at once, so an empty
+// try after it means another fetcher took them (or this one does not
+// take them), and they bring no new due time (their leases end a lock
+// timeout later, past idleRecheck). It saves the next-due query of every
+// fetcher that loses an item to another.
+func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady bool,
 	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
 	nextDue := sig.nextDue
 	if nextDue != nil && due != nil {
@@ -209,9 +216,9 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 	// due is the last nextDue answer (dueOK: there is one); fresh means
 	// it must be asked again: first round, after a wake-up, once due.
 	var dueAt, askedAt int64
-	dueOK, fresh := false, true
+	dueOK, fresh, answered := false, true, false
 	for {
-		ch := sig.wait()
+		g := sig.gen()
 		since := time.Now().UnixMilli()
 		v, err := try(retryBound)
 		if err != nil || v != nil {
@@ -234,6 +241,7 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 				var err error
 				dueAt, dueOK, err = nextDue(ctx, since)
 				fresh, askedAt = err != nil, since
+				answered = answered || err == nil
 			}
 			if !fresh {
 				switch {
@@ -252,8 +260,8 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 		}
 		select {
 		case <-ctx.Done():
-		case <-ch:
-			fresh = true
+		case <-g.ch:
+			fresh = fresh || !(keepOnReady && g.ready && answered)
 			sig.woke(ctx)
 		case <-t.C:
 		}
@@ -269,15 +277,12 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 
 // minDue runs a query of one column t (MIN over UNION ALL branches) and
 // returns its value.
-func (p *gormProvider) minDue(ctx context.Context, sql string, args ...any) (int64, bool, error) {
-	var row struct{ T *int64 }
-	if err := p.s.db.WithContext(ctx).Raw(sql, args...).Scan(&row).Error; err != nil {
+func (p *gormProvider) minDue(ctx context.Context, q string, args ...any) (int64, bool, error) {
+	var t sql.NullInt64
+	if _, err := scanRow(p.s.db.WithContext(ctx), q, args, &t); err != nil {
 		return 0, false, err
 	}
-	if row.T == nil {
-		return 0, false, nil
-	}
-	return *row.T, true, nil
+	return t.Int64, t.Valid, nil
 }
 
 // orchNextDue: the earliest future visible_at or lock expiry of an

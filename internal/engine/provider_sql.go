@@ -29,7 +29,7 @@ func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
 		_, err := scanRow(db, sql, args, dest)
 		return err
 	}
-	tx := db.Raw(sql, args...)
+	tx := rawStmt(db, sql, args)
 	rows, err := tx.Rows()
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func scanAll(db *gorm.DB, dest any, sql string, args ...any) error {
 // a row. Unlike scanAll it does not map rows onto a model (GORM would parse
 // dest as one on every call).
 func scanRow(db *gorm.DB, sql string, args []any, dest ...any) (found bool, err error) {
-	tx := db.Raw(sql, args...)
+	tx := rawStmt(db, sql, args)
 	rows, err := tx.Rows()
 	if err != nil {
 		return false, err
@@ -67,6 +67,40 @@ func scanRow(db *gorm.DB, sql string, args []any, dest ...any) (found bool, err 
 		err = tx.AddError(cerr)
 	}
 	return found, err
+}
+
+// rawStmt is db.Raw(q, args...) for the provider's statements, without
+// GORM's statement building where that changes nothing: when every
+// argument is a plain value (plainVar), q has exactly one ? per argument
+// and no @ (GORM's named arguments), the statement's SQL is q with its
+// placeholders bound as the dialector binds them (directTx.bind) and its
+// Vars are args, which is what Raw builds, byte by byte and with a
+// reflective AddVar per argument (a large part of the client CPU of a
+// fetch with its long claim statement). The statement still runs through
+// GORM's callbacks and logger. Otherwise it is db.Raw.
+func rawStmt(db *gorm.DB, q string, args []any) *gorm.DB {
+	if strings.IndexByte(q, '@') >= 0 || strings.Count(q, "?") != len(args) {
+		return db.Raw(q, args...)
+	}
+	for _, a := range args {
+		if !plainVar(a) {
+			return db.Raw(q, args...)
+		}
+	}
+	tx := db.Raw("")
+	tx.Statement.SQL.WriteString(newDirectTx(db).bind(q))
+	tx.Statement.Vars = append(tx.Statement.Vars, args...)
+	return tx
+}
+
+// plainVar reports an argument GORM's AddVar passes to the driver as it
+// is (no list expansion, subquery, clause or named argument).
+func plainVar(a any) bool {
+	switch a.(type) {
+	case nil, string, *string, int, *int, int32, *int32, int64, *int64, uint32, uint64, bool, *bool, float64, time.Time, *time.Time:
+		return true
+	}
+	return false
 }
 
 // queryDirect runs query on db's connection pool (or transaction) without

@@ -25,7 +25,7 @@ func (p *gormProvider) EnqueueForWorker(ctx context.Context, item duroxide.WorkI
 	if err := p.s.db.WithContext(ctx).Create(&rows[0]).Error; err != nil {
 		return perr(op, fmt.Errorf("enqueue %s: %w", item.WorkItemType(), err))
 	}
-	p.work.notify()
+	p.work.notifyReady() // visible at once
 	return nil
 }
 
@@ -58,7 +58,10 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 		return nil, nil
 	}
 	p.listenIfPossible(pollTimeout)
-	lease, err := longPoll(ctx, p.work, nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
+	// a fetch without a session config keeps its next-due answer across
+	// ready wake-ups: with one, the next due may be another owner's session
+	// lease, which a new item of that session brings
+	lease, err := longPoll(ctx, p.work, nil, session == nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
 		var l *duroxide.WorkItemLease
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error

@@ -62,8 +62,11 @@ func (ss *sessionStore) AddSummary(ctx context.Context, snap repo.SummarySnapsho
 		if res.RowsAffected == 0 {
 			return ss.notFound("session", snap.SessionID)
 		}
-		return dbErr(tx.Omit(clause.Associations).Create(&models.Summary{ID: snap.ID, SessionID: snap.SessionID,
-			Summary: onRow, LeafMessageID: snap.LeafMessageID, CreatedAt: snap.CreatedAt}).Error)
+		if err := tx.Omit(clause.Associations).Create(&models.Summary{ID: snap.ID, SessionID: snap.SessionID,
+			Summary: onRow, LeafMessageID: snap.LeafMessageID, CreatedAt: snap.CreatedAt}).Error; err != nil {
+			return dbErr(err)
+		}
+		return ss.tagChange(tx, snap.SessionID, false, repo.ChangeSummary)
 	})
 	if err != nil {
 		return snap, fmt.Errorf("add summary to %s: %w", snap.SessionID, dbErr(err))
@@ -154,8 +157,10 @@ func (ss *sessionStore) SetTodos(ctx context.Context, sessionID uuid.UUID, todos
 			return ss.notFound("session", sessionID)
 		}
 		var err error
-		out, err = ss.replaceTodos(tx, sessionID, todos, now)
-		return err
+		if out, err = ss.replaceTodos(tx, sessionID, todos, now); err != nil {
+			return err
+		}
+		return ss.tagChange(tx, sessionID, false, repo.ChangeTodos)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set todos of %s: %w", sessionID, dbErr(err))

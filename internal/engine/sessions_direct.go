@@ -58,17 +58,17 @@ func (d directTx) bind(q string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(q) + 16)
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
+	for n := 1; ; n++ {
+		i := strings.IndexByte(q, '?')
+		if i < 0 {
+			b.WriteString(q)
+			return b.String()
 		}
-		b.WriteByte(q[i])
+		b.WriteString(q[:i])
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(n))
+		q = q[i+1:]
 	}
-	return b.String()
 }
 
 func (d directTx) trace(t0 time.Time, q string, args []any, rows int64, err error) {

@@ -79,7 +79,7 @@ func (sq *sessionQueue) dequeueWait(ctx context.Context, sessionID uuid.UUID, p 
 	// The first claim also checks that the session exists; the later
 	// ones only claim (one statement per re-check).
 	known := false
-	it, err := longPoll(ctx, prov.queue, due, p.Wait, sq.s.cfg.PollInterval, func(time.Time) (*repo.QueueItem, error) {
+	it, err := longPoll(ctx, prov.queue, due, false, p.Wait, sq.s.cfg.PollInterval, func(time.Time) (*repo.QueueItem, error) {
 		it, err := sq.dequeueNow(ctx, sessionID, p, known)
 		known = err == nil
 		return it, err

@@ -105,7 +105,21 @@ func (ss *sessionStore) Save(ctx context.Context, sess *repo.Session) error {
 		if err != nil {
 			return err
 		}
-		return ss.saveChildren(tx, sess, fresh, c.lastSeq, now)
+		if err := ss.saveChildren(tx, sess, fresh, c.lastSeq, now); err != nil {
+			return err
+		}
+		if sess.Version == 0 {
+			return nil
+		}
+		var kinds []repo.ChangeKind
+		ch := sess.Changes()
+		if ch.Todos {
+			kinds = append(kinds, repo.ChangeTodos)
+		}
+		if ch.Plan {
+			kinds = append(kinds, repo.ChangePlan)
+		}
+		return ss.tagChange(tx, sess.ID, k > 0, kinds...)
 	})
 	unlock()
 	if err != nil {

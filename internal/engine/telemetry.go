@@ -454,6 +454,7 @@ func errorClasses() []errorClass {
 		{"invalid_config", ErrInvalidConfig},
 		{"key_not_found", ErrKeyNotFound},
 		{"decrypt", ErrDecrypt},
+		{"cursor_expired", ErrCursorExpired},
 		{"_OTHER", nil},
 	}
 }
@@ -469,7 +470,7 @@ const (
 	classLockLost  = 6
 	classRetryable = 16
 	classNotFound  = 17
-	classOther     = 21
+	classOther     = 22
 )
 
 // classIndex returns the index of the class called name, -1 when none.

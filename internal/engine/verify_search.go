@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -69,6 +70,22 @@ func (s *Store) searchIssues(db *gorm.DB, nsp string, live map[string]*dialect.L
 	more, err := sr.SearchIssues(db, s.env(), nsp)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", translateError(err))
+	}
+	// Migrate at head repairs indexes only: the fix of a missing trigger or
+	// function is the statements of the Store's chain that create it (as
+	// for the change feed's objects, verify_feed.go).
+	for i := range more {
+		is := &more[i]
+		kind, name, ok := strings.Cut(is.Object, " ")
+		if is.Actual != "missing" || !ok || (kind != "trigger" && kind != "function") {
+			continue
+		}
+		name, _, _ = strings.Cut(name, "(") // a function's signature
+		fix, err := s.creatingStatements(kind, name)
+		if err != nil {
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+		is.Fix = fix
 	}
 	return append(out, more...), nil
 }

@@ -1,7 +1,7 @@
 -- agentstore schema version 1 for mariadb (prefix "agentstore_").
 -- The MariaDB chain (issue 26) starts at the schema of version 11: this V1
--- creates every table of V1..V11 as MariaDB spells them, and V2..V11 only
--- record their versions (docs/schema-and-migrations.md). MariaDB DDL commits
+-- creates every table of V1..V11 as MariaDB spells them, and V2..V11 (and
+-- V12, a PostgreSQL search change) only record their versions (docs/schema-and-migrations.md). MariaDB DDL commits
 -- implicitly, so no step is a transaction (see the .conf file beside this
 -- one): every statement can run again (IF NOT EXISTS, the version row
 -- upserted), and Migrate re-running a step interrupted half-way finishes it.

@@ -10,6 +10,7 @@ import (
 )
 
 var _ dialect.FeedVerifier = pgDialect{}
+var _ dialect.ChangeFeedClock = pgDialect{}
 
 // pgFeedTriggers are migration V10's triggers: PostgreSQL scopes trigger
 // names to their table, so they carry no prefix.

@@ -273,6 +273,12 @@ func (pgDialect) VisibleOrdSQL() string {
 	return `CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS text) AS bigint)`
 }
 
+// NowMillisSQL implements dialect.ChangeFeedClock: the database's clock in
+// Unix milliseconds, as V10's trigger writes a change's at.
+func (pgDialect) NowMillisSQL() string {
+	return `CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000 AS bigint)`
+}
+
 // BinaryOrder implements dialect.BinaryOrderer: col in the "C" collation
 // (byte order), whatever the database's default collation is.
 func (pgDialect) BinaryOrder(col string) string { return col + ` COLLATE "C"` }

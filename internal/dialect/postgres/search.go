@@ -39,7 +39,8 @@ const pgHeadlineOptions = "StartSel=" + dialect.SnippetOpen + ", StopSel=" + dia
 
 // pgSearchDDL is the search index for the default prefix on an empty
 // database: the statements V8 runs (V8 adds the re-run guards, the
-// backfill and CONCURRENTLY), message_text as V11 replaced it.
+// backfill and CONCURRENTLY), message_text as V11 replaced it, the
+// index with the pending list V12 gives it.
 const (
 	pgSearchColumn = `ALTER TABLE "agentstore_messages" ADD COLUMN IF NOT EXISTS "search_tsv" tsvector`
 	pgSearchTextFn = `CREATE OR REPLACE FUNCTION "agentstore_message_text"(c json) RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
@@ -60,7 +61,7 @@ $$`
 BEGIN NEW."search_tsv" := "agentstore_message_tsv"(NEW."content", CAST(TG_ARGV[0] AS regconfig)); RETURN NEW; END
 $$`
 	pgSearchTriggerDDL = `CREATE TRIGGER "` + pgSearchTrigger + `" BEFORE INSERT OR UPDATE OF "content" ON "agentstore_messages" FOR EACH ROW EXECUTE FUNCTION "agentstore_message_search_tsv"('simple')`
-	pgSearchIndex      = `CREATE INDEX IF NOT EXISTS "idx_agentstore_messages_search" ON "agentstore_messages" USING gin ("search_tsv")`
+	pgSearchIndex      = `CREATE INDEX IF NOT EXISTS "idx_agentstore_messages_search" ON "agentstore_messages" USING gin ("search_tsv") WITH (gin_pending_list_limit = 128)`
 )
 
 // SearchDDL implements dialect.Searcher.

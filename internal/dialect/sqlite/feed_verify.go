@@ -10,6 +10,7 @@ import (
 )
 
 var _ dialect.FeedVerifier = liteDialect{}
+var _ dialect.ChangeFeedClock = liteDialect{}
 
 // liteFeedTriggers are migration V10's triggers, named with the prefix.
 func liteFeedTriggers() []struct{ table, name string } {
@@ -40,4 +41,10 @@ func (liteDialect) FeedObjects(db *gorm.DB, env *dialect.Env, _ string) ([]diale
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// NowMillisSQL implements dialect.ChangeFeedClock: the database's clock in
+// Unix milliseconds, as V10's triggers write a change's at.
+func (liteDialect) NowMillisSQL() string {
+	return `CAST((julianday('now') - 2440587.5) * 86400000 AS integer)`
 }

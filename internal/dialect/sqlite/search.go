@@ -215,13 +215,20 @@ func (liteDialect) SearchPage(db *gorm.DB, env *dialect.Env, q *dialect.SearchQu
 	if err := rows.Err(); err != nil || len(out) == 0 {
 		return out, err
 	}
-	// The snippets of the page's rows.
+	// The snippets of the page's rows: one full-text query bounded by the
+	// page's docid range, filtered by "+f.rowid IN" (the unary plus keeps
+	// the list from the full-text module: FTS5 would run the query once
+	// per listed rowid, 10× slower for a page of 10 at 1e5 messages).
 	ph := strings.Repeat(",?", len(out))[1:]
-	sargs := []any{dialect.SnippetOpen, dialect.SnippetClose, " … ", match}
+	lo, hi := out[0].DocID, out[0].DocID
+	for _, r := range out {
+		lo, hi = min(lo, r.DocID), max(hi, r.DocID)
+	}
+	sargs := []any{dialect.SnippetOpen, dialect.SnippetClose, " … ", match, lo, hi}
 	for _, r := range out {
 		sargs = append(sargs, r.DocID)
 	}
-	srows, err := db.Raw(`SELECT f.rowid, `+liteSnippet(fc)+` FROM `+ft+` f WHERE `+fc+` MATCH ? AND f.rowid IN (`+ph+`)`,
+	srows, err := db.Raw(`SELECT f.rowid, `+liteSnippet(fc)+` FROM `+ft+` f WHERE `+fc+` MATCH ? AND f.rowid BETWEEN ? AND ? AND +f.rowid IN (`+ph+`)`,
 		sargs...).Rows()
 	if err != nil {
 		return nil, err
