@@ -33,8 +33,9 @@ func importRules() map[string][]string {
 		"internal/dialect":          {"models", "repo"},
 		"internal/dialect/postgres": {"internal/dialect", "models", "repo"},
 		"internal/dialect/sqlite":   {"internal/dialect", "models", "repo"},
+		"internal/dialect/mariadb":  {"internal/dialect", "models", "repo"},
 		"internal/engine":           {"internal/dialect", "models", "repo", "repo/duroxide", "migrations"},
-		".": {"internal/engine", "internal/dialect", "internal/dialect/postgres", "internal/dialect/sqlite",
+		".": {"internal/engine", "internal/dialect", "internal/dialect/postgres", "internal/dialect/sqlite", "internal/dialect/mariadb",
 			"models", "repo", "repo/duroxide", "migrations"},
 	}
 }

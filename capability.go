@@ -82,6 +82,21 @@ const (
 	// several items cost the server a fraction of one per item
 	// (BENCHMARKS.md).
 	CapGroupCommit = engine.CapGroupCommit
+	// CapUpdateReturning: UPDATE ... RETURNING (PostgreSQL, SQLite). Off
+	// (MariaDB): the UPDATE and then a SELECT of the updated rows in the same
+	// transaction. Describes the database.
+	CapUpdateReturning = engine.CapUpdateReturning
+	// CapLockOf: SELECT ... FOR UPDATE OF alias (PostgreSQL). Off (MariaDB):
+	// a plain FOR UPDATE on claim selects that read one table. Describes the
+	// database.
+	CapLockOf = engine.CapLockOf
+	// CapMaterializedCTE: WITH name AS MATERIALIZED (PostgreSQL, SQLite).
+	// Off (MariaDB): plain AS. Describes the database.
+	CapMaterializedCTE = engine.CapMaterializedCTE
+	// CapChangeFeed: the schema records session changes (PostgreSQL,
+	// SQLite). Off (MariaDB): ChangeFeed's calls fail with
+	// ErrInvalidConfig. Describes the dialect's schema.
+	CapChangeFeed = engine.CapChangeFeed
 )
 
 // WithoutCapabilities switches capabilities of the dialect off, for a

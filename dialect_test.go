@@ -17,10 +17,12 @@ import (
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	want := map[agentstore.Dialect]agentstore.Capability{
-		agentstore.SQLite: agentstore.CapSingleWriter | agentstore.CapPartialIndexes | agentstore.CapWakeup | agentstore.CapGroupCommit,
+		agentstore.SQLite: agentstore.CapSingleWriter | agentstore.CapPartialIndexes | agentstore.CapWakeup | agentstore.CapGroupCommit |
+			agentstore.CapUpdateReturning | agentstore.CapMaterializedCTE | agentstore.CapChangeFeed,
 		agentstore.Postgres: agentstore.CapRowLocks | agentstore.CapSkipLocked | agentstore.CapAsyncCommit | agentstore.CapAdvisoryLocks |
 			agentstore.CapWakeup | agentstore.CapSnapshotReads | agentstore.CapValidatedJSON | agentstore.CapPartialIndexes |
-			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit,
+			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit | agentstore.CapUpdateReturning | agentstore.CapLockOf |
+			agentstore.CapMaterializedCTE | agentstore.CapChangeFeed,
 	}
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.Open(t)
@@ -32,7 +34,8 @@ func TestCapabilities(t *testing.T) {
 			got != want[h.Dialect]&^(agentstore.CapFastPaths|agentstore.CapWakeup) {
 			t.Fatalf("capabilities with fast paths and wake-up off = %s", got)
 		}
-		for _, c := range []agentstore.Capability{agentstore.CapRowLocks, agentstore.CapSingleWriter, agentstore.CapPartialIndexes, agentstore.CapAlterColumns, 1 << 30} {
+		for _, c := range []agentstore.Capability{agentstore.CapRowLocks, agentstore.CapSingleWriter, agentstore.CapPartialIndexes, agentstore.CapAlterColumns,
+			agentstore.CapUpdateReturning, agentstore.CapLockOf, agentstore.CapMaterializedCTE, 1 << 30} {
 			_, err := agentstore.Open(context.Background(), h.DSN, agentstore.WithoutCapabilities(c))
 			if !errors.Is(err, agentstore.ErrInvalidConfig) {
 				t.Errorf("WithoutCapabilities(%s) = %v, want ErrInvalidConfig", c, err)

@@ -27,6 +27,36 @@ func postgresDSN() string {
 	return defaultPostgresDSN
 }
 
+// defaultMariaDBDSN is used when AGENTSTORE_TEST_MARIADB_DSN is not set.
+const defaultMariaDBDSN = "mysql://root@127.0.0.1:3306/test"
+
+func mariadbDSN() string {
+	if v := os.Getenv("AGENTSTORE_TEST_MARIADB_DSN"); v != "" {
+		return v
+	}
+	return defaultMariaDBDSN
+}
+
+// requireMariaDB skips (fails when AGENTSTORE_REQUIRE_MARIADB=1) when the
+// MariaDB server of mariadbDSN is unreachable.
+func requireMariaDB(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := agentstore.Open(ctx, mariadbDSN())
+	if err == nil {
+		err = st.SQLDB().PingContext(ctx)
+		_ = st.Close()
+	}
+	if err != nil {
+		if os.Getenv("AGENTSTORE_REQUIRE_MARIADB") == "1" {
+			t.Fatalf("MariaDB required (AGENTSTORE_REQUIRE_MARIADB=1) but unreachable at %s: %v", agentstore.RedactDSN(mariadbDSN()), err)
+		}
+		t.Skipf("NOTICE: MariaDB unreachable at %s (%v); skipping the MariaDB half. Set AGENTSTORE_REQUIRE_MARIADB=1 to fail instead.",
+			agentstore.RedactDSN(mariadbDSN()), err)
+	}
+}
+
 // adminDB is the one tolerated test global: a lazily opened admin pool.
 var adminDB = sync.OnceValues(func() (*sql.DB, error) {
 	db, err := sql.Open("pgx", postgresDSN())

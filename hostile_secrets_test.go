@@ -93,13 +93,13 @@ func TestHostileSecretsNeverInErrorsOrLogs(t *testing.T) {
 			t.Fatalf("%s: Open with a bad port succeeded", form)
 		}
 		check(form+": bad port error", err.Error())
-		other := strings.Replace(dsn, "postgres", "mysql", 1)
+		other := strings.Replace(dsn, "postgres", "oracle", 1)
 		if !strings.Contains(dsn, "://") {
-			other = "driver=mysql " + dsn
+			other = "driver=oracle " + dsn
 		}
 		_, _, err = agentstore.ParseDSN(other)
 		if err == nil {
-			t.Fatalf("%s: ParseDSN of a mysql DSN succeeded", form)
+			t.Fatalf("%s: ParseDSN of an oracle DSN succeeded", form)
 		}
 		check(form+": unknown scheme error", err.Error())
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/internal/dialect/mariadb"
 	"github.com/agentstore/agentstore/internal/dialect/postgres"
 	"github.com/agentstore/agentstore/internal/dialect/sqlite"
 	"github.com/agentstore/agentstore/internal/engine"
@@ -30,13 +31,16 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// Dialect names a supported database: Postgres or SQLite.
+// Dialect names a supported database: Postgres, SQLite or MariaDB.
 type Dialect = engine.Dialect
 
 // The supported dialects.
 const (
 	Postgres = engine.Postgres
 	SQLite   = engine.SQLite
+	// MariaDB is MariaDB 10.6+ (tested on 10.11): mysql://, mariadb:// or
+	// go-sql-driver/mysql DSNs (docs/mariadb.md).
+	MariaDB = engine.MariaDB
 )
 
 // DefaultTablePrefix is the table prefix used when WithTablePrefix is not given.
@@ -433,7 +437,9 @@ func WithMaxContentBytes(n int) Option { return engine.WithMaxContentBytes(n) }
 // dialects is the closed list of dialects agentstore is built with, in
 // DSN-matching order. sqlite.New uses mattn/go-sqlite3 in a cgo build and
 // modernc.org/sqlite in a CGO_ENABLED=0 build.
-func dialects() []dialect.Dialect { return []dialect.Dialect{postgres.New(), sqlite.New()} }
+func dialects() []dialect.Dialect {
+	return []dialect.Dialect{postgres.New(), sqlite.New(), mariadb.New()}
+}
 
 // Store is an agentstore handle: a connection pool, a dialect, a table
 // prefix and (on PostgreSQL) a schema. It is safe for concurrent use.

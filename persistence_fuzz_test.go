@@ -14,7 +14,7 @@ func FuzzParseDSN(f *testing.F) {
 	for _, s := range []string{
 		"", "sqlite:", "sqlite::memory:", "sqlite:./dev.db", "sqlite:/var/lib/app/agent.db",
 		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "postgresql://u:p@h/d",
-		"postgres://u:secret@h:1/d?password=other", "mysql://root@localhost/x", "x; DROP TABLE y",
+		"postgres://u:secret@h:1/d?password=other", "mysql://root@localhost/x", "u:s3cret@tcp(h:3306)/d", "x; DROP TABLE y",
 		"sqlite:a\x00b", "postgres://%zz", "host=localhost password=abc",
 	} {
 		f.Add(s)
@@ -50,6 +50,13 @@ func FuzzParseDSN(f *testing.F) {
 						}
 					}
 				}
+			}
+		case agentstore.MariaDB:
+			if !strings.HasPrefix(dsn, "mysql://") && !strings.HasPrefix(dsn, "mariadb://") && !strings.Contains(dsn, "(") {
+				t.Fatalf("ParseDSN(%q) = mariadb", dsn)
+			}
+			if strings.Contains(dsn, ":s3cret@") && strings.Contains(agentstore.RedactDSN(dsn), "s3cret") {
+				t.Fatalf("RedactDSN(%q) keeps the password", dsn)
 			}
 		default:
 			t.Fatalf("ParseDSN(%q) returned dialect %q", dsn, d)

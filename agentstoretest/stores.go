@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -111,12 +113,90 @@ func (h *pgHarness) NewBackend(t testing.TB) Backend {
 	return &storeBackend{dsn: h.dsn, opts: opts, pg: true, pooled: h.pooled}
 }
 
+// MariaDB returns the harness of a fresh database per test on the MariaDB
+// server of dsn (mysql://user:pw@host:port/db, mariadb://... or the
+// go-sql-driver form user:pw@tcp(host:port)/db): a database named
+// maria_<random> is created through an admin connection on dsn and dropped
+// at the end of the test. The DSN's user must be allowed to create
+// databases. opts are applied to every Store.
+func MariaDB(dsn string, opts ...agentstore.Option) Harness {
+	return &mariaHarness{dsn: dsn, opts: opts}
+}
+
+type mariaHarness struct {
+	dsn  string
+	opts []agentstore.Option
+	once sync.Once
+	db   *sql.DB
+	err  error
+}
+
+// withDatabase returns dsn with its database replaced by name.
+func withDatabase(dsn, name string) (string, error) {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		u.Path = "/" + name
+		return u.String(), nil
+	}
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	c.DBName = name
+	return c.FormatDSN(), nil
+}
+
+func (h *mariaHarness) admin() (*sql.DB, error) {
+	h.once.Do(func() {
+		_, target, err := agentstore.ParseDSN(h.dsn)
+		if err != nil {
+			h.err = err
+			return
+		}
+		h.db, h.err = sql.Open("mysql", target)
+		if h.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.err = h.db.PingContext(ctx)
+	})
+	return h.db, h.err
+}
+
+// NewBackend creates a database private to t.
+func (h *mariaHarness) NewBackend(t testing.TB) Backend {
+	t.Helper()
+	db, err := h.admin()
+	if err != nil {
+		t.Fatalf("agentstoretest: MariaDB at %s: %v", agentstore.RedactDSN(h.dsn), err)
+	}
+	name := "maria_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:24]
+	if _, err := db.Exec("CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		t.Fatalf("agentstoretest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
+	})
+	dsn, err := withDatabase(h.dsn, name)
+	if err != nil {
+		t.Fatalf("agentstoretest: MariaDB DSN %s: %v", agentstore.RedactDSN(h.dsn), err)
+	}
+	return &storeBackend{dsn: dsn, opts: h.opts, jsonCheck: true}
+}
+
 // storeBackend is one test's database: Stores opened on dsn with opts.
 type storeBackend struct {
-	dsn    string
-	opts   []agentstore.Option
-	pg     bool // PostgreSQL (pgx): JSON columns validate, round trips can be counted
-	pooled bool // dsn goes through a transaction pooler
+	dsn       string
+	opts      []agentstore.Option
+	jsonCheck bool // MariaDB: the JSON columns' CHECK (json_valid) refuses invalid JSON
+	pg        bool // PostgreSQL (pgx): JSON columns validate, round trips can be counted
+	pooled    bool // dsn goes through a transaction pooler
 
 	mu        sync.Mutex
 	migrated  map[string]bool // table prefixes migrated on this database
@@ -483,7 +563,12 @@ func (b *storeBackend) DropTable(ctx context.Context, st Store, table string) er
 // RefreshStatistics runs ANALYZE on each table.
 func (b *storeBackend) RefreshStatistics(ctx context.Context, st Store, tables ...string) error {
 	for _, table := range tables {
-		if err := execOn(ctx, st, func(s *agentstore.Store) (string, []any) { return "ANALYZE " + quoted(s, table), nil }); err != nil {
+		if err := execOn(ctx, st, func(s *agentstore.Store) (string, []any) {
+			if s.Dialect() == agentstore.MariaDB {
+				return "ANALYZE TABLE " + quoted(s, table), nil
+			}
+			return "ANALYZE " + quoted(s, table), nil
+		}); err != nil {
 			return err
 		}
 	}
@@ -606,9 +691,9 @@ func (b *storeBackend) InjectFault(st Store, fault func() error) error {
 	})
 }
 
-// ValidatesJSON: PostgreSQL's json and jsonb columns refuse invalid JSON;
-// SQLite stores text.
-func (b *storeBackend) ValidatesJSON() bool { return b.pg }
+// ValidatesJSON: PostgreSQL's json and jsonb columns and MariaDB's
+// json_valid CHECKs refuse invalid JSON; SQLite stores text.
+func (b *storeBackend) ValidatesJSON() bool { return b.pg || b.jsonCheck }
 
 // ApplyFix runs fix on st's pool.
 func (b *storeBackend) ApplyFix(ctx context.Context, st Store, fix string) error {

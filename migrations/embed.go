@@ -30,10 +30,10 @@ import (
 	"strings"
 )
 
-// FS holds every migration of both dialects: postgres/*.sql, sqlite/*.sql
-// and their *.sql.conf script configurations.
+// FS holds every migration of every dialect: postgres/*.sql, sqlite/*.sql,
+// mariadb/*.sql and their *.sql.conf script configurations.
 //
-//go:embed postgres sqlite
+//go:embed postgres sqlite mariadb
 var FS embed.FS
 
 // DefaultPrefix is the table prefix the committed files are written for.

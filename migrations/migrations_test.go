@@ -40,6 +40,19 @@ var released = map[string]int32{
 	"sqlite/V12__message_search_gin_list_limit.sql":                1599728206,  // (no change on SQLite)
 	"postgres/V13__citus_distribution_keys.sql":                    -464051222,  // issue 28: the distribution column in every key
 	"sqlite/V13__citus_distribution_keys.sql":                      -1989300324, // issue 28: the distribution column in every key
+	"mariadb/V1__agentstore_baseline.sql":                          835277643,   // issue 26: MariaDB chain (unreleased)
+	"mariadb/V2__provider_status_indexes.sql":                      -1579211540, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V3__sessions_exact_money_and_idempotency.sql":         -940859957,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V4__sessions_list_and_idempotency_indexes.sql":        773174399,   // issue 26: MariaDB chain (unreleased)
+	"mariadb/V5__provider_kv_store.sql":                            1210125656,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V6__sessions_paging_and_queue_retention_indexes.sql":  -495139279,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V7__provider_scale_indexes.sql":                       -2075623658, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V8__message_search.sql":                               -353266920,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V9__worker_queue_ready_index.sql":                     -1933235649, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V10__session_change_feed.sql":                         -1051123822, // issue 26: MariaDB chain (unreleased)
+	"mariadb/V11__message_search_text_plpgsql.sql":                 1810555187,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V12__message_search_gin_list_limit.sql":               -48233730,   // issue 26: MariaDB chain (unreleased)
+	"mariadb/V13__citus_distribution_keys.sql":                     1438845102,  // issue 26: MariaDB chain (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
@@ -90,6 +103,27 @@ func TestChainsAgree(t *testing.T) {
 	}
 	if len(pg) != len(lite) {
 		t.Fatalf("postgres has %d migrations, sqlite %d", len(pg), len(lite))
+	}
+	// MariaDB's chain (issue 26) has the same versions and descriptions; its
+	// V1 creates the schema of V11 and every step is non-transactional.
+	maria, err := migrations.Chain("mariadb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(maria) != len(pg) {
+		t.Fatalf("postgres has %d migrations, mariadb %d", len(pg), len(maria))
+	}
+	for i, m := range maria {
+		if m.Version != pg[i].Version || m.Description != pg[i].Description {
+			t.Errorf("V%d: postgres %s, mariadb %s", i+1, pg[i].File, m.File)
+		}
+		rec := "VALUES (" + itoa(m.Version) + ", CURRENT_TIMESTAMP)"
+		if !strings.Contains(m.SQL, `INSERT INTO "agentstore_schema_version" (version, applied_at) `+rec+" ON DUPLICATE KEY UPDATE version = version") {
+			t.Errorf("%s does not record its version re-runnably (%s)", m.File, rec)
+		}
+		if !m.NoTransaction {
+			t.Errorf("mariadb %s is not marked executeInTransaction=false (MariaDB DDL commits implicitly)", m.File)
+		}
 	}
 	for i := range pg {
 		if pg[i].Version != lite[i].Version || pg[i].Description != lite[i].Description {

@@ -98,7 +98,7 @@ usage:
   agentstore help                                                           also -h, --help; "agentstore CMD -h" lists CMD's flags
 
 flags:
-  --dialect D         ddl: postgres or sqlite (required)
+  --dialect D         ddl: postgres, sqlite or mariadb (required)
   --format F          ddl: write one file per migration for flyway, goose or golang-migrate (needs --dir)
   --dir DIR           ddl: the directory --format writes to
   --flyway DIR        ddl: --format flyway --dir DIR
@@ -253,7 +253,7 @@ func (c *common) options() []agentstore.Option {
 
 func cmdDDL(args []string, stdout, stderr io.Writer) int {
 	c := newFlags("ddl", stderr, false)
-	dialect := c.fs.String("dialect", "", "postgres or sqlite (required)")
+	dialect := c.fs.String("dialect", "", "postgres, sqlite or mariadb (required)")
 	flyway := c.fs.String("flyway", "", "write the chain for Flyway into DIR (same as --format flyway --dir DIR)")
 	format := c.fs.String("format", "", "write the chain as files for flyway, goose or golang-migrate (needs --dir)")
 	dir := c.fs.String("dir", "", "directory the --format files are written to")
@@ -264,8 +264,8 @@ func cmdDDL(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	d := agentstore.Dialect(*dialect)
-	if d != agentstore.Postgres && d != agentstore.SQLite {
-		fmt.Fprintf(stderr, "agentstore ddl: --dialect must be postgres or sqlite (got %q)\n", *dialect)
+	if d != agentstore.Postgres && d != agentstore.SQLite && d != agentstore.MariaDB {
+		fmt.Fprintf(stderr, "agentstore ddl: --dialect must be postgres, sqlite or mariadb (got %q)\n", *dialect)
 		return exitError
 	}
 	if citus.set {

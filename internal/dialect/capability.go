@@ -83,6 +83,30 @@ const (
 	// several items cost the server a fraction of one per item
 	// (BENCHMARKS.md).
 	CapGroupCommit
+	// CapUpdateReturning: UPDATE ... RETURNING (PostgreSQL, SQLite). Off
+	// (MariaDB, MySQL): the engine's general form, the UPDATE and then a
+	// SELECT of the updated rows by key (or by the new lease token) in the
+	// same transaction, whose row locks keep the rows as written. A
+	// property of the database's SQL.
+	CapUpdateReturning
+	// CapLockOf: SELECT ... FOR UPDATE OF alias (PostgreSQL; MySQL 8).
+	// Off (MariaDB): the claim selects lock with a plain FOR UPDATE, which
+	// locks the rows of every table the SELECT reads; the engine's claim
+	// selects read one table, so the locks are the same. A property of the
+	// database's SQL.
+	CapLockOf
+	// CapMaterializedCTE: WITH name AS MATERIALIZED (...) (PostgreSQL,
+	// SQLite), which fixes a CTE the orchestration fetch's walk reads three
+	// times as computed once. Off (MariaDB, which has no such keyword and
+	// materialises a CTE read more than once by itself): plain AS. A
+	// property of the database's SQL.
+	CapMaterializedCTE
+	// CapChangeFeed: the dialect's chain records session changes (V10's
+	// triggers), so Sessions' ChangeFeed reads them. Off (MariaDB, whose
+	// chain has the table but no triggers yet): ChangeFeed's calls fail
+	// with ErrInvalidConfig instead of reading an empty feed. A property
+	// of the dialect's schema.
+	CapChangeFeed
 )
 
 // CapabilityInfo names one capability.
@@ -111,6 +135,10 @@ func Capabilities() []CapabilityInfo {
 		{CapAlterColumns, "alter_columns", true},
 		{CapFastPaths, "fast_paths", false},
 		{CapGroupCommit, "group_commit", false},
+		{CapUpdateReturning, "update_returning", true},
+		{CapLockOf, "lock_of", true},
+		{CapMaterializedCTE, "materialized_cte", true},
+		{CapChangeFeed, "change_feed", true},
 	}
 }
 

@@ -24,6 +24,7 @@ type Name string
 const (
 	Postgres Name = "postgres"
 	SQLite   Name = "sqlite"
+	MariaDB  Name = "mariadb"
 )
 
 // Dialect is one database's implementation of everything that differs

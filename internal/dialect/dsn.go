@@ -46,7 +46,8 @@ func knownDSNKey(k string) bool {
 // error messages. It handles URLs (postgres://user:password@host/db?...,
 // any scheme) — the userinfo password and every secret query parameter
 // (password, sslpassword, and any key naming a password, passphrase,
-// secret, token or credential) — and libpq key=value DSNs ("host=h
+// secret, token or credential) — go-sql-driver/mysql DSNs
+// (user:password@tcp(host:port)/db?params) and libpq key=value DSNs ("host=h
 // password='s e c' dbname=d", quoted values included). Everything else
 // (host, port, user, dbname, sslmode, paths...) is kept as written. A DSN
 // that does not parse is redacted conservatively: text that may be part
@@ -85,11 +86,25 @@ func (r *dsnRedactor) redact(dsn string) string {
 		}
 		return scheme + "://" + r.url(dsn[:i], dsn[i+3:])
 	}
+	if m := nativeMySQLRE.FindStringSubmatch(dsn); m != nil {
+		// go-sql-driver/mysql's form user:password@tcp(host)/db?params: the
+		// password reaches the last '@' before the network.
+		r.secret(m[2])
+		rest := m[3]
+		if q := strings.IndexByte(rest, '?'); q >= 0 {
+			rest = rest[:q+1] + r.query(rest[q+1:])
+		}
+		return m[1] + ":" + redacted + "@" + rest
+	}
 	if strings.Contains(dsn, "=") {
 		return r.keyValue(dsn)
 	}
 	return dsn
 }
+
+// nativeMySQLRE matches go-sql-driver/mysql's DSN with a password:
+// user:password@net(address)/dbname[?params].
+var nativeMySQLRE = regexp.MustCompile(`^([^:@/]*):(.*)@((?:tcp[46]?|unix)\(.*)$`)
 
 // url redacts the part of a URL after "scheme://".
 func (r *dsnRedactor) url(scheme, rest string) string {

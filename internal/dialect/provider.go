@@ -175,3 +175,29 @@ type WorkerAckStatement interface {
 	// items' row ids are distinct.
 	WorkerAckSQL(n int, quote func(base string) string) string
 }
+
+// Upserter is implemented by a dialect whose database has no INSERT ...
+// ON CONFLICT ... DO UPDATE ... WHERE (MariaDB, MySQL: ON DUPLICATE KEY
+// UPDATE, which has no WHERE). The engine's guarded upserts (a todo or plan
+// id stored under another session is left alone) then assign every column
+// through GuardedAssign and check the guard with a read after the write.
+type Upserter interface {
+	// GuardedAssign returns the value expression of column col in the
+	// upsert's update list: the inserted row's value when the stored row's
+	// column guard equals the inserted row's, else the stored value. The
+	// guard column itself is never assigned.
+	GuardedAssign(col, guard string) string
+	// KeepExisting returns the clause after an INSERT that keeps a row
+	// whose unique key exists as it is, in place of ON CONFLICT (key) DO
+	// NOTHING; col is a column of that key. Its RETURNING list may then
+	// return the existing row (MariaDB does), which the engine tells apart
+	// by the new row's own id.
+	KeepExisting(col string) string
+	// RewriteUpsert rewrites one of the engine's unguarded upserts
+	// (INSERT [INTO t AS alias] ... ON CONFLICT (key) DO NOTHING or DO
+	// UPDATE SET c = excluded.c, ..., without WHERE) into the database's
+	// form. The engine's guarded upserts (ON CONFLICT ... WHERE, whose
+	// rows-affected count tells who won) take a general form instead: the
+	// stored row read FOR UPDATE, then an INSERT or a guarded UPDATE.
+	RewriteUpsert(stmt string) string
+}

@@ -107,6 +107,15 @@ func changeLimit(n int) (int, error) {
 
 const changeCols = "id, ord, tenant_id, session_id, kind, item_id, state, from_seq, to_seq, version, at"
 
+// feedSupported refuses the change feed on a dialect without
+// CapChangeFeed (its schema records no changes).
+func (s *Store) feedSupported() error {
+	if !s.has(CapChangeFeed) {
+		return configf("the %s dialect has no change feed (its schema records no session changes; CapChangeFeed)", s.d.Title())
+	}
+	return nil
+}
+
 // Changes implements repo.ChangeFeed.
 func (f changeFeed) Changes(ctx context.Context, p repo.ChangesParams) (repo.ChangesPage, error) {
 	page, err := f.changes(ctx, p)
@@ -116,6 +125,9 @@ func (f changeFeed) Changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.ChangesPage, error) {
 	if f.ss.scopeErr != nil {
 		return repo.ChangesPage{}, f.ss.scopeErr
+	}
+	if err := f.ss.s.feedSupported(); err != nil {
+		return repo.ChangesPage{}, err
 	}
 	limit, err := changeLimit(p.Limit)
 	if err != nil {
@@ -254,6 +266,9 @@ func (f changeFeed) Watch(ctx context.Context, p repo.ChangesParams, fn func(rep
 	if fn == nil {
 		return opErr("watch_changes", invalidf("watch changes: nil function"))
 	}
+	if err := f.ss.s.feedSupported(); err != nil {
+		return opErr("watch_changes", err)
+	}
 	if _, err := changeLimit(p.Limit); err != nil {
 		return opErr("watch_changes", fmt.Errorf("watch changes: %w", err))
 	}
@@ -319,6 +334,9 @@ func (f changeFeed) PurgeChanges(ctx context.Context, olderThan time.Duration, b
 func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
 	if f.ss.scopeErr != nil {
 		return 0, f.ss.scopeErr
+	}
+	if err := f.ss.s.feedSupported(); err != nil {
+		return 0, err
 	}
 	olderThan, batch, err := purgeArgs("purge changes", olderThan, repo.DefaultChangeRetention, batch)
 	if err != nil {

@@ -30,6 +30,11 @@ const (
 	CapAlterColumns   = dialect.CapAlterColumns
 	CapFastPaths      = dialect.CapFastPaths
 	CapGroupCommit    = dialect.CapGroupCommit
+	// CapUpdateReturning and CapLockOf: see internal/dialect.
+	CapUpdateReturning = dialect.CapUpdateReturning
+	CapLockOf          = dialect.CapLockOf
+	CapMaterializedCTE = dialect.CapMaterializedCTE
+	CapChangeFeed      = dialect.CapChangeFeed
 )
 
 // WithoutCapabilities switches capabilities of the dialect off, for a
@@ -96,13 +101,14 @@ func (s *Store) forUpdate() string {
 // forUpdateSkip is appended to a queue claim's SELECT: " FOR UPDATE [OF
 // alias] SKIP LOCKED" with CapRowLocks and CapSkipLocked, without SKIP
 // LOCKED when only CapRowLocks, nothing on a single-writer database. of
-// ("" or an alias) names the table whose rows are locked.
+// ("" or an alias) names the table whose rows are locked (with CapLockOf;
+// without it the claim's SELECT must read that table alone).
 func (s *Store) forUpdateSkip(of string) string {
 	if !s.has(CapRowLocks) {
 		return ""
 	}
 	f := " FOR UPDATE"
-	if of != "" {
+	if of != "" && s.has(CapLockOf) {
 		f += " OF " + of
 	}
 	if s.has(CapSkipLocked) {
@@ -142,4 +148,49 @@ func (s *Store) readTx(db *gorm.DB, fn func(tx *gorm.DB) error) error {
 		return fn(db)
 	}
 	return db.Transaction(fn, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+}
+
+// upsert returns the engine's unguarded upsert stmt (INSERT ... ON
+// CONFLICT (key) DO NOTHING / DO UPDATE SET c = excluded.c, ...) in the
+// dialect's form (dialect.Upserter), or as it is.
+func (s *Store) upsert(stmt string) string {
+	if u, ok := s.d.(dialect.Upserter); ok {
+		return u.RewriteUpsert(stmt)
+	}
+	return stmt
+}
+
+// materialized returns " MATERIALIZED" (after a CTE's AS) with
+// CapMaterializedCTE, "" without.
+func (s *Store) materialized() string {
+	if s.has(CapMaterializedCTE) {
+		return " MATERIALIZED"
+	}
+	return ""
+}
+
+// castNull returns NULL typed as typ, as the dialect spells a cast
+// (CastParam with NULL for its placeholder).
+func (s *Store) castNull(typ string) string {
+	return strings.Replace(s.d.CastParam(typ), "?", "NULL", 1)
+}
+
+// updateReturning runs update (an UPDATE without RETURNING) and scans the
+// rows it wrote into dest: with CapUpdateReturning as one statement
+// (update + " RETURNING " + cols); without, the UPDATE and then reread (a
+// SELECT of cols, with its own rereadArgs, that finds exactly the rows the
+// UPDATE wrote: by key or by the new lock token), in tx, which must be a
+// transaction (its row locks keep the rows as written until the read).
+func (s *Store) updateReturning(tx *gorm.DB, dest any, update, cols string, args []any, reread string, rereadArgs ...any) error {
+	if s.has(CapUpdateReturning) {
+		return tx.Raw(update+" RETURNING "+cols, args...).Scan(dest).Error
+	}
+	res := tx.Exec(update, args...)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil
+	}
+	return tx.Raw("SELECT "+cols+" "+reread, rereadArgs...).Scan(dest).Error
 }

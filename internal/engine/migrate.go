@@ -198,7 +198,7 @@ func (s *Store) MigrateTo(ctx context.Context, target int64) error {
 		if cur > SchemaVersion || cur > target {
 			return fmt.Errorf("migrate: %w", &SchemaVersionError{Database: cur, Expected: min(target, SchemaVersion)})
 		}
-		if cur == 0 {
+		if cur == 0 && !chain[0].NoTransaction {
 			// An empty database: the whole chain up to target in one
 			// transaction (V1 creates every table, so every later step
 			// runs on empty tables and needs no CONCURRENTLY build).
@@ -362,11 +362,22 @@ func renderMigration(d dialect.Dialect, m migrations.Migration, prefix, schema s
 	return sql
 }
 
+// transactionalDDL reports whether d's DDL can run in a transaction: a
+// chain whose V1 is marked executeInTransaction=false (MariaDB, whose DDL
+// commits implicitly) is applied step by step through the dialect's
+// ApplyNoTx, which serialises migrators with its own lock; every statement
+// of such a chain can run again, so a step interrupted half-way is finished
+// by the next Migrate.
+func transactionalDDL(d dialect.Dialect) bool {
+	chain, err := migrations.Chain(string(d.Name()))
+	return err != nil || len(chain) == 0 || !chain[0].NoTransaction
+}
+
 // applyMigration applies one migration unless it is already recorded.
 func (s *Store) applyMigration(ctx context.Context, m migrations.Migration) error {
 	stmts := migrations.Statements(s.renderMigration(m))
 	if m.NoTransaction {
-		if s.has(CapAdvisoryLocks) {
+		if s.has(CapAdvisoryLocks) || !transactionalDDL(s.d) {
 			return translateError(s.d.ApplyNoTx(ctx, s.env(), m.Version, stmts))
 		}
 		// Without a lock that serialises migrators across transactions,

@@ -156,7 +156,7 @@ func (s *Store) MigrationPlan(ctx context.Context, target int64) ([]PlannedMigra
 	for _, m := range chain[cur:target] {
 		stmts := migrations.Statements(s.renderMigration(m))
 		noTx := m.NoTransaction
-		if noTx && !s.has(CapAdvisoryLocks) {
+		if noTx && !s.has(CapAdvisoryLocks) && transactionalDDL(s.d) {
 			noTx = false
 			for i, st := range stmts {
 				stmts[i] = concurrentlyRE.ReplaceAllString(st, "${1}INDEX ")

@@ -30,6 +30,7 @@ type Dialect = dialect.Name
 const (
 	Postgres = dialect.Postgres
 	SQLite   = dialect.SQLite
+	MariaDB  = dialect.MariaDB
 )
 
 var (

@@ -237,12 +237,12 @@ func (p *gormProvider) ackOrchSteps(tx *gorm.DB, a *orchAck) (string, error) {
 	// 2. instance row only with name and version (upsert); current_execution_id only grows
 	var instanceExists bool
 	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
-		if err := tx.Exec(`INSERT INTO `+p.q(models.TableInstances)+` AS i`+
+		if err := tx.Exec(p.s.upsert(`INSERT INTO `+p.q(models.TableInstances)+` AS i`+
 			` (instance_id, orchestration_name, orchestration_version, current_execution_id, created_at, updated_at, parent_instance_id, custom_status_version)`+
 			` VALUES (?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (instance_id) DO UPDATE SET orchestration_name = excluded.orchestration_name,`+
 			` orchestration_version = excluded.orchestration_version, parent_instance_id = COALESCE(i.parent_instance_id, excluded.parent_instance_id),`+
 			` updated_at = excluded.updated_at, current_execution_id = CASE WHEN i.current_execution_id < excluded.current_execution_id`+
-			` THEN excluded.current_execution_id ELSE i.current_execution_id END`,
+			` THEN excluded.current_execution_id ELSE i.current_execution_id END`),
 			instance, *md.OrchestrationName, *md.OrchestrationVersion, exec, now, now, md.ParentInstanceID).Error; err != nil {
 			return instance, fmt.Errorf("upsert instance %s: %w", instance, err)
 		}
@@ -269,9 +269,9 @@ func (p *gormProvider) ackOrchSteps(tx *gorm.DB, a *orchAck) (string, error) {
 	}
 	if needExec {
 		eu := newExecUpsert(md, now)
-		if err := tx.Exec(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, output, started_at, completed_at,`+
+		if err := tx.Exec(p.s.upsert(`INSERT INTO `+p.q(models.TableExecutions)+` (instance_id, execution_id, status, output, started_at, completed_at,`+
 			` duroxide_version_major, duroxide_version_minor, duroxide_version_patch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`+
-			` ON CONFLICT (instance_id, execution_id)`+eu.conflict,
+			` ON CONFLICT (instance_id, execution_id)`+eu.conflict),
 			instance, exec, eu.status, eu.output, now, eu.completed, eu.major, eu.minor, eu.patch).Error; err != nil {
 			return instance, fmt.Errorf("upsert execution %s/%d: %w", instance, exec, err)
 		}

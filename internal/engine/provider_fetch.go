@@ -197,7 +197,7 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 			// with instance_id = x PostgreSQL drops instance_id from the
 			// order and may read the visible index filtering on
 			// instance_id instead), and the walk's end (iid NULL: complete)
-			` h AS MATERIALIZED (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
+			` h AS` + p.s.materialized() + ` (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
 			` WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
 			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
 			// (the head's visible_at by a primary-key probe, not a join: the
@@ -391,18 +391,17 @@ func (p *gormProvider) claimOrchSteps(tx *gorm.DB, cand string, cargs []any, tok
 	}
 	c := orchClaimed{instance: *cands[0].InstanceID}
 	busy, err := p.boundedStep(tx, func() error {
-		res := tx.Exec(`INSERT INTO `+p.q(models.TableInstanceLocks)+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
-			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
-			` WHERE il.locked_until <= ?`, c.instance, token, until, now, now)
-		if res.Error != nil {
-			return fmt.Errorf("lock instance %s: %w", c.instance, res.Error)
+		var err error
+		if c.won, err = p.lockInstance(tx, c.instance, token, until, now); err != nil {
+			return fmt.Errorf("lock instance %s: %w", c.instance, err)
 		}
-		if c.won = res.RowsAffected > 0; !c.won {
+		if !c.won {
 			return nil
 		}
-		if err := tx.Raw(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-			` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?) RETURNING id, work_item, attempt_count`,
-			token, until, c.instance, now, now).Scan(&c.msgs).Error; err != nil {
+		oq := p.q(models.TableOrchestratorQueue)
+		if err := p.s.updateReturning(tx, &c.msgs, `UPDATE `+oq+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+			` WHERE instance_id = ? AND visible_at <= ? AND (lock_token IS NULL OR locked_until <= ?)`, `id, work_item, attempt_count`,
+			[]any{token, until, c.instance, now, now}, `FROM `+oq+` WHERE instance_id = ? AND lock_token = ? ORDER BY id`, c.instance, token); err != nil {
 			return fmt.Errorf("lock messages of %s: %w", c.instance, err)
 		}
 		return nil
@@ -411,6 +410,45 @@ func (p *gormProvider) claimOrchSteps(tx *gorm.DB, cand string, cargs []any, tok
 		return orchClaimed{busy: true, instance: c.instance}, nil
 	}
 	return c, err
+}
+
+// lockInstance takes the instance lock row of instance for token until
+// until unless a live one (locked_until > now) exists, and reports whether
+// it did. One guarded upsert; on a dialect.Upserter (no ON CONFLICT ...
+// WHERE) the general form: the row read FOR UPDATE SKIP LOCKED (a row
+// another transaction holds is not waited for: not won), then an INSERT (a
+// concurrent fetcher's insert of the same instance makes it a duplicate:
+// not won) or an UPDATE guarded by the expiry.
+func (p *gormProvider) lockInstance(tx *gorm.DB, instance, token string, until, now int64) (bool, error) {
+	il := p.q(models.TableInstanceLocks)
+	if !p.s.isUpserter() {
+		res := tx.Exec(`INSERT INTO `+il+` AS il (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`+
+			` ON CONFLICT (instance_id) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until, locked_at = excluded.locked_at`+
+			` WHERE il.locked_until <= ?`, instance, token, until, now, now)
+		return res.RowsAffected > 0, res.Error
+	}
+	var held []int64
+	if err := tx.Raw(`SELECT locked_until FROM `+il+` WHERE instance_id = ?`+p.s.forUpdateSkip(""), instance).Scan(&held).Error; err != nil {
+		return false, err
+	}
+	if len(held) == 0 && p.s.has(CapSkipLocked) {
+		// absent, or held by another transaction (an ack in flight): a
+		// plain read tells them apart without waiting
+		var n int64
+		if err := tx.Raw(`SELECT COUNT(*) FROM `+il+` WHERE instance_id = ?`, instance).Scan(&n).Error; err != nil || n > 0 {
+			return false, err
+		}
+	}
+	if len(held) == 0 {
+		err := tx.Exec(`INSERT INTO `+il+` (instance_id, lock_token, locked_until, locked_at) VALUES (?, ?, ?, ?)`, instance, token, until, now).Error
+		if errors.Is(translateError(err), ErrConflict) {
+			return false, nil // a concurrent fetcher inserted it first
+		}
+		return err == nil, err
+	}
+	res := tx.Exec(`UPDATE `+il+` SET lock_token = ?, locked_until = ?, locked_at = ? WHERE instance_id = ? AND locked_until <= ?`,
+		token, until, now, instance, now)
+	return res.RowsAffected > 0, res.Error
 }
 
 // orchFetchRow is one row of a dialect's claim statement (see
@@ -558,9 +596,9 @@ func (p *gormProvider) fillOrchMetadata(db *gorm.DB, it *duroxide.OrchestrationI
 	q := rawStmt(db, `WITH i AS (SELECT orchestration_name, orchestration_version, current_execution_id FROM `+inst+` WHERE instance_id = ?),`+
 		` x AS (SELECT COALESCE((SELECT current_execution_id FROM i), (SELECT MAX(execution_id) FROM `+hist+` WHERE instance_id = ?)) AS e)`+
 		` SELECT 0 AS kind, i.orchestration_name, i.orchestration_version, i.current_execution_id AS execution_id,`+
-		` CAST(NULL AS bigint) AS event_id, CAST(NULL AS text) AS event_data, CAST(NULL AS text) AS kv_key FROM i`+
+		` `+p.s.castNull("bigint")+` AS event_id, `+p.s.castNull("text")+` AS event_data, `+p.s.castNull("text")+` AS kv_key FROM i`+
 		` UNION ALL SELECT 1, NULL, NULL, h.execution_id, h.event_id, h.event_data, NULL FROM `+hist+` h, x WHERE h.instance_id = ? AND h.execution_id = x.e`+
-		` UNION ALL SELECT 2, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv.key FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
+		` UNION ALL SELECT 2, NULL, NULL, 0, kv.last_updated_at_ms, kv.value, kv."key" FROM `+p.q(models.TableKVStore)+` kv WHERE kv.instance_id = ?`+
 		` ORDER BY kind, event_id`, []any{it.Instance, it.Instance, it.Instance, it.Instance})
 	rows, err := q.Rows()
 	if err != nil {

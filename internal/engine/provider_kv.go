@@ -123,8 +123,8 @@ func (p *gormProvider) applyKV(tx *gorm.DB, instance string, exec, now int64, pl
 			if err := tx.Exec(`UPDATE `+delta+` SET value = NULL, last_updated_at_ms = ? WHERE instance_id = ?`, now, instance).Error; err != nil {
 				return fmt.Errorf("clear key-values of %s: %w", instance, err)
 			}
-			if err := tx.Exec(`INSERT INTO `+delta+` (instance_id, key, value, last_updated_at_ms) SELECT instance_id, key, NULL, ? FROM `+store+
-				` WHERE instance_id = ? ON CONFLICT (instance_id, key) DO NOTHING`, now, instance).Error; err != nil {
+			if err := tx.Exec(p.s.upsert(`INSERT INTO `+delta+` (instance_id, "key", value, last_updated_at_ms) SELECT instance_id, "key", NULL, ? FROM `+store+
+				` WHERE instance_id = ? ON CONFLICT (instance_id, "key") DO NOTHING`), now, instance).Error; err != nil {
 				return fmt.Errorf("clear stored key-values of %s: %w", instance, err)
 			}
 		}
@@ -135,7 +135,7 @@ func (p *gormProvider) applyKV(tx *gorm.DB, instance string, exec, now int64, pl
 		Value           *string
 		LastUpdatedAtMS int64 `gorm:"column:last_updated_at_ms"`
 	}
-	if err := scanAll(tx, &old, `DELETE FROM `+delta+` WHERE instance_id = ? RETURNING key, value, last_updated_at_ms`, instance); err != nil {
+	if err := scanAll(tx, &old, `DELETE FROM `+delta+` WHERE instance_id = ? RETURNING "key", value, last_updated_at_ms`, instance); err != nil {
 		return fmt.Errorf("take key-value delta of %s: %w", instance, err)
 	}
 	if len(old) == 0 && plan.empty() {
@@ -151,7 +151,7 @@ func (p *gormProvider) applyKV(tx *gorm.DB, instance string, exec, now int64, pl
 	}
 	if plan != nil && plan.clearAll {
 		var keys []string
-		if err := tx.Raw(`SELECT key FROM `+store+` WHERE instance_id = ?`, instance).Scan(&keys).Error; err != nil {
+		if err := tx.Raw(`SELECT "key" FROM `+store+` WHERE instance_id = ?`, instance).Scan(&keys).Error; err != nil {
 			return fmt.Errorf("read stored keys of %s: %w", instance, err)
 		}
 		for _, k := range keys {
@@ -186,7 +186,7 @@ func (p *gormProvider) applyKV(tx *gorm.DB, instance string, exec, now int64, pl
 	}
 	for start := 0; start < len(gone); start += 500 {
 		part := gone[start:min(start+500, len(gone))]
-		if err := tx.Exec(`DELETE FROM `+store+` WHERE instance_id = ? AND key IN (`+placeholders(len(part))+`)`,
+		if err := tx.Exec(`DELETE FROM `+store+` WHERE instance_id = ? AND "key" IN (`+placeholders(len(part))+`)`,
 			append([]any{instance}, part...)...).Error; err != nil {
 			return fmt.Errorf("delete cleared key-values of %s: %w", instance, err)
 		}
@@ -197,9 +197,9 @@ func (p *gormProvider) applyKV(tx *gorm.DB, instance string, exec, now int64, pl
 // upsertKV writes rows of instance into table (kv_delta, or kv_store with
 // exec set) in batches of 200, updating set on conflict.
 func (p *gormProvider) upsertKV(tx *gorm.DB, table, set, instance string, exec *int64, rows []kvRow, now int64) error {
-	cols, tuple, per := `(instance_id, key, value, last_updated_at_ms)`, `(?, ?, ?, ?)`, 4
+	cols, tuple, per := `(instance_id, "key", value, last_updated_at_ms)`, `(?, ?, ?, ?)`, 4
 	if exec != nil {
-		cols, tuple, per = `(instance_id, key, value, last_updated_at_ms, execution_id)`, `(?, ?, ?, ?, ?)`, 5
+		cols, tuple, per = `(instance_id, "key", value, last_updated_at_ms, execution_id)`, `(?, ?, ?, ?, ?)`, 5
 	}
 	for start := 0; start < len(rows); start += 200 {
 		part := rows[start:min(start+200, len(rows))]
@@ -213,8 +213,8 @@ func (p *gormProvider) upsertKV(tx *gorm.DB, table, set, instance string, exec *
 		var b strings.Builder
 		b.WriteString(`INSERT INTO ` + table + ` ` + cols + ` VALUES `)
 		writeTuples(&b, len(part), tuple)
-		b.WriteString(` ON CONFLICT (instance_id, key) DO UPDATE SET ` + set)
-		if err := tx.Exec(b.String(), args...).Error; err != nil {
+		b.WriteString(` ON CONFLICT (instance_id, "key") DO UPDATE SET ` + set)
+		if err := tx.Exec(p.s.upsert(b.String()), args...).Error; err != nil {
 			return fmt.Errorf("write key-values of %s: %w", instance, err)
 		}
 	}
@@ -236,8 +236,8 @@ func (p *gormProvider) GetKVValue(ctx context.Context, instance, key string) (*s
 		Src   int
 		Value *string
 	}
-	if err := p.s.db.WithContext(ctx).Raw(`SELECT 0 AS src, value FROM `+p.q(models.TableKVDelta)+` WHERE instance_id = ? AND key = ?`+
-		` UNION ALL SELECT 1, value FROM `+p.q(models.TableKVStore)+` WHERE instance_id = ? AND key = ? ORDER BY src`,
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT 0 AS src, value FROM `+p.q(models.TableKVDelta)+` WHERE instance_id = ? AND "key" = ?`+
+		` UNION ALL SELECT 1, value FROM `+p.q(models.TableKVStore)+` WHERE instance_id = ? AND "key" = ? ORDER BY src`,
 		instance, key, instance, key).Scan(&rows).Error; err != nil {
 		return nil, perr(op, fmt.Errorf("read key %q of %s: %w", key, instance, err))
 	}
@@ -256,8 +256,8 @@ func (p *gormProvider) GetKVAllValues(ctx context.Context, instance string) (map
 		Key   string
 		Value *string
 	}
-	if err := p.s.db.WithContext(ctx).Raw(`SELECT 0 AS src, key, value FROM `+p.q(models.TableKVDelta)+` WHERE instance_id = ?`+
-		` UNION ALL SELECT 1, key, value FROM `+p.q(models.TableKVStore)+` WHERE instance_id = ? ORDER BY src`,
+	if err := p.s.db.WithContext(ctx).Raw(`SELECT 0 AS src, "key", value FROM `+p.q(models.TableKVDelta)+` WHERE instance_id = ?`+
+		` UNION ALL SELECT 1, "key", value FROM `+p.q(models.TableKVStore)+` WHERE instance_id = ? ORDER BY src`,
 		instance, instance).Scan(&rows).Error; err != nil {
 		return nil, perr(op, fmt.Errorf("read key-values of %s: %w", instance, err))
 	}
@@ -291,8 +291,11 @@ func (p *gormProvider) GetInstanceStats(ctx context.Context, instance string) (*
 	if err := p.s.db.WithContext(ctx).Raw(`SELECT i.current_execution_id,`+
 		` (SELECT COUNT(*) FROM `+hist+` h WHERE h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id) AS events,`+
 		` (SELECT COALESCE(SUM(octet_length(h.event_data)), 0) FROM `+hist+` h WHERE h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id) AS history_bytes,`+
-		` (SELECT COUNT(*) FROM (SELECT key FROM `+store+` WHERE instance_id = i.instance_id UNION SELECT key FROM `+delta+
-		` WHERE instance_id = i.instance_id AND value IS NOT NULL) k) AS keys,`+
+		// the keys of store and delta (a set value), without a derived
+		// table (MariaDB's cannot read the outer row)
+		` (SELECT COUNT(*) FROM `+store+` s WHERE s.instance_id = i.instance_id) + (SELECT COUNT(*) FROM `+delta+` d`+
+		` WHERE d.instance_id = i.instance_id AND d.value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM `+store+` s`+
+		` WHERE s.instance_id = d.instance_id AND s."key" = d."key")) AS "keys",`+
 		` (SELECT COALESCE(SUM(octet_length(value)), 0) FROM `+store+` WHERE instance_id = i.instance_id)`+
 		` + (SELECT COALESCE(SUM(octet_length(value)), 0) FROM `+delta+` WHERE instance_id = i.instance_id) AS value_bytes,`+
 		` (SELECT h.event_data FROM `+hist+` h WHERE h.instance_id = i.instance_id AND h.execution_id = i.current_execution_id AND h.event_id = 1) AS first_event`+

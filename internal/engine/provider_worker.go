@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -227,8 +228,62 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		}
 	}
 	claimed := make(map[*gcReq[uint64, workFetchReq]]bool, len(g))
-	rows, err := p.s.db.WithContext(ctx).Raw(b.String(), args...).Rows()
-	if err == nil {
+	handle := func(tok string, id int64, workItem string, attempts int32, instance string) error {
+		r, ok := byToken[tok]
+		if !ok {
+			return fmt.Errorf("claim returned an unknown lock token")
+		}
+		claimed[r] = true
+		w, derr := duroxide.UnmarshalWorkItem([]byte(workItem))
+		if derr != nil {
+			r.err = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: derr}
+			return nil
+		}
+		*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, instance, id), AttemptCount: uint32(attempts)}
+		return nil
+	}
+	var err error
+	if !p.s.has(CapUpdateReturning) {
+		// the general form: in one transaction the pick (FOR UPDATE SKIP
+		// LOCKED on the index its ORDER BY matches), one primary-key UPDATE
+		// per picked row with its call's token, and the rows read back
+		clear(byToken)
+		var got []struct {
+			LockToken    string
+			ID           int64
+			WorkItem     string
+			AttemptCount int32
+			InstanceID   string
+		}
+		err = p.s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var picks []struct{ Cid, Cvis int64 }
+			if err := tx.Raw(pick, append([]any{now, now}, targs...)...).Scan(&picks).Error; err != nil {
+				return err
+			}
+			ids := make([]int64, len(picks))
+			for i, pk := range picks {
+				tok := newLockToken()
+				byToken[tok] = g[i]
+				ids[i] = pk.Cid
+				if err := tx.Exec(`UPDATE `+wq+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1 WHERE id = ?`,
+					tok, now+durMS(g[i].in.lockTimeout), pk.Cid).Error; err != nil {
+					return err
+				}
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			return tx.Raw(`SELECT lock_token, id, work_item, attempt_count, instance_id FROM `+wq+` WHERE id IN ?`, ids).Scan(&got).Error
+		})
+		for _, r := range got {
+			if err != nil {
+				break
+			}
+			err = handle(r.LockToken, r.ID, r.WorkItem, r.AttemptCount, r.InstanceID)
+		}
+	} else if rows, qerr := p.s.db.WithContext(ctx).Raw(b.String(), args...).Rows(); qerr != nil {
+		err = qerr
+	} else {
 		for rows.Next() {
 			var (
 				tok, workItem, instance string
@@ -238,18 +293,9 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			if err = rows.Scan(&tok, &id, &workItem, &attempts, &instance); err != nil {
 				break
 			}
-			r, ok := byToken[tok]
-			if !ok {
-				err = fmt.Errorf("claim returned an unknown lock token")
+			if err = handle(tok, id, workItem, attempts, instance); err != nil {
 				break
 			}
-			claimed[r] = true
-			w, derr := duroxide.UnmarshalWorkItem([]byte(workItem))
-			if derr != nil {
-				r.err = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: derr}
-				continue
-			}
-			*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, instance, id), AttemptCount: uint32(attempts)}
 		}
 		if err == nil {
 			err = translateVia(p.s.db, rows.Err())
@@ -273,6 +319,43 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		}
 	}
 	return left, nil
+}
+
+// claimActivitySession claims or extends activity session sid for owner
+// (lease end until) unless another owner's lease is live at now, and
+// reports whether it did. One guarded upsert; on a dialect.Upserter the
+// general form (the row FOR UPDATE SKIP LOCKED, a held row not waited for,
+// then an INSERT or a guarded UPDATE).
+func (p *gormProvider) claimActivitySession(tx *gorm.DB, sid, owner string, until, now int64) (bool, error) {
+	as := p.q(models.TableActivitySessions)
+	if !p.s.isUpserter() {
+		res := tx.Exec(`INSERT INTO `+as+` AS s (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`+
+			` ON CONFLICT (session_id) DO UPDATE SET worker_id = excluded.worker_id, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`+
+			` WHERE s.locked_until <= ? OR s.worker_id = ?`, sid, owner, until, now, now, owner)
+		return res.RowsAffected > 0, res.Error
+	}
+	var held []int64
+	if err := tx.Raw(`SELECT locked_until FROM `+as+` WHERE session_id = ?`+p.s.forUpdateSkip(""), sid).Scan(&held).Error; err != nil {
+		return false, err
+	}
+	if len(held) == 0 && p.s.has(CapSkipLocked) {
+		// absent, or held by another transaction: a plain read tells them
+		// apart without waiting (a held row: not won, the next item)
+		var n int64
+		if err := tx.Raw(`SELECT COUNT(*) FROM `+as+` WHERE session_id = ?`, sid).Scan(&n).Error; err != nil || n > 0 {
+			return false, err
+		}
+	}
+	if len(held) == 0 {
+		err := tx.Exec(`INSERT INTO `+as+` (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`, sid, owner, until, now).Error
+		if errors.Is(translateError(err), ErrConflict) {
+			return false, nil // another worker inserted it first
+		}
+		return err == nil, err
+	}
+	res := tx.Exec(`UPDATE `+as+` SET worker_id = ?, locked_until = ?, last_activity_at = ? WHERE session_id = ? AND (locked_until <= ? OR worker_id = ?)`,
+		owner, until, now, sid, now, owner)
+	return res.RowsAffected > 0, res.Error
 }
 
 // Worker-queue lease tokens carry the row id: the token handed out is the
@@ -410,6 +493,17 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND ` + tp +
 				` AND (q.session_id IS NULL OR s.worker_id = ? OR s.session_id IS NULL)`
 			args := append(append([]any{now, now, now}, targs...), session.OwnerID)
+			if !p.s.has(CapLockOf) {
+				// without FOR UPDATE OF q a join would lock the session rows
+				// too: the same condition with the session table in subqueries
+				// (a locking read does not lock a subquery's rows)
+				as := p.q(models.TableActivitySessions)
+				sql = `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q` +
+					` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND ` + tp +
+					` AND (q.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM ` + as + ` s WHERE s.session_id = q.session_id AND s.locked_until > ?)` +
+					` OR EXISTS (SELECT 1 FROM ` + as + ` s WHERE s.session_id = q.session_id AND s.locked_until > ? AND s.worker_id = ?))`
+				args = append(append([]any{now, now}, targs...), now, now, session.OwnerID)
+			}
 			if len(skipped) > 0 {
 				sql += ` AND q.id NOT IN (` + placeholders(len(skipped)) + `)`
 				args = append(args, skipped...)
@@ -433,13 +527,10 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				leaseMS := sessionLeaseMS(session, lockTimeout)
 				won := false
 				busy, err := p.boundedStep(tx, func() error {
-					res := tx.Exec(`INSERT INTO `+p.q(models.TableActivitySessions)+` AS s (session_id, worker_id, locked_until, last_activity_at) VALUES (?, ?, ?, ?)`+
-						` ON CONFLICT (session_id) DO UPDATE SET worker_id = excluded.worker_id, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`+
-						` WHERE s.locked_until <= ? OR s.worker_id = ?`, *c.SessionID, session.OwnerID, now+leaseMS, now, now, session.OwnerID)
-					if res.Error != nil {
-						return fmt.Errorf("claim session %s: %w", *c.SessionID, res.Error)
+					var err error
+					if won, err = p.claimActivitySession(tx, *c.SessionID, session.OwnerID, now+leaseMS, now); err != nil {
+						return fmt.Errorf("claim session %s: %w", *c.SessionID, err)
 					}
-					won = res.RowsAffected > 0
 					return nil
 				})
 				if err != nil {
@@ -461,8 +552,9 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				AttemptCount int32
 				InstanceID   string
 			}
-			if err := scanAll(tx, &locked, `UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
-				` WHERE id = ? RETURNING work_item, attempt_count, instance_id`, token, now+durMS(lockTimeout), c.ID); err != nil {
+			if err := p.s.updateReturning(tx, &locked, `UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1`+
+				` WHERE id = ?`, `work_item, attempt_count, instance_id`, []any{token, now + durMS(lockTimeout), c.ID},
+				`FROM `+p.q(models.TableWorkerQueue)+` WHERE id = ?`, c.ID); err != nil {
 				return fmt.Errorf("lock work item %d: %w", c.ID, err)
 			}
 			if len(locked) == 0 {

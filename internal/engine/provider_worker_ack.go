@@ -298,8 +298,9 @@ func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, 
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
 		var rows []struct{ SessionID *string }
-		if err := tx.Raw(`UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ?`+ic+` RETURNING session_id`,
-			append([]any{now + durMS(extendFor), wl.id, wl.stored, now}, iargs...)...).Scan(&rows).Error; err != nil {
+		if err := p.s.updateReturning(tx, &rows, `UPDATE `+p.q(models.TableWorkerQueue)+` SET locked_until = ? WHERE id = ? AND lock_token = ? AND locked_until > ?`+ic,
+			`session_id`, append([]any{now + durMS(extendFor), wl.id, wl.stored, now}, iargs...), `FROM `+p.q(models.TableWorkerQueue)+` WHERE id = ?`+ic,
+			append([]any{wl.id}, iargs...)...); err != nil {
 			return err
 		}
 		if len(rows) == 0 {

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )
@@ -207,16 +208,47 @@ func (ss *sessionStore) replaceTodos(tx *gorm.DB, sessionID uuid.UUID, todos []r
 		if err := ss.refuseForeignIDs(tx, tt, sessionID, ids); err != nil {
 			return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", err)
 		}
-		res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
-			Columns: []clause.Column{{Name: "id"}, {Name: "session_id"}},
-			DoUpdates: clause.AssignmentColumns([]string{"position", "content", "active_form", "status", "plan_id",
-				"created_at", "started_at", "completed_at"}),
-		}).Create(&rows)
+		res := tx.Omit(clause.Associations).Clauses(ss.s.guardedUpsert([]string{"position", "content", "active_form", "status", "plan_id",
+			"created_at", "started_at", "completed_at"})).Create(&rows)
 		if res.Error != nil {
 			return nil, dbErr(res.Error)
 		}
+		if ss.s.isUpserter() {
+			// the guard left a row a concurrent writer stored under another
+			// session alone: refuse as the check above would have
+			if err := ss.refuseForeignIDs(tx, tt, sessionID, ids); err != nil {
+				return nil, fmt.Errorf("a todo id of the list is stored under another session: %w", err)
+			}
+		}
 	}
 	return append([]repo.TodoItem(nil), todos...), nil
+}
+
+// guardedUpsert is the ON CONFLICT clause of the todo and plan upserts: a
+// row whose (id, session_id) exists gets the columns of set (the key since
+// V13; refuseForeignIDs has refused an id stored under another session).
+// On a dialect.Upserter (its keys are the id alone) the same through its
+// GuardedAssign, which leaves a row stored under another session alone;
+// the caller then checks again with refuseForeignIDs (a concurrent writer
+// may have stored it after the first check).
+func (s *Store) guardedUpsert(set []string) clause.OnConflict {
+	if u, ok := s.d.(dialect.Upserter); ok {
+		var as clause.Set
+		for _, c := range set {
+			as = append(as, clause.Assignment{Column: clause.Column{Name: c}, Value: clause.Expr{SQL: u.GuardedAssign(c, "session_id")}})
+		}
+		return clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoUpdates: as}
+	}
+	return clause.OnConflict{
+		Columns:   []clause.Column{{Name: "id"}, {Name: "session_id"}},
+		DoUpdates: clause.AssignmentColumns(set),
+	}
+}
+
+// isUpserter reports whether the dialect spells guarded upserts itself.
+func (s *Store) isUpserter() bool {
+	_, ok := s.d.(dialect.Upserter)
+	return ok
 }
 
 // writePlan makes plan the session's only active plan: any other active
@@ -253,12 +285,15 @@ func (ss *sessionStore) writePlan(tx *gorm.DB, sessionID uuid.UUID, plan *repo.P
 	if err := ss.refuseForeignIDs(tx, pt, sessionID, []uuid.UUID{plan.ID}); err != nil {
 		return fmt.Errorf("plan %s is stored under another session: %w", plan.ID, err)
 	}
-	res := tx.Omit(clause.Associations).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "id"}, {Name: "session_id"}},
-		DoUpdates: clause.AssignmentColumns([]string{"name", "content", "status", "error", "approved_at", "started_at", "completed_at"}),
-	}).Create(&row)
+	res := tx.Omit(clause.Associations).Clauses(ss.s.guardedUpsert([]string{"name", "content", "status", "error", "approved_at",
+		"started_at", "completed_at"})).Create(&row)
 	if res.Error != nil {
 		return dbErr(res.Error)
+	}
+	if ss.s.isUpserter() {
+		if err := ss.refuseForeignIDs(tx, pt, sessionID, []uuid.UUID{plan.ID}); err != nil {
+			return fmt.Errorf("plan %s is stored under another session: %w", plan.ID, err)
+		}
 	}
 	return nil
 }

@@ -93,13 +93,15 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 				return err
 			}
 		} else if at != "" {
-			res := tx.Exec(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
+			// INSERT ... WITH RECURSIVE ... SELECT: the form PostgreSQL,
+			// SQLite and MariaDB all accept
+			res := tx.Exec(`INSERT INTO `+mt+` (`+messageCols+`, session_id)
+WITH RECURSIVE branch(seq, parent_id, depth) AS (
  SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
  UNION ALL
  SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
  WHERE b.depth < ?)
-INSERT INTO `+mt+` (`+messageCols+`, session_id)
-SELECT ROW_NUMBER() OVER (ORDER BY seq), id, parent_id, role, content, TRUE, is_compact_summary, usage, metadata,
+SELECT ROW_NUMBER() OVER (ORDER BY seq), id, parent_id, role, content, TRUE, is_compact_summary, "usage", metadata,
  model, request_id, environment, created_at, `+ss.param("uuid")+`
 FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
 				sessionID, at, sessionID, src.MessageCount+1, newID, sessionID)
@@ -221,7 +223,8 @@ func (ss *sessionStore) CleanupExpired(ctx context.Context, batchSize int) (int,
 		args = append(args, batchSize)
 		var ids, expired []uuid.UUID
 		unlock := ss.writeLock(ctx)
-		err := ss.inTx(ctx, func(tx *gorm.DB) error {
+		batch := func(tx *gorm.DB) error {
+			ids, expired = nil, nil
 			if err := tx.Raw("SELECT id FROM "+st+" WHERE expires_at IS NOT NULL AND expires_at < ?"+tc+
 				" ORDER BY expires_at, id LIMIT ?"+lock, args...).Scan(&ids).Error; err != nil {
 				return err
@@ -244,7 +247,15 @@ SELECT id FROM `+st+` WHERE id IN (SELECT id FROM d) AND expires_at IS NOT NULL 
 			}
 			_, err := ss.s.deleteSessionsBelow(tx, ids)
 			return err
-		})
+		}
+		err := ss.inTx(ctx, batch)
+		// A batch that lost a deadlock to a concurrent sweeper (InnoDB's
+		// cascading deletes can) rolled back whole: run it again, so the
+		// deletions already committed stay counted in this call.
+		// (A lock timeout is not retried here: it would multiply the wait.)
+		for i := 0; i < 4 && err != nil && errors.Is(dbErr(err), ErrRetryable) && !errors.Is(dbErr(err), ErrLockTimeout) && ctx.Err() == nil; i++ {
+			err = ss.inTx(ctx, batch)
+		}
 		unlock()
 		if err != nil {
 			return total, fmt.Errorf("cleanup expired sessions: %w", dbErr(err))

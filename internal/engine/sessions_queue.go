@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 )
@@ -95,15 +96,27 @@ func (sq *sessionQueue) EnqueueWith(ctx context.Context, sessionID uuid.UUID, p 
 	onConflict := ""
 	if key != nil {
 		onConflict = " ON CONFLICT (session_id, idempotency_key) DO NOTHING"
+		if u, ok := sq.s.d.(dialect.Upserter); ok {
+			onConflict = u.KeepExisting("idempotency_key")
+		}
 	}
 	qt := sq.s.quoted(models.TableQueue)
-	var seqs []int64
+	var ret []struct {
+		Seq int64
+		ID  uuid.UUID
+	}
 	defer sq.writeLock(ctx)()
 	res := sq.db(ctx).Raw("INSERT INTO "+qt+
 		" (id, session_id, operation, content, priority, status, attempts, created_at, idempotency_key) SELECT "+
 		sq.param("uuid")+", id, 'enqueue', "+sq.param("text")+", "+sq.param("integer")+", 'pending', 0, "+
 		sq.param("timestamptz")+", "+sq.param("text")+" FROM "+sq.s.quoted(models.TableSessions)+" WHERE id = ?"+tc+
-		onConflict+" RETURNING seq", args...).Scan(&seqs)
+		onConflict+" RETURNING seq, id", args...).Scan(&ret)
+	var seqs []int64
+	for _, r := range ret {
+		if r.ID == id { // not the existing row a dialect.Upserter returns
+			seqs = append(seqs, r.Seq)
+		}
+	}
 	if res.Error != nil {
 		err := dbErr(res.Error)
 		if errors.Is(err, ErrNotFound) { // the session was deleted after the select saw it
@@ -373,9 +386,12 @@ func (sq *sessionQueue) PurgeFinished(ctx context.Context, olderThan time.Durati
 	cutoff := sq.s.now().Add(-olderThan)
 	tc, targs := sq.inTenantCond()
 	qt := sq.s.quoted(models.TableQueue)
-	stmt := "DELETE FROM " + qt + " WHERE seq IN (SELECT seq FROM " + qt +
+	// the LIMIT inside a derived table: MariaDB refuses LIMIT in an IN
+	// subquery (ERROR 1235) and a subquery reading the table it deletes
+	// from (1093), and materialises a derived table first
+	stmt := "DELETE FROM " + qt + " WHERE seq IN (SELECT seq FROM (SELECT seq FROM " + qt +
 		" WHERE processed_at IS NOT NULL AND processed_at < ?" + tc +
-		fmt.Sprintf(" ORDER BY processed_at LIMIT %d)", batch)
+		fmt.Sprintf(" ORDER BY processed_at LIMIT %d) AS p)", batch)
 	args := append([]any{cutoff}, targs...)
 	total := 0
 	for {

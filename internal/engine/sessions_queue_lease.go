@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
@@ -243,7 +244,6 @@ func (s *Store) dequeueBatch(ctx context.Context, reqs []*gcReq[uint64, dequeueR
 // also flushes every earlier asynchronous one.
 func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
 	sq := g[0].in.sq
-	stmt, args := s.claimSQL(g)
 	byToken := make(map[uuid.UUID]*gcReq[uint64, dequeueReq], len(g))
 	for _, r := range g {
 		byToken[r.in.token] = r
@@ -253,7 +253,7 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 	dest := append([]any{&tok}, c.dest()...)
 	claimed := make(map[*gcReq[uint64, dequeueReq]]bool, len(g))
 	unlock := sq.writeLock(ctx)
-	_, err := newDirectTx(sq.db(ctx)).each(stmt, args, func(rows *sql.Rows, _ int64) error {
+	scan := func(rows *sql.Rows, _ int64) error {
 		c = claimedRow{}
 		if err := rows.Scan(dest...); err != nil {
 			return err
@@ -265,7 +265,14 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 		*r.in.out = c.item(r.in)
 		claimed[r] = true
 		return nil
-	})
+	}
+	var err error
+	if s.has(CapUpdateReturning) {
+		stmt, args := s.claimSQL(g)
+		_, err = newDirectTx(sq.db(ctx)).each(stmt, args, scan)
+	} else {
+		err = s.claimGeneral(sq.db(ctx), g, scan)
+	}
 	unlock()
 	if err != nil {
 		// when rows were claimed before the reply broke off, those leases
@@ -294,16 +301,7 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 func (s *Store) claimSQL(g []*gcReq[uint64, dequeueReq]) (string, []any) {
 	sq := g[0].in.sq
 	qt := s.quoted(models.TableQueue)
-	tc, targs := sq.inTenantCond()
-	var nowMS int64
-	for _, r := range g {
-		nowMS = max(nowMS, r.in.nowMS)
-	}
-	pick := func(cols string) string {
-		return "SELECT " + cols + " FROM " + qt + " WHERE session_id = ?" + liveQueue + claimable + tc +
-			" ORDER BY priority DESC, seq LIMIT " + strconv.Itoa(len(g)) + s.forUpdateSkip("")
-	}
-	pickArgs := append([]any{g[0].in.session, nowMS}, targs...)
+	pick, pickArgs := s.claimPick(g)
 	with, async := s.asyncCommitCTE()
 	if sq.tx != nil { // the application's transaction (TxView) keeps its synchronous commit
 		with, async = "", ""
@@ -327,6 +325,62 @@ func (s *Store) claimSQL(g []*gcReq[uint64, dequeueReq]) (string, []any) {
 		args = append(args, int64(i+1), r.in.token, nilIfEmpty(r.in.owner), r.in.nowMS+r.in.lease.Milliseconds())
 	}
 	return b.String(), append(args, g[0].in.session)
+}
+
+// claimPick returns the pick of the calls g (the SELECT of the first
+// len(g) claimable items of their session, in dequeue order, FOR UPDATE
+// SKIP LOCKED where the database has it) for a select list, and its
+// arguments. Its ORDER BY is the index (session_id, priority DESC, seq)
+// exactly, so a claimer locks only the rows it returns: with an ORDER BY
+// the index does not serve, InnoDB locks every candidate it reads and a
+// concurrent SKIP LOCKED claimer finds nothing (issue 26).
+func (s *Store) claimPick(g []*gcReq[uint64, dequeueReq]) (func(cols string) string, []any) {
+	sq := g[0].in.sq
+	qt := s.quoted(models.TableQueue)
+	tc, targs := sq.inTenantCond()
+	var nowMS int64
+	for _, r := range g {
+		nowMS = max(nowMS, r.in.nowMS)
+	}
+	pick := func(cols string) string {
+		return "SELECT " + cols + " FROM " + qt + " WHERE session_id = ?" + liveQueue + claimable + tc +
+			" ORDER BY priority DESC, seq LIMIT " + strconv.Itoa(len(g)) + s.forUpdateSkip("")
+	}
+	return pick, append([]any{g[0].in.session, nowMS}, targs...)
+}
+
+// claimGeneral is claimSQL's statement in the general form, for a
+// database without UPDATE ... RETURNING: in one transaction (a savepoint
+// inside the application's), the pick, one primary-key UPDATE per picked
+// item with its call's lease, and a SELECT of the leased rows by their new
+// tokens, passed to scan as claimSQL's rows are.
+func (s *Store) claimGeneral(db *gorm.DB, g []*gcReq[uint64, dequeueReq], scan func(*sql.Rows, int64) error) error {
+	qt := s.quoted(models.TableQueue)
+	pick, pickArgs := s.claimPick(g)
+	session := g[0].in.session
+	return db.Transaction(func(tx *gorm.DB) error {
+		var seqs []int64
+		if err := tx.Raw(pick("seq"), pickArgs...).Scan(&seqs).Error; err != nil {
+			return err
+		}
+		if len(seqs) == 0 {
+			return nil
+		}
+		toks := make([]any, 0, len(seqs)+1)
+		toks = append(toks, session)
+		for i, seq := range seqs {
+			r := g[i].in
+			if err := tx.Exec("UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
+				" attempts = attempts + 1 WHERE session_id = ? AND seq = ?",
+				r.token, nilIfEmpty(r.owner), r.nowMS+r.lease.Milliseconds(), session, seq).Error; err != nil {
+				return err
+			}
+			toks = append(toks, r.token)
+		}
+		_, err := newDirectTx(tx).each("SELECT lease_token, "+claimCols+" FROM "+qt+" WHERE session_id = ? AND lease_token IN ("+
+			placeholders(len(seqs))+")", toks, scan)
+		return err
+	})
 }
 
 // completeReq is one lease-ending call (Complete, Fail, Release): its

@@ -251,9 +251,22 @@ func (ss *sessionStore) updateSession(tx *gorm.DB, expected int64, row *models.S
 		LastSeq, MessageCount, Version int64
 		UpdatedAt                      dbTime
 	}
-	res := tx.Raw(`UPDATE `+ss.s.quoted(models.TableSessions)+` SET `+set+`,
+	upd := `UPDATE ` + ss.s.quoted(models.TableSessions) + ` SET ` + set + `,
  last_seq = last_seq + ?, message_count = message_count + ?, version = version + 1
- WHERE id = ? AND version = ?`+tc+` RETURNING last_seq, message_count, version, updated_at`, args...).Scan(&ret)
+ WHERE id = ? AND version = ?` + tc
+	var res *gorm.DB
+	if ss.s.has(CapUpdateReturning) {
+		res = tx.Raw(upd+` RETURNING last_seq, message_count, version, updated_at`, args...).Scan(&ret)
+	} else {
+		// the general form: the UPDATE, then the row it wrote (locked by it)
+		res = tx.Exec(upd, args...)
+		if res.Error == nil && res.RowsAffected > 0 {
+			if err := tx.Raw(`SELECT last_seq, message_count, version, updated_at FROM `+ss.s.quoted(models.TableSessions)+` WHERE id = ?`,
+				row.ID).Scan(&ret).Error; err != nil {
+				return savedCounters{}, dbErr(err)
+			}
+		}
+	}
 	if res.Error != nil {
 		return savedCounters{}, dbErr(res.Error)
 	}

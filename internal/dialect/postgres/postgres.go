@@ -51,7 +51,8 @@ func (pgDialect) Name() dialect.Name { return dialect.Postgres }
 
 func (pgDialect) Capabilities() dialect.Capability {
 	return dialect.CapRowLocks | dialect.CapSkipLocked | dialect.CapAsyncCommit | dialect.CapAdvisoryLocks | dialect.CapWakeup | dialect.CapSnapshotReads |
-		dialect.CapValidatedJSON | dialect.CapPartialIndexes | dialect.CapAlterColumns | dialect.CapFastPaths | dialect.CapGroupCommit
+		dialect.CapValidatedJSON | dialect.CapPartialIndexes | dialect.CapAlterColumns | dialect.CapFastPaths | dialect.CapGroupCommit |
+		dialect.CapUpdateReturning | dialect.CapLockOf | dialect.CapMaterializedCTE | dialect.CapChangeFeed
 }
 
 // matchDSN accepts URLs (postgres://, postgresql://) and libpq key=value

@@ -42,7 +42,8 @@ func (liteDialect) Name() dialect.Name { return dialect.SQLite }
 // commit, no advisory locks, no in-place ALTER COLUMN; read transactions
 // would take the write lock, so there are no snapshot reads either.
 func (liteDialect) Capabilities() dialect.Capability {
-	return dialect.CapSingleWriter | dialect.CapPartialIndexes | dialect.CapWakeup | dialect.CapGroupCommit
+	return dialect.CapSingleWriter | dialect.CapPartialIndexes | dialect.CapWakeup | dialect.CapGroupCommit | dialect.CapUpdateReturning |
+		dialect.CapMaterializedCTE | dialect.CapChangeFeed
 }
 
 func (liteDialect) MatchDSN(dsn string) (string, bool, error) { return matchSQLiteDSN(dsn) }

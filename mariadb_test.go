@@ -1,0 +1,206 @@
+package agentstore_test
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/repo"
+)
+
+// newMariaDBHarness prepares a private MariaDB database for t
+// (maria_<random>, dropped at cleanup), or skips when the server is
+// unreachable (fails with AGENTSTORE_REQUIRE_MARIADB=1).
+func newMariaDBHarness(t testing.TB) *harness {
+	t.Helper()
+	requireMariaDB(t)
+	_, target, err := agentstore.ParseDSN(mariadbDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	name := "maria_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:24]
+	if _, err := admin.Exec("CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + name + "`") })
+	dsn := mariadbDSN()
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/" + name
+		dsn = u.String()
+	} else {
+		c, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.DBName = name
+		dsn = c.FormatDSN()
+	}
+	return &harness{Dialect: agentstore.MariaDB, DSN: dsn}
+}
+
+// TestMariaDBConcurrentClaimersAllGetWork is issue 26's starvation trap:
+// on MariaDB a SKIP LOCKED claim whose ORDER BY no index serves exactly
+// locks every candidate it reads, and a concurrent claimer finds nothing.
+// With 20,000 items queued in one session, 2 and then 16 claimers (each
+// its own Store, so no group commit joins them) dequeue concurrently for
+// a fixed number of rounds: every claimer gets work in every round, and
+// no item is leased twice.
+func TestMariaDBConcurrentClaimersAllGetWork(t *testing.T) {
+	t.Parallel()
+	h := newMariaDBHarness(t)
+	ctx := context.Background()
+	st := h.New(t)
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	const items = 20000
+	// the queue filled in one statement (20,000 Enqueue round trips would
+	// only slow the test)
+	if err := st.DB(ctx).Exec(`INSERT INTO "agentstore_queue" (id, session_id, operation, content, priority, status, attempts, created_at)
+		WITH d(x) AS (SELECT 0 UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5
+			UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9),
+		n(i) AS (SELECT a.x + 10 * b.x + 100 * c.x + 1000 * e.x + 10000 * f.x FROM d a, d b, d c, d e, d f)
+		SELECT UUID(), ?, 'enqueue', CONCAT('item ', i), 0, 'pending', 0, UTC_TIMESTAMP(6) FROM n WHERE i < ?`, s.ID.String(), items).Error; err != nil {
+		t.Fatal(err)
+	}
+	seen := sync.Map{}
+	for _, claimers := range []int{2, 16} {
+		stores := make([]*agentstore.Store, claimers)
+		for i := range stores {
+			stores[i] = h.Open(t, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 2, MinIdleConns: 1}))
+		}
+		const rounds = 5
+		for round := range rounds {
+			// each claimer holds its lease while the others claim: all of
+			// them are in their claim at once, and a claimer that locked
+			// every candidate would leave the others nothing
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			got := make([]*repo.QueueItem, claimers)
+			errs := make([]error, claimers)
+			for i := range stores {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					got[i], errs[i] = stores[i].SessionQueue().Dequeue(ctx, s.ID, repo.DequeueParams{Owner: "c" + strconv.Itoa(i), Lease: time.Minute})
+				}()
+			}
+			close(start)
+			wg.Wait()
+			for i := range stores {
+				if errs[i] != nil || got[i] == nil {
+					t.Fatalf("%d claimers, round %d: claimer %d got %v, %v: starved", claimers, round, i, got[i], errs[i])
+				}
+				if _, dup := seen.LoadOrStore(got[i].ID, i); dup {
+					t.Fatalf("%d claimers, round %d: item %s leased twice", claimers, round, got[i].ID)
+				}
+			}
+			for i := range stores {
+				if err := stores[i].SessionQueue().Complete(ctx, got[i].Lease()); err != nil {
+					t.Fatalf("complete: %v", err)
+				}
+			}
+		}
+		t.Logf("%d concurrent claimers on a %d-item queue: every claimer got an item in each of %d rounds", claimers, items, rounds)
+	}
+	var n int64
+	if err := st.DB(ctx).Raw(`SELECT COUNT(*) FROM "agentstore_queue" WHERE status = 'pending'`).Scan(&n).Error; err != nil || n != items-int64(5*(2+16)) {
+		t.Fatalf("pending items after the rounds: %d, %v; want %d", n, err, items-5*(2+16))
+	}
+}
+
+// TestMariaDBMigrateFinishesAHalfAppliedStep: MariaDB's DDL commits
+// statement by statement, so a migration interrupted half-way leaves part
+// of its objects and no version row. Migrate run again finishes it (every
+// statement of the MariaDB chain can run again); concurrent Migrate calls
+// on an empty database are serialised by GET_LOCK and all succeed.
+func TestMariaDBMigrateFinishesAHalfAppliedStep(t *testing.T) {
+	t.Parallel()
+	h := newMariaDBHarness(t)
+	ctx := context.Background()
+	stores := make([]*agentstore.Store, 4)
+	for i := range stores {
+		stores[i] = h.Open(t)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = stores[i].Migrate(ctx) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Migrate %d: %v", i, err)
+		}
+	}
+	st := stores[0]
+	tables := func() int64 {
+		var n int64
+		if err := st.DB(ctx).Raw(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'agentstore\_%'`).
+			Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	all := tables()
+	// V1 interrupted after some of its tables: two tables missing, no version recorded
+	for _, q := range []string{`DROP TABLE "agentstore_kv_delta"`, `DROP TABLE "agentstore_worker_queue"`, `DELETE FROM "agentstore_schema_version"`} {
+		if err := st.DB(ctx).Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != 0 {
+		t.Fatalf("after the simulated interruption: version %d, %v", v, err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after a half-applied V1: %v", err)
+	}
+	if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != agentstore.SchemaVersion {
+		t.Fatalf("version after the re-run: %d, %v; want %d", v, err, agentstore.SchemaVersion)
+	}
+	if n := tables(); n != all {
+		t.Fatalf("%d tables after the re-run, want %d", n, all)
+	}
+	// the finished schema works: a session round trip and a queue claim
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SessionQueue().Enqueue(ctx, s.ID, "x", 0); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := st.SessionQueue().Dequeue(ctx, s.ID, repo.DequeueParams{Lease: time.Minute}); err != nil || it == nil {
+		t.Fatalf("dequeue after the re-run: %v, %v", it, err)
+	}
+	// a later step interrupted (V5's version row lost): the re-run records it again
+	if err := st.DB(ctx).Exec(`DELETE FROM "agentstore_schema_version" WHERE version >= 5`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate from V4: %v", err)
+	}
+	if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != agentstore.SchemaVersion {
+		t.Fatalf("version after the re-run from V4: %d, %v", v, err)
+	}
+}
