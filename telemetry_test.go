@@ -697,7 +697,7 @@ var auditKeys = map[attribute.Key]bool{agentstore.AttrDBSystem: true, agentstore
 
 var errorClasses = map[string]bool{"deadline_exceeded": true, "canceled": true, "stale_version": true, "duplicate_event": true,
 	"duplicate": true, "conflict": true, "lock_lost": true, "instance_running": true, "sub_orchestration": true, "orphan": true,
-	"invalid_input": true, "corrupt_row": true, "key_not_found": true, "decrypt": true, "schema_behind": true, "lock_timeout": true, "statement_timeout": true, "timeout": true, "retryable": true, "invalid_config": true, "_OTHER": true}
+	"invalid_input": true, "corrupt_row": true, "key_not_found": true, "decrypt": true, "schema_behind": true, "lock_timeout": true, "statement_timeout": true, "timeout": true, "retryable": true, "invalid_config": true, "cursor_expired": true, "_OTHER": true}
 
 func (a *spanAudit) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (a *spanAudit) Shutdown(context.Context) error                  { return nil }
