@@ -85,13 +85,7 @@ func (h *pgHarness) admin() (*sql.DB, error) {
 		if strings.HasPrefix(h.dsn, "postgresql:") {
 			dsn = "postgres:" + dsn
 		}
-		h.db, h.err = sql.Open("pgx", dsn)
-		if h.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		h.err = h.db.PingContext(ctx)
+		h.db, h.err = openAdmin("pgx", dsn)
 	})
 	return h.db, h.err
 }
@@ -156,15 +150,25 @@ func (h *mariaHarness) admin() (*sql.DB, error) {
 			h.err = err
 			return
 		}
-		h.db, h.err = sql.Open("mysql", target)
-		if h.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		h.err = h.db.PingContext(ctx)
+		h.db, h.err = openAdmin("mysql", target)
 	})
 	return h.db, h.err
+}
+
+// openAdmin opens a harness's admin connection with driver and checks it
+// answers within 10 s.
+func openAdmin(driver, dsn string) (*sql.DB, error) {
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // NewBackend creates a database private to t.

@@ -245,8 +245,9 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	var err error
 	if !p.s.has(CapUpdateReturning) {
 		// the general form: in one transaction the pick (FOR UPDATE SKIP
-		// LOCKED on the index its ORDER BY matches), one primary-key UPDATE
-		// per picked row with its call's token, and the rows read back
+		// LOCKED on the index its ORDER BY matches), one UPDATE giving each
+		// picked row its call's token (CASE by id: three statements
+		// whatever the batch's size), and the rows read back
 		clear(byToken)
 		var got []struct {
 			LockToken    string
@@ -260,18 +261,25 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			if err := tx.Raw(pick, append([]any{now, now}, targs...)...).Scan(&picks).Error; err != nil {
 				return err
 			}
+			if len(picks) == 0 {
+				return nil
+			}
 			ids := make([]int64, len(picks))
+			var tokCase, untilCase strings.Builder
+			var tokArgs, untilArgs []any
 			for i, pk := range picks {
 				tok := newLockToken()
 				byToken[tok] = g[i]
 				ids[i] = pk.Cid
-				if err := tx.Exec(`UPDATE `+wq+` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1 WHERE id = ?`,
-					tok, now+durMS(g[i].in.lockTimeout), pk.Cid).Error; err != nil {
-					return err
-				}
+				tokCase.WriteString(" WHEN ? THEN ?")
+				untilCase.WriteString(" WHEN ? THEN ?")
+				tokArgs = append(tokArgs, pk.Cid, tok)
+				untilArgs = append(untilArgs, pk.Cid, now+durMS(g[i].in.lockTimeout))
 			}
-			if len(ids) == 0 {
-				return nil
+			args := append(append(tokArgs, untilArgs...), ids)
+			if err := tx.Exec(`UPDATE `+wq+` SET lock_token = CASE id`+tokCase.String()+` END, locked_until = CASE id`+untilCase.String()+
+				` END, attempt_count = attempt_count + 1 WHERE id IN ?`, args...).Error; err != nil {
+				return err
 			}
 			return tx.Raw(`SELECT lock_token, id, work_item, attempt_count, instance_id FROM `+wq+` WHERE id IN ?`, ids).Scan(&got).Error
 		})

@@ -36,21 +36,22 @@ func TestMatchDSN(t *testing.T) {
 	} {
 		got, ok, err := d.MatchDSN(c.dsn)
 		if ok != c.ok || (err != nil) != c.err || (!c.err && got != c.want) {
-			t.Errorf("MatchDSN(%q) = %q, %v, %v; want %q, %v, err %v", c.dsn, got, ok, err, c.want, c.ok, c.err)
+			t.Errorf("MatchDSN(%q) = %q, %v, %v; want %q, %v, err %v", dialect.RedactDSN(c.dsn), dialect.RedactDSN(got), ok, err,
+				dialect.RedactDSN(c.want), c.ok, c.err)
 		}
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("MatchDSN(%q) error shows the password: %v", c.dsn, err)
+			t.Errorf("MatchDSN(%q): its error shows the password", dialect.RedactDSN(c.dsn))
 		}
 		if err != nil && !errors.Is(err, dialect.ErrInvalidConfig) {
-			t.Errorf("MatchDSN(%q) error %v is not ErrInvalidConfig", c.dsn, err)
+			t.Errorf("MatchDSN(%q) error %v is not ErrInvalidConfig", dialect.RedactDSN(c.dsn), err)
 		}
 	}
 }
 
 func TestRedactNativeDSN(t *testing.T) {
-	for _, dsn := range []string{"app:s3cret@tcp(db:3306)/agents", "mysql://app:s3cret@db/agents", "app:s3cret@tcp(db:3306)/agents?password=s3cret"} {
+	for i, dsn := range []string{"app:s3cret@tcp(db:3306)/agents", "mysql://app:s3cret@db/agents", "app:s3cret@tcp(db:3306)/agents?password=s3cret"} {
 		if r := dialect.RedactDSN(dsn); strings.Contains(r, "s3cret") {
-			t.Errorf("RedactDSN(%q) = %q shows the password", dsn, r)
+			t.Errorf("RedactDSN of DSN form %d shows the password", i)
 		}
 	}
 }
