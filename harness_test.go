@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/agentstore/agentstore"
@@ -56,6 +58,26 @@ func requireMariaDB(t testing.TB) {
 			agentstore.RedactDSN(mariadbDSN()), err)
 	}
 }
+
+// mariaAdminDB is the MariaDB admin pool (a lazily opened test global like
+// adminDB): it creates and drops the tests' private databases.
+var mariaAdminDB = sync.OnceValues(func() (*sql.DB, error) {
+	_, target, err := agentstore.ParseDSN(mariadbDSN())
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("mysql", target)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
+})
 
 // adminDB is the one tolerated test global: a lazily opened admin pool.
 var adminDB = sync.OnceValues(func() (*sql.DB, error) {
@@ -140,13 +162,34 @@ func newHarness(t testing.TB, d agentstore.Dialect) *harness {
 			_, _ = db.ExecContext(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`)
 		})
 		return &harness{Dialect: d, DSN: postgresDSN(), Schema: schema}
+	case agentstore.MariaDB:
+		requireMariaDB(t)
+		db, err := mariaAdminDB()
+		if err != nil {
+			t.Fatalf("MariaDB admin connection at %s: %v", agentstore.RedactDSN(mariadbDSN()), err)
+		}
+		name := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:24]
+		if _, err := db.Exec("CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+			t.Fatalf("create database %s: %v", name, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			_, _ = db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
+		})
+		u, err := url.Parse(mariadbDSN())
+		if err != nil {
+			t.Fatalf("MariaDB DSN %s: %v", agentstore.RedactDSN(mariadbDSN()), err)
+		}
+		u.Path = "/" + name
+		return &harness{Dialect: d, DSN: u.String()}
 	}
 	t.Fatalf("unknown dialect %q", d)
 	return nil
 }
 
 // dialects lists every dialect the conformance suite runs on.
-var dialects = []agentstore.Dialect{agentstore.SQLite, agentstore.Postgres}
+var dialects = []agentstore.Dialect{agentstore.SQLite, agentstore.Postgres, agentstore.MariaDB}
 
 // forEachDialect runs fn as a parallel subtest per dialect, each with its
 // own private database. This is the conformance pattern: every behaviour

@@ -129,7 +129,8 @@ func WithSQLiteSynchronous(mode string) Option {
 }
 
 // WithPollInterval sets how often a long-polling fetch re-checks the
-// database when no wake-up arrives (default 20 ms). Enqueues through the
+// database when no wake-up arrives (default 20 ms; 1 s on MariaDB, which
+// has no cross-Store wake-up: see below). Enqueues through the
 // same Store wake waiting fetchers at once, and so do commits by other
 // Stores and processes: LISTEN/NOTIFY on PostgreSQL, a PRAGMA data_version
 // watcher on SQLite (one cheap check per 2 ms per Store while a fetch
@@ -143,7 +144,12 @@ func WithSQLiteSynchronous(mode string) Option {
 // and the interval bounds how late a delayed item is seen. A change-feed
 // Watch (ChangeFeed) follows the same rules, re-checking every
 // max(interval, 250 ms) while the wake-up is up and every interval
-// otherwise.
+// otherwise. A dialect with no cross-Store wake-up at all (MariaDB: no
+// LISTEN/NOTIFY) defaults to 1 s, the idle-cost limit of about one query
+// per second per waiting call: enqueues through the same Store still wake
+// waiting calls at once, and another Store's or process's commit is seen
+// within the interval; a shorter interval sees it sooner at one query per
+// interval per waiting call.
 func WithPollInterval(d time.Duration) Option {
 	return engine.WithPollInterval(d)
 }

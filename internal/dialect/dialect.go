@@ -10,6 +10,7 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -133,6 +134,16 @@ type Waker interface {
 	// Wait blocks until its goroutines stopped (after the Store's
 	// background context is cancelled).
 	Wait()
+}
+
+// PollFallback is implemented by a dialect with no cross-Store wake-up
+// mechanism (no Waker: MariaDB has no LISTEN/NOTIFY and no file to watch).
+// DefaultPollInterval replaces the engine's default poll interval for a
+// Store not given WithPollInterval: waiting calls (fetches, Dequeue with a
+// Wait, a change-feed Watch) then re-check the database at that interval,
+// the idle-cost limit (about one query per second per waiting call).
+type PollFallback interface {
+	DefaultPollInterval() time.Duration
 }
 
 // Catalog is the dialect's part of Verify.

@@ -257,6 +257,9 @@ func newStore(d dialect.Dialect, conn *dialect.Conn, cfg *Config, guard *closeGu
 	if guard == nil { // a dialect that did not use WrapPool: Close still refuses later calls' own checks
 		guard = newCloseGuard(nil)
 	}
+	if pf, ok := d.(dialect.PollFallback); ok && !cfg.pollSet {
+		cfg.PollInterval = pf.DefaultPollInterval()
+	}
 	namer := models.NewNamer(cfg.Prefix, cfg.Schema)
 	clock := cfg.Clock
 	st := &Store{}

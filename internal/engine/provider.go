@@ -165,6 +165,18 @@ func (s *Store) provider() *gormProvider {
 				p.queue.nextDue = func(context.Context, int64) (int64, bool, error) { return 0, false, nil }
 			}
 		}
+		// A dialect with no wake-up at all (dialect.PollFallback) at
+		// its default interval (at least idleRecheck): waiting calls
+		// re-check every interval anyway, so they may as well wait for a
+		// due time they know of (a delay end, a lease expiry) when it
+		// comes sooner, as a healthy wake-up's waiters do. Another
+		// Store's commits are seen at the next re-check, as without it.
+		if _, ok := s.d.(dialect.PollFallback); ok && p.waker == nil && !s.cfg.CustomClock && s.cfg.PollInterval >= idleRecheck {
+			always := func() bool { return true }
+			p.orch.healthy, p.work.healthy, p.queue.healthy = always, always, always
+			p.orch.nextDue, p.work.nextDue = p.orchNextDue, p.workNextDue
+			p.queue.nextDue = func(context.Context, int64) (int64, bool, error) { return 0, false, nil }
+		}
 		s.tel.instrumentSignals(p)
 		s.prov = p
 	})

@@ -1,0 +1,17 @@
+package mariadb
+
+import (
+	"time"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+)
+
+var _ dialect.PollFallback = mdDialect{}
+
+// DefaultPollInterval implements dialect.PollFallback: MariaDB has no
+// LISTEN/NOTIFY, so a waiting call of another Store learns of new work only
+// by re-checking; 1 s keeps an idle waiting call at about one query per
+// second (the idle-cost limit). Enqueues through the same Store still
+// wake its waiting calls at once; WithPollInterval trades more queries for
+// a shorter cross-Store delay.
+func (mdDialect) DefaultPollInterval() time.Duration { return time.Second }
