@@ -23,6 +23,8 @@ func TestCapabilities(t *testing.T) {
 			agentstore.CapWakeup | agentstore.CapSnapshotReads | agentstore.CapValidatedJSON | agentstore.CapPartialIndexes |
 			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit | agentstore.CapUpdateReturning | agentstore.CapLockOf |
 			agentstore.CapMaterializedCTE | agentstore.CapChangeFeed,
+		agentstore.MariaDB: agentstore.CapRowLocks | agentstore.CapSkipLocked | agentstore.CapSnapshotReads | agentstore.CapAlterColumns |
+			agentstore.CapGroupCommit,
 	}
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.Open(t)

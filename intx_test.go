@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -27,6 +29,57 @@ type Invoice struct {
 	Cents     int64  `gorm:"not null"`
 }
 
+// mariaAppDB opens an application's own MariaDB pool on the test's
+// database (go-sql-driver/mysql), with ANSI_QUOTES in its sql_mode when
+// ansi (the Store's statements need it in a transaction they join).
+func mariaAppDB(t *testing.T, h *harness, ansi bool) *sql.DB {
+	t.Helper()
+	_, target, err := agentstore.ParseDSN(h.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gomysql.ParseDSN(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Params == nil {
+		c.Params = map[string]string{}
+	}
+	if ansi {
+		c.Params["sql_mode"] = "'ANSI_QUOTES,STRICT_ALL_TABLES'"
+	} else {
+		c.Params["sql_mode"] = "'STRICT_ALL_TABLES'"
+	}
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// mariaOtherDB opens a pool on the MariaDB server's "test" database, not
+// the test's own.
+func mariaOtherDB(t *testing.T) *sql.DB {
+	t.Helper()
+	_, target, err := agentstore.ParseDSN(mariadbDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gomysql.ParseDSN(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Params = map[string]string{"sql_mode": "'ANSI_QUOTES'"}
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 // appGorm opens the application's own *gorm.DB on the test's database,
 // sharing nothing with the Stores (its own pool), with the Invoice table.
 func appGorm(t *testing.T, h *harness) *gorm.DB {
@@ -35,6 +88,10 @@ func appGorm(t *testing.T, h *harness) *gorm.DB {
 	switch h.Dialect {
 	case agentstore.SQLite:
 		d = sqlite.New(sqlite.Config{DriverName: testSQLiteDriver, DSN: "file:" + filepath.ToSlash(h.DSN[len("sqlite:"):])})
+	case agentstore.MariaDB:
+		db := mariaAppDB(t, h, true)
+		db.SetMaxOpenConns(3)
+		d = mysql.New(mysql.Config{Conn: db})
 	default:
 		pc, err := pgx.ParseConfig(h.DSN)
 		if err != nil {
@@ -186,7 +243,10 @@ func TestInTx_SQL(t *testing.T) {
 		app := appGorm(t, h) // the invoices table
 		var db *sql.DB
 		insert := `INSERT INTO invoices (session_id, cents) VALUES (?, 120)`
-		if h.Dialect == agentstore.Postgres {
+		if h.Dialect == agentstore.MariaDB {
+			db = mariaAppDB(t, h, true)
+			db.SetMaxOpenConns(2)
+		} else if h.Dialect == agentstore.Postgres {
 			pc, err := pgx.ParseConfig(h.DSN)
 			if err != nil {
 				t.Fatal(err)
@@ -291,6 +351,22 @@ func TestInTx_Refusals(t *testing.T) {
 				t.Errorf("a transaction of another SQLite database: %v; want ErrInvalidConfig", err)
 			}
 			_ = otx.Rollback()
+		} else if h.Dialect == agentstore.MariaDB {
+			// another database on the same server, and the Store's own
+			// database on a connection without ANSI_QUOTES
+			for _, c := range []struct {
+				what string
+				db   *sql.DB
+			}{{"another MariaDB database", mariaOtherDB(t)}, {"a connection without ANSI_QUOTES", mariaAppDB(t, h, false)}} {
+				otx, err := c.db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.InSQLTx(ctx, otx); !errors.Is(err, agentstore.ErrInvalidConfig) {
+					t.Errorf("a transaction on %s: %v; want ErrInvalidConfig", c.what, err)
+				}
+				_ = otx.Rollback()
+			}
 		} else {
 			pc, err := pgx.ParseConfig(h.DSN)
 			if err != nil {
