@@ -199,7 +199,37 @@ func forEachDialect(t *testing.T, fn func(t *testing.T, h *harness)) {
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
+			if d == agentstore.MariaDB {
+				if why, ok := mariadbRootNotYet()[strings.SplitN(t.Name(), "/", 2)[0]]; ok {
+					t.Skipf("MariaDB: not passing yet (issue 26): %s", why)
+				}
+			}
 			fn(t, newHarness(t, d))
 		})
+	}
+}
+
+// mariadbRootNotYet are the root package's per-dialect tests that do not
+// run on MariaDB yet, each with its reason (as mariadbNotYet for the
+// conformance suite); the list only shrinks.
+func mariadbRootNotYet() map[string]string {
+	const verify = "Verify on MariaDB (expected types in MariaDB's spelling, MODIFY COLUMN fixes) is not written yet"
+	return map[string]string{
+		"TestMigrateUpgradeFromEveryRelease":        verify,
+		"TestMigrateRepairsIndexDrift":              verify,
+		"TestMigrateRefusesAheadAndBadTargets":      verify,
+		"TestVerifyFindsExtraColumnsAndDefaults":    verify,
+		"TestCapabilityAdvisoryLocksOff":            verify,
+		"TestMigrateDistributionKeysKeepRows":       verify,
+		"TestDDLExported_AppliedByCLIVerifiesClean": verify,
+		"TestDDLExported_MigrateChangesNothing":     verify,
+		"TestVerify_SearchTriggerFix":               "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
+		"TestSearchUpgradeIndexesExistingMessages":  "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
+		"TestSearchUpgradeV12":                      "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
+		"TestVerify_ChangeFeedTriggers":             "no MariaDB change feed yet (ChangeFeed refuses with ErrInvalidConfig)",
+		"TestChangeFeedPurgeUsesDatabaseClock":      "no MariaDB change feed yet (ChangeFeed refuses with ErrInvalidConfig)",
+		"TestSchemaBehindIsTyped":                   "MariaDB's chain starts at the schema of version 11 (its V1): a V2 database already has the column the test removes by migrating to V2",
+		"TestPerfClaimPlansUseIndexes":              "checks PostgreSQL's and SQLite's query plans; MariaDB's claims are checked by TestMariaDBConcurrentClaimersAllGetWork and bench -scale",
+		"TestPerfTelemetryGaugePlans":               "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",
 	}
 }
