@@ -45,6 +45,9 @@ func installFailTrigger(t *testing.T, h *harness, st *agentstore.Store, base, co
 				`::text) > 0 THEN RAISE EXCEPTION 'forced failure'; END IF; RETURN NEW; END $$`,
 			`CREATE TRIGGER "boom_` + base + `" BEFORE INSERT ON ` + tbl + ` FOR EACH ROW EXECUTE FUNCTION ` + fn + `()`,
 		}
+	case agentstore.MariaDB:
+		stmts = []string{`CREATE TRIGGER "boom_` + base + `" BEFORE INSERT ON ` + tbl + ` FOR EACH ROW BEGIN IF INSTR(CAST(NEW.` + column +
+			` AS CHAR), '` + failMarker + `') > 0 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'forced failure'; END IF; END`}
 	}
 	for _, s := range stmts {
 		if err := db.Exec(s).Error; err != nil {
