@@ -163,6 +163,24 @@ type Catalog interface {
 	NamedForeignKeys() bool
 }
 
+// SchemaFixer is implemented by a dialect whose schema repairs are not the
+// ALTER TABLE spellings Verify suggests by default (PostgreSQL's ALTER
+// COLUMN ... TYPE / SET NOT NULL, DROP INDEX name, DROP CONSTRAINT):
+// MariaDB. table and index are quoted (and qualified) names, column and
+// name bare ones.
+type SchemaFixer interface {
+	// RedefineColumnSQL returns the statement that gives column of table
+	// definition (its whole definition as GORM renders the model: type,
+	// NULL / NOT NULL, DEFAULT, AUTO_INCREMENT): the fix of a column's type,
+	// nullability or lost auto-increment.
+	RedefineColumnSQL(table, column, definition string) string
+	// DropIndexSQL returns the statement that drops index of table.
+	DropIndexSQL(table, index string) string
+	// DropForeignKeySQL returns the statement that drops the foreign key
+	// name of table.
+	DropForeignKeySQL(table, name string) string
+}
+
 // DriverErrorTranslator is implemented by a dialect whose driver errors
 // need mapping onto the sentinels (see internal/errmap).
 type DriverErrorTranslator interface {

@@ -182,13 +182,13 @@ func configure(c *mysql.Config, cfg *dialect.Config) {
 	}
 }
 
-// gormConfig is GORM's mysql driver configured for MariaDB: no
+// gormDialector is GORM's mysql driver configured for MariaDB: no
 // version probe (it would switch on UPDATE ... RETURNING, which MariaDB
-// refuses), DATETIME(6).
+// refuses), DATETIME(6), the chain's column types (mdGorm, verify.go).
 func gormDialector(pool gorm.ConnPool) gorm.Dialector {
 	prec := 6
-	return gormmysql.New(gormmysql.Config{Conn: pool, SkipInitializeWithVersion: true, DisableWithReturning: true,
-		ServerVersion: "10.11.0-MariaDB", DefaultStringSize: 255, DefaultDatetimePrecision: &prec})
+	return mdGorm{gormmysql.New(gormmysql.Config{Conn: pool, SkipInitializeWithVersion: true, DisableWithReturning: true,
+		ServerVersion: "10.11.0-MariaDB", DefaultStringSize: 255, DefaultDatetimePrecision: &prec}).(*gormmysql.Dialector)}
 }
 
 func (mdDialect) Open(_ context.Context, target string, cfg *dialect.Config) (*dialect.Conn, error) {
@@ -280,9 +280,6 @@ func (mdDialect) MigrateLock(tx *gorm.DB, env *dialect.Env) error {
 // NewWaker: MariaDB has no LISTEN/NOTIFY.
 func (mdDialect) NewWaker(*dialect.Env, func(string)) dialect.Waker { return nil }
 
-// NormalizeDDL: GORM's mysql DDL uses backquotes; they work whatever the
-// sql_mode.
-func (mdDialect) NormalizeDDL(stmt string) string { return stmt }
 
 // ApplyNoTx applies one migration on one connection under GET_LOCK (DDL
 // commits implicitly in MariaDB, so no migration is a transaction): it

@@ -1,0 +1,174 @@
+package mariadb
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/migrator"
+	"gorm.io/gorm/schema"
+
+	"github.com/agentstore/agentstore/internal/dialect"
+	"github.com/agentstore/agentstore/models"
+)
+
+// What Verify expects of a MariaDB schema and how it repairs one: the
+// models' column types as the MariaDB chain spells them (migrations/mariadb
+// V1, V13), and the fixes in MariaDB's ALTER TABLE syntax.
+
+// chainTypes are the columns the models declare "text" that the MariaDB
+// chain gives another type, by base table and column: keys and indexed
+// columns are VARCHAR (an index needs a length; instance and session ids of
+// the provider 360 characters, other ids 255), documents LONGTEXT.
+var chainTypes = map[string]string{
+	models.TableSessions + ".agent_type":      "varchar(255)",
+	models.TableSessions + ".tenant_id":       "varchar(255)",
+	models.TableSessions + ".current_leaf_id": "varchar(255)",
+	models.TableSessions + ".summary":         "longtext",
+
+	models.TableMessages + ".id":         "varchar(255)",
+	models.TableMessages + ".parent_id":  "varchar(255)",
+	models.TableMessages + ".request_id": "varchar(255)",
+
+	models.TableCompacts + ".summary":           "longtext",
+	models.TableCompacts + ".logical_parent_id": "varchar(255)",
+
+	models.TableSummaries + ".summary":         "longtext",
+	models.TableSummaries + ".leaf_message_id": "varchar(255)",
+
+	models.TableQueue + ".content":         "longtext",
+	models.TableQueue + ".lease_owner":     "varchar(255)",
+	models.TableQueue + ".idempotency_key": "varchar(255)",
+
+	models.TablePlans + ".content": "longtext",
+
+	models.TableSessionChanges + ".tenant_id": "varchar(255)",
+
+	models.TableInstances + ".instance_id":        "varchar(360)",
+	models.TableInstances + ".parent_instance_id": "varchar(360)",
+	models.TableInstances + ".custom_status":      "longtext",
+
+	models.TableExecutions + ".instance_id": "varchar(360)",
+	models.TableExecutions + ".status":      "varchar(64)",
+	models.TableExecutions + ".output":      "longtext",
+
+	models.TableHistory + ".instance_id": "varchar(360)",
+	models.TableHistory + ".event_type":  "varchar(255)",
+	models.TableHistory + ".event_data":  "longtext",
+
+	models.TableOrchestratorQueue + ".instance_id": "varchar(360)",
+	models.TableOrchestratorQueue + ".work_item":   "longtext",
+	models.TableOrchestratorQueue + ".lock_token":  "varchar(255)",
+
+	models.TableWorkerQueue + ".work_item":   "longtext",
+	models.TableWorkerQueue + ".lock_token":  "varchar(255)",
+	models.TableWorkerQueue + ".instance_id": "varchar(360)",
+	models.TableWorkerQueue + ".session_id":  "varchar(360)",
+	models.TableWorkerQueue + ".tag":         "varchar(360)",
+
+	models.TableInstanceLocks + ".instance_id": "varchar(360)",
+	models.TableInstanceLocks + ".lock_token":  "varchar(255)",
+
+	models.TableActivitySessions + ".session_id": "varchar(360)",
+	models.TableActivitySessions + ".worker_id":  "varchar(360)",
+
+	models.TableKVStore + ".instance_id": "varchar(360)",
+	models.TableKVStore + ".key":         "varchar(255)",
+	models.TableKVStore + ".value":       "longtext",
+
+	models.TableKVDelta + ".instance_id": "varchar(360)",
+	models.TableKVDelta + ".key":         "varchar(255)",
+	models.TableKVDelta + ".value":       "longtext",
+}
+
+// baseTable returns the unprefixed table name of the model sch parses
+// (its TableName with a Namer that adds nothing), "" for another type.
+func baseTable(sch *schema.Schema) string {
+	if sch == nil || sch.ModelType == nil {
+		return ""
+	}
+	if tn, ok := reflect.New(sch.ModelType).Interface().(interface{ TableName(schema.Namer) string }); ok {
+		return tn.TableName(nil)
+	}
+	return ""
+}
+
+// mdGorm is GORM's mysql dialector with the column types of the MariaDB
+// chain: DDL rendered from the models (Verify's expected types, its CREATE
+// TABLE and ADD COLUMN fixes, `agentstore ddl`) is what the chain creates.
+type mdGorm struct{ *gormmysql.Dialector }
+
+// DataTypeOf: GORM's type, or the chain's where it differs.
+func (g mdGorm) DataTypeOf(f *schema.Field) string {
+	t := g.Dialector.DataTypeOf(f)
+	if strings.EqualFold(t, "text") {
+		if ct, ok := chainTypes[baseTable(f.Schema)+"."+f.DBName]; ok {
+			return ct
+		}
+	}
+	return t
+}
+
+// Migrator is GORM's mysql migrator whose generic part asks mdGorm for
+// column types.
+func (g mdGorm) Migrator(db *gorm.DB) gorm.Migrator {
+	return mdMigrator{gormmysql.Migrator{
+		Migrator:  migrator.Migrator{Config: migrator.Config{DB: db, Dialector: g}},
+		Dialector: *g.Dialector,
+	}}
+}
+
+// mdMigrator resolves DataTypeOf, which GORM's mysql migrator inherits
+// twice (from the generic migrator and from its dialector) and so does not
+// promote: the generic one (a type's GormDBDataType, then mdGorm).
+type mdMigrator struct{ gormmysql.Migrator }
+
+// DataTypeOf returns the column type of f.
+func (m mdMigrator) DataTypeOf(f *schema.Field) string { return m.Migrator.Migrator.DataTypeOf(f) }
+
+// RedefineColumnSQL: MariaDB changes a column's type, nullability or
+// AUTO_INCREMENT by restating its whole definition.
+func (mdDialect) RedefineColumnSQL(table, column, definition string) string {
+	return `ALTER TABLE ` + table + ` MODIFY COLUMN "` + column + `" ` + definition
+}
+
+// DropIndexSQL: an index belongs to its table in MariaDB.
+func (mdDialect) DropIndexSQL(table, index string) string {
+	return `DROP INDEX ` + index + ` ON ` + table
+}
+
+// DropForeignKeySQL: ALTER TABLE ... DROP FOREIGN KEY.
+func (mdDialect) DropForeignKeySQL(table, name string) string {
+	return `ALTER TABLE ` + table + ` DROP FOREIGN KEY "` + name + `"`
+}
+
+// reIndexWhere matches the predicate GORM appends to a partial index.
+var reIndexWhere = regexp.MustCompile(`(?is)^(CREATE (?:UNIQUE )?INDEX .*?\)) WHERE .*$`)
+
+// reOneActive matches GORM's CREATE INDEX of the one-active-plan index
+// (on the generated column in the chain) once its predicate is gone.
+var reOneActive = regexp.MustCompile("(?s)^(CREATE UNIQUE INDEX `[^`]*_one_active` ON `[^`]*`)\\(`session_id`\\)$")
+
+// reCreateTable matches a CREATE TABLE GORM rendered (no table options).
+var reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE .*\)$`)
+
+// NormalizeDDL: GORM's mysql DDL uses backquotes, which work whatever the
+// sql_mode. A partial index is a full index here (the predicate dropped),
+// the one-active-plan index is over the generated column active_session_id,
+// and a table gets the chain's options (InnoDB, utf8mb4_bin: byte order).
+func (mdDialect) NormalizeDDL(stmt string) string {
+	if m := reIndexWhere.FindStringSubmatch(stmt); m != nil {
+		stmt = m[1]
+		if o := reOneActive.FindStringSubmatch(stmt); o != nil {
+			stmt = o[1] + "(`active_session_id`)"
+		}
+	}
+	if reCreateTable.MatchString(stmt) {
+		stmt += " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+	}
+	return stmt
+}
+
+var _ dialect.SchemaFixer = mdDialect{}
