@@ -280,7 +280,6 @@ func (mdDialect) MigrateLock(tx *gorm.DB, env *dialect.Env) error {
 // NewWaker: MariaDB has no LISTEN/NOTIFY.
 func (mdDialect) NewWaker(*dialect.Env, func(string)) dialect.Waker { return nil }
 
-
 // ApplyNoTx applies one migration on one connection under GET_LOCK (DDL
 // commits implicitly in MariaDB, so no migration is a transaction): it
 // re-reads the recorded version, then runs the statements in order; the
