@@ -641,11 +641,23 @@ func (b *storeBackend) LockTable(ctx context.Context, st Store, table string, ho
 		}
 		hold()
 		return errRollback
-	})
+	}, lockTableTxOptions(s))
 	if errors.Is(err, errRollback) {
 		return nil
 	}
 	return err
+}
+
+// lockTableTxOptions: on MariaDB the holding transaction is REPEATABLE
+// READ, whose FOR UPDATE takes next-key locks (the gaps and the end of the
+// index too), so it holds inserts as well as updates; under the Store's
+// READ COMMITTED it would lock only the rows that exist (none in an empty
+// table).
+func lockTableTxOptions(s *agentstore.Store) *sql.TxOptions {
+	if s.Dialect() == agentstore.MariaDB {
+		return &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+	}
+	return nil
 }
 
 // BeforeStatement registers GORM callbacks before every raw statement,

@@ -238,6 +238,20 @@ type ClaimLockWait interface {
 	ClaimSettingsSQL(async bool, waitMS int64) string
 }
 
+// ClaimLockWaitSession is implemented by a dialect that bounds a
+// transaction's lock waits with a session setting a SELECT cannot make
+// (MariaDB: innodb_lock_wait_timeout, whole seconds), in place of
+// ClaimLockWait. The provider's fetch transactions run set first and reset
+// last, before COMMIT or ROLLBACK (whether the fetch succeeded or not), so
+// the pooled connection goes back with its own value.
+type ClaimLockWaitSession interface {
+	// ClaimWaitSQL returns the statement that bounds every later lock wait
+	// of the session to waitMS milliseconds at least (a wait beyond the
+	// bound fails the statement, not the transaction, with ErrLockTimeout)
+	// and the statement that restores the session's previous bound.
+	ClaimWaitSQL(waitMS int64) (set, reset string)
+}
+
 // HealthReporter is implemented by a Waker that knows whether it currently
 // delivers wake-ups (a connected LISTEN, a running watcher): a fetch then
 // waits for a wake-up or its next due time instead of polling.

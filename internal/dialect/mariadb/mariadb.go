@@ -277,6 +277,20 @@ func (mdDialect) MigrateLock(tx *gorm.DB, env *dialect.Env) error {
 	return nil
 }
 
+// ClaimWaitSQL bounds the lock waits of a provider fetch's transaction
+// (dialect.ClaimLockWaitSession): innodb_lock_wait_timeout is whole
+// seconds (waitMS rounded up, at least 1) and a session setting that no
+// SELECT can make, so set keeps the session's value (the DSN's, from
+// WithLockTimeout, or the server's) in a user variable and reset restores
+// it. A wait beyond the bound fails the statement (error 1205,
+// ErrLockTimeout) and leaves the transaction open, as the fetch's
+// savepoint-bounded claim steps expect.
+func (mdDialect) ClaimWaitSQL(waitMS int64) (set, reset string) {
+	secs := max(1, (waitMS+999)/1000)
+	return "SET @agentstore_claim_wait = @@SESSION.innodb_lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout = " + strconv.FormatInt(secs, 10),
+		"SET @@SESSION.innodb_lock_wait_timeout = @agentstore_claim_wait"
+}
+
 // NewWaker: MariaDB has no LISTEN/NOTIFY.
 func (mdDialect) NewWaker(*dialect.Env, func(string)) dialect.Waker { return nil }
 
