@@ -166,9 +166,19 @@ func (mdDialect) NormalizeDDL(stmt string) string {
 		}
 	}
 	if reCreateTable.MatchString(stmt) {
+		stmt = reOneActiveInline.ReplaceAllString(stmt, oneActiveColumn+",${1}(`active_session_id`)")
 		stmt += " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 	}
 	return stmt
 }
+
+// reOneActiveInline matches the one-active-plan index inside GORM's CREATE
+// TABLE of the plans table (GORM drops its predicate there).
+var reOneActiveInline = regexp.MustCompile("(UNIQUE INDEX `[^`]*_one_active` )\\(`session_id`\\)")
+
+// oneActiveColumn is the generated column the one-active-plan index
+// covers, as the chain declares it: session_id while the plan is draft,
+// approved or executing, else NULL (which a UNIQUE index does not compare).
+const oneActiveColumn = "`active_session_id` uuid AS (CASE WHEN `status` IN ('draft', 'approved', 'executing') THEN `session_id` END) PERSISTENT"
 
 var _ dialect.SchemaFixer = mdDialect{}
