@@ -18,69 +18,62 @@ import (
 // models' column types as the MariaDB chain spells them (migrations/mariadb
 // V1, V13), and the fixes in MariaDB's ALTER TABLE syntax.
 
-// chainTypes are the columns the models declare "text" that the MariaDB
-// chain gives another type, by base table and column: keys and indexed
-// columns are VARCHAR (an index needs a length; instance and session ids of
-// the provider 360 characters, other ids 255), documents LONGTEXT.
-var chainTypes = map[string]string{
-	models.TableSessions + ".agent_type":      "varchar(255)",
-	models.TableSessions + ".tenant_id":       "varchar(255)",
-	models.TableSessions + ".current_leaf_id": "varchar(255)",
-	models.TableSessions + ".summary":         "longtext",
-
-	models.TableMessages + ".id":         "varchar(255)",
-	models.TableMessages + ".parent_id":  "varchar(255)",
-	models.TableMessages + ".request_id": "varchar(255)",
-
-	models.TableCompacts + ".summary":           "longtext",
-	models.TableCompacts + ".logical_parent_id": "varchar(255)",
-
-	models.TableSummaries + ".summary":         "longtext",
-	models.TableSummaries + ".leaf_message_id": "varchar(255)",
-
-	models.TableQueue + ".content":         "longtext",
-	models.TableQueue + ".lease_owner":     "varchar(255)",
-	models.TableQueue + ".idempotency_key": "varchar(255)",
-
-	models.TablePlans + ".content": "longtext",
-
-	models.TableSessionChanges + ".tenant_id": "varchar(255)",
-
-	models.TableInstances + ".instance_id":        "varchar(360)",
-	models.TableInstances + ".parent_instance_id": "varchar(360)",
-	models.TableInstances + ".custom_status":      "longtext",
-
-	models.TableExecutions + ".instance_id": "varchar(360)",
-	models.TableExecutions + ".status":      "varchar(64)",
-	models.TableExecutions + ".output":      "longtext",
-
-	models.TableHistory + ".instance_id": "varchar(360)",
-	models.TableHistory + ".event_type":  "varchar(255)",
-	models.TableHistory + ".event_data":  "longtext",
-
-	models.TableOrchestratorQueue + ".instance_id": "varchar(360)",
-	models.TableOrchestratorQueue + ".work_item":   "longtext",
-	models.TableOrchestratorQueue + ".lock_token":  "varchar(255)",
-
-	models.TableWorkerQueue + ".work_item":   "longtext",
-	models.TableWorkerQueue + ".lock_token":  "varchar(255)",
-	models.TableWorkerQueue + ".instance_id": "varchar(360)",
-	models.TableWorkerQueue + ".session_id":  "varchar(360)",
-	models.TableWorkerQueue + ".tag":         "varchar(360)",
-
-	models.TableInstanceLocks + ".instance_id": "varchar(360)",
-	models.TableInstanceLocks + ".lock_token":  "varchar(255)",
-
-	models.TableActivitySessions + ".session_id": "varchar(360)",
-	models.TableActivitySessions + ".worker_id":  "varchar(360)",
-
-	models.TableKVStore + ".instance_id": "varchar(360)",
-	models.TableKVStore + ".key":         "varchar(255)",
-	models.TableKVStore + ".value":       "longtext",
-
-	models.TableKVDelta + ".instance_id": "varchar(360)",
-	models.TableKVDelta + ".key":         "varchar(255)",
-	models.TableKVDelta + ".value":       "longtext",
+// chainType returns the type the MariaDB chain gives a column the models
+// declare "text", by base table and column ("table.column"), if another:
+// keys and indexed columns are VARCHAR (an index needs a length; instance
+// and session ids of the provider 360 characters, other ids 255),
+// documents LONGTEXT.
+func chainType(key string) (string, bool) {
+	switch key {
+	case models.TableSessions + ".agent_type",
+		models.TableSessions + ".tenant_id",
+		models.TableSessions + ".current_leaf_id",
+		models.TableMessages + ".id",
+		models.TableMessages + ".parent_id",
+		models.TableMessages + ".request_id",
+		models.TableCompacts + ".logical_parent_id",
+		models.TableSummaries + ".leaf_message_id",
+		models.TableQueue + ".lease_owner",
+		models.TableQueue + ".idempotency_key",
+		models.TableSessionChanges + ".tenant_id",
+		models.TableHistory + ".event_type",
+		models.TableOrchestratorQueue + ".lock_token",
+		models.TableWorkerQueue + ".lock_token",
+		models.TableInstanceLocks + ".lock_token",
+		models.TableKVStore + ".key",
+		models.TableKVDelta + ".key":
+		return "varchar(255)", true
+	case models.TableSessions + ".summary",
+		models.TableCompacts + ".summary",
+		models.TableSummaries + ".summary",
+		models.TableQueue + ".content",
+		models.TablePlans + ".content",
+		models.TableInstances + ".custom_status",
+		models.TableExecutions + ".output",
+		models.TableHistory + ".event_data",
+		models.TableOrchestratorQueue + ".work_item",
+		models.TableWorkerQueue + ".work_item",
+		models.TableKVStore + ".value",
+		models.TableKVDelta + ".value":
+		return "longtext", true
+	case models.TableInstances + ".instance_id",
+		models.TableInstances + ".parent_instance_id",
+		models.TableExecutions + ".instance_id",
+		models.TableHistory + ".instance_id",
+		models.TableOrchestratorQueue + ".instance_id",
+		models.TableWorkerQueue + ".instance_id",
+		models.TableWorkerQueue + ".session_id",
+		models.TableWorkerQueue + ".tag",
+		models.TableInstanceLocks + ".instance_id",
+		models.TableActivitySessions + ".session_id",
+		models.TableActivitySessions + ".worker_id",
+		models.TableKVStore + ".instance_id",
+		models.TableKVDelta + ".instance_id":
+		return "varchar(360)", true
+	case models.TableExecutions + ".status":
+		return "varchar(64)", true
+	}
+	return "", false
 }
 
 // baseTable returns the unprefixed table name of the model sch parses
@@ -104,7 +97,7 @@ type mdGorm struct{ *gormmysql.Dialector }
 func (g mdGorm) DataTypeOf(f *schema.Field) string {
 	t := g.Dialector.DataTypeOf(f)
 	if strings.EqualFold(t, "text") {
-		if ct, ok := chainTypes[baseTable(f.Schema)+"."+f.DBName]; ok {
+		if ct, ok := chainType(baseTable(f.Schema) + "." + f.DBName); ok {
 			return ct
 		}
 	}
