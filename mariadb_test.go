@@ -14,7 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // newMariaDBHarness prepares a private MariaDB database for t
@@ -203,4 +205,76 @@ func TestMariaDBMigrateFinishesAHalfAppliedStep(t *testing.T) {
 	if v, err := st.RecordedSchemaVersion(ctx); err != nil || v != agentstore.SchemaVersion {
 		t.Fatalf("version after the re-run from V4: %d, %v", v, err)
 	}
+}
+
+// TestMariaDBClaimWaitRestoresTheSessionBound: a provider fetch bounds its
+// transaction's lock waits with innodb_lock_wait_timeout
+// (dialect.ClaimLockWaitSession) and puts the connection's own bound back
+// (here WithLockTimeout's 7 s) whether it claimed an item, found nothing,
+// or passed an item over because its session claim waited too long; the
+// one pooled connection is then asked for its bound.
+func TestMariaDBClaimWaitRestoresTheSessionBound(t *testing.T) {
+	t.Parallel()
+	h := newMariaDBHarness(t)
+	ctx := context.Background()
+	h.New(t) // migrated
+	st := h.Open(t, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 1, MinIdleConns: 1}), agentstore.WithLockTimeout(7*time.Second))
+	p := st.Provider()
+	bound := func(when string) {
+		t.Helper()
+		var v int64
+		if err := st.SQLDB().QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&v); err != nil || v != 7 {
+			t.Fatalf("%s: the connection's innodb_lock_wait_timeout = %d, %v; want 7 (WithLockTimeout)", when, v, err)
+		}
+	}
+	bound("before any fetch")
+	cfg := &duroxide.SessionFetchConfig{OwnerID: "w1", LockTimeout: time.Minute}
+	if l, err := p.FetchWorkItem(ctx, time.Minute, 0, cfg, duroxide.TagFilter{}); err != nil || l != nil {
+		t.Fatalf("fetch from an empty queue = %v, %v", l, err)
+	}
+	bound("after a fetch that found nothing")
+
+	a := testkit.Activity("i1", 1, 1)
+	sid := "s1"
+	a.SessionID = &sid
+	if err := p.EnqueueForWorker(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// another transaction holds the (empty) activity sessions table: the
+	// session claim's INSERT waits on its next-key lock, past the bound
+	holder, err := sql.Open("mysql", mustTarget(t, h.DSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	tx, err := holder.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "SELECT * FROM `agentstore_activity_sessions` FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err := p.FetchWorkItem(ctx, time.Minute, 0, cfg, duroxide.TagFilter{})
+	if took := time.Since(start); err != nil || l != nil || took > 5*time.Second {
+		t.Fatalf("fetch behind the holder = %v, %v after %v; want nothing, within the claim bound (1 s), not WithLockTimeout's 7 s", l, err, took)
+	}
+	bound("after a fetch that passed an item over")
+	_ = tx.Rollback()
+
+	l, err = p.FetchWorkItem(ctx, time.Minute, 0, cfg, duroxide.TagFilter{})
+	if err != nil || l == nil {
+		t.Fatalf("fetch = %v, %v; want the item", l, err)
+	}
+	bound("after a fetch that claimed an item")
+}
+
+// mustTarget returns the driver DSN of dsn.
+func mustTarget(t *testing.T, dsn string) string {
+	t.Helper()
+	_, target, err := agentstore.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
 }

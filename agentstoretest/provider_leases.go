@@ -46,6 +46,7 @@ func activitySessionsLeaseTests() []test {
 		test{"ProviderSessionLeaseValidAfterSlowClaim", testProviderLeaseValidAfterSlowClaimSession},
 		test{"ProviderSessionLeaseValidAfterWaitingBehindATransaction", testProviderLeaseValidAfterWaitSession},
 		test{"ProviderSessionLeasesValidUnderContention", testProviderLeasesValidUnderContentionSession},
+		test{"ProviderSessionFetchDoesNotWaitBehindATransaction", testProviderSessionFetchDoesNotWait},
 	)
 }
 
@@ -277,6 +278,43 @@ func testProviderLeaseValidAfterWaitSession(t *testing.T, h *harness) {
 	if got, err := other.FetchWorkItem(e.ctx, waitLease, 0, &duroxide.SessionFetchConfig{OwnerID: "w1", LockTimeout: waitLease},
 		duroxide.TagFilter{}); err != nil || got != nil {
 		t.Fatalf("another Store fetched %v, %v during the lease", got, err)
+	}
+	if err := e.p.AckWorkItem(e.ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 1, Result: "r"}); err != nil {
+		t.Fatalf("immediate ack: %v", err)
+	}
+}
+
+// testProviderSessionFetchDoesNotWait: a session-affine fetch whose
+// session claim must wait for a transaction that holds the activity
+// sessions table (for far longer than any lease) returns within a bounded
+// time, with nothing: the claim's lock wait is bounded, the item passed
+// over until the next poll. After the transaction the item is fetched.
+// (A database without row locks is skipped, as in
+// ProviderFetchDoesNotWaitOnAHeldInstanceLockRow.)
+func testProviderSessionFetchDoesNotWait(t *testing.T, h *harness) {
+	e := realEnv(t, h)
+	if !capable(e.st, agentstore.CapRowLocks) {
+		t.Skip("the backend has no row locks (agentstore.CapRowLocks)")
+	}
+	if err := e.p.EnqueueForWorker(e.ctx, sessionItem("i1", "s1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	const hold = 6 * time.Second
+	cfg := &duroxide.SessionFetchConfig{OwnerID: "w1", LockTimeout: waitLease}
+	done := holdWrites(t, h, models.TableActivitySessions, hold)
+	start := time.Now()
+	l, err := e.p.FetchWorkItem(e.ctx, waitLease, 0, cfg, duroxide.TagFilter{})
+	took := time.Since(start)
+	if err != nil || l != nil {
+		t.Fatalf("fetch while the sessions table is held = %v, %v (after %v), want nothing", l, err, took)
+	}
+	if took > hold*2/3 {
+		t.Fatalf("fetch waited %v behind a transaction holding the sessions table", took)
+	}
+	<-done
+	l, err = e.p.FetchWorkItem(e.ctx, waitLease, 10*time.Second, cfg, duroxide.TagFilter{})
+	if err != nil || l == nil {
+		t.Fatalf("fetch after the transaction = %v, %v", l, err)
 	}
 	if err := e.p.AckWorkItem(e.ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 1, Result: "r"}); err != nil {
 		t.Fatalf("immediate ack: %v", err)

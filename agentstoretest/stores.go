@@ -641,11 +641,23 @@ func (b *storeBackend) LockTable(ctx context.Context, st Store, table string, ho
 		}
 		hold()
 		return errRollback
-	})
+	}, lockTableTxOptions(s))
 	if errors.Is(err, errRollback) {
 		return nil
 	}
 	return err
+}
+
+// lockTableTxOptions: on MariaDB the holding transaction is REPEATABLE
+// READ, whose FOR UPDATE takes next-key locks (the gaps and the end of the
+// index too), so it holds inserts as well as updates; under the Store's
+// READ COMMITTED it would lock only the rows that exist (none in an empty
+// table).
+func lockTableTxOptions(s *agentstore.Store) *sql.TxOptions {
+	if s.Dialect() == agentstore.MariaDB {
+		return &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+	}
+	return nil
 }
 
 // BeforeStatement registers GORM callbacks before every raw statement,
@@ -705,8 +717,18 @@ func (b *storeBackend) ApplyFix(ctx context.Context, st Store, fix string) error
 	if err != nil {
 		return err
 	}
-	_, err = s.SQLDB().ExecContext(ctx, fix)
-	return err
+	if s.Dialect() != agentstore.MariaDB {
+		_, err = s.SQLDB().ExecContext(ctx, fix)
+		return err
+	}
+	// MariaDB's driver runs one statement per call (no multiStatements):
+	// a fix of several statements ends each with ";" at a line's end.
+	for _, stmt := range strings.Split(strings.TrimSuffix(strings.TrimSpace(fix), ";"), ";\n") {
+		if _, err := s.SQLDB().ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
 }
 
 // modelInfo parses a model with the naming of prefix (no schema).
@@ -815,11 +837,47 @@ func (b *storeBackend) DamageSchema(ctx context.Context, st Store) (want []strin
 		}
 	}
 	q := func(base string) string { return quoted(s, base) }
-	qi := func(name string) string { // quoted index name
-		if s.Schema() != "" {
-			return `"` + s.Schema() + `"."` + name + `"`
+	maria := s.Dialect() == agentstore.MariaDB
+	dropIndex := func(base, name string) { // an index belongs to its table on MariaDB
+		switch {
+		case maria:
+			exec(fmt.Sprintf(`DROP INDEX "%s" ON %s`, name, q(base)))
+		case s.Schema() != "":
+			exec(`DROP INDEX "` + s.Schema() + `"."` + name + `"`)
+		default:
+			exec(`DROP INDEX "` + name + `"`)
 		}
-		return `"` + name + `"`
+	}
+	// modify restates a MariaDB column's definition: its type (typ, or
+	// the live one when ""), its DEFAULT kept, NOT NULL or not.
+	modify := func(base, col, typ string, notNull bool) {
+		if failed != nil {
+			return
+		}
+		var live string
+		var def *string
+		if err := db.QueryRowContext(ctx, `SELECT column_type, column_default FROM information_schema.columns
+			WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?`, prefix+base, col).Scan(&live, &def); err != nil {
+			failed = fmt.Errorf("read column %s.%s: %w", base, col, err)
+			return
+		}
+		if typ == "" {
+			typ = live
+		}
+		stmt := fmt.Sprintf(`ALTER TABLE %s MODIFY COLUMN "%s" %s`, q(base), col, typ)
+		if notNull {
+			stmt += " NOT NULL"
+		} else {
+			stmt += " NULL"
+		}
+		if def != nil && *def != "NULL" {
+			d := *def
+			if !strings.HasPrefix(d, "'") {
+				d = "'" + d + "'" // a number kept for a text column
+			}
+			stmt += " DEFAULT " + d
+		}
+		exec(stmt)
 	}
 	expect := func(kind agentstore.IssueKind, base, object string) {
 		want = append(want, fmt.Sprintf("%s %s %s", kind, prefix+base, object))
@@ -846,12 +904,13 @@ func (b *storeBackend) DamageSchema(ctx context.Context, st Store) (want []strin
 			partialIdx = idx
 		}
 	}
-	exec("DROP INDEX " + qi(plainIdx.Name))
+	dropIndex(models.TableSessions, plainIdx.Name)
 	expect(agentstore.IssueMissingIndex, models.TableSessions, plainIdx.Name)
 
-	// A partial index recreated without its predicate.
-	if partialIdx != nil {
-		exec("DROP INDEX " + qi(partialIdx.Name))
+	// A partial index recreated without its predicate (where the database
+	// has partial indexes: MariaDB's are full indexes).
+	if partialIdx != nil && s.Capabilities().Has(agentstore.CapPartialIndexes) {
+		dropIndex(models.TableSessions, partialIdx.Name)
 		exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s ("%s")`, partialIdx.Name, q(models.TableSessions), partialIdx.Fields[0].DBName))
 		expect(agentstore.IssueIndexMismatch, models.TableSessions, partialIdx.Name)
 	}
@@ -865,7 +924,7 @@ func (b *storeBackend) DamageSchema(ctx context.Context, st Store) (want []strin
 			desc = desc || strings.EqualFold(f.Sort, "desc")
 		}
 		if desc {
-			exec("DROP INDEX " + qi(idx.Name))
+			dropIndex(models.TableQueue, idx.Name)
 			exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s (%s)`, idx.Name, q(models.TableQueue), strings.Join(cols, ", ")))
 			expect(agentstore.IssueIndexMismatch, models.TableQueue, idx.Name)
 			break
@@ -881,17 +940,19 @@ func (b *storeBackend) DamageSchema(ctx context.Context, st Store) (want []strin
 		for _, f := range idx.Fields {
 			cols = append(cols, `"`+f.DBName+`"`)
 		}
-		exec("DROP INDEX " + qi(idx.Name))
+		dropIndex(models.TableMessages, idx.Name)
 		exec(fmt.Sprintf(`CREATE INDEX "%s" ON %s (%s)`, idx.Name, q(models.TableMessages), strings.Join(cols, ", ")))
 		expect(agentstore.IssueIndexMismatch, models.TableMessages, idx.Name)
 		break
 	}
 
 	// An auto-increment key that lost its sequence (PostgreSQL keys have
-	// one; SQLite's are the rowid).
-	if s.Dialect() == agentstore.Postgres {
-		oq := info(&models.OrchestratorQueueItem{})
+	// one, MariaDB's AUTO_INCREMENT; SQLite's are the rowid).
+	if oq := info(&models.OrchestratorQueueItem{}); s.Dialect() == agentstore.Postgres {
 		exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" DROP DEFAULT`, q(models.TableOrchestratorQueue), oq.PrioritizedPrimaryField.DBName))
+		expect(agentstore.IssueColumnTypeMismatch, models.TableOrchestratorQueue, oq.PrioritizedPrimaryField.DBName)
+	} else if maria {
+		modify(models.TableOrchestratorQueue, oq.PrioritizedPrimaryField.DBName, "", true)
 		expect(agentstore.IssueColumnTypeMismatch, models.TableOrchestratorQueue, oq.PrioritizedPrimaryField.DBName)
 	}
 
@@ -922,7 +983,14 @@ func (b *storeBackend) DamageSchema(ctx context.Context, st Store) (want []strin
 	if err != nil {
 		return nil, err
 	}
-	if s.Capabilities().Has(agentstore.CapAlterColumns) {
+	if maria {
+		modify(models.TableTodos, typeCol, "text", true)
+		modify(models.TableCompacts, nullCol, "", false)
+		exec(fmt.Sprintf(`ALTER TABLE %s DROP FOREIGN KEY "%s"`, q(models.TableSummaries), dropFK))
+		exec(fmt.Sprintf(`ALTER TABLE %s DROP FOREIGN KEY "%s"`, q(models.TablePlans), weakFK))
+		exec(fmt.Sprintf(`ALTER TABLE %s ADD CONSTRAINT "%s" FOREIGN KEY ("session_id") REFERENCES %s ("id")`,
+			q(models.TablePlans), weakFK, q(models.TableSessions)))
+	} else if s.Capabilities().Has(agentstore.CapAlterColumns) {
 		exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" TYPE text`, q(models.TableTodos), typeCol))
 		exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN "%s" DROP NOT NULL`, q(models.TableCompacts), nullCol))
 		exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT "%s"`, q(models.TableSummaries), dropFK))

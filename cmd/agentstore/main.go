@@ -221,7 +221,7 @@ func newFlags(name string, stderr io.Writer, withDSN bool) *common {
 	c.fs.StringVar(&c.prefix, "prefix", agentstore.DefaultTablePrefix, "table prefix")
 	c.fs.StringVar(&c.schema, "schema", "", "PostgreSQL schema (default: the connection's current schema)")
 	if withDSN {
-		c.fs.StringVar(&c.dsn, "dsn", "", "database DSN: postgres://..., sqlite:PATH (env AGENTSTORE_DSN)")
+		c.fs.StringVar(&c.dsn, "dsn", "", "database DSN: postgres://..., sqlite:PATH, mysql://... or mariadb://... (env AGENTSTORE_DSN)")
 	}
 	return c
 }

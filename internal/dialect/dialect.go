@@ -174,6 +174,24 @@ type Catalog interface {
 	NamedForeignKeys() bool
 }
 
+// SchemaFixer is implemented by a dialect whose schema repairs are not the
+// ALTER TABLE spellings Verify suggests by default (PostgreSQL's ALTER
+// COLUMN ... TYPE / SET NOT NULL, DROP INDEX name, DROP CONSTRAINT):
+// MariaDB. table and index are quoted (and qualified) names, column and
+// name bare ones.
+type SchemaFixer interface {
+	// RedefineColumnSQL returns the statement that gives column of table
+	// definition (its whole definition as GORM renders the model: type,
+	// NULL / NOT NULL, DEFAULT, AUTO_INCREMENT): the fix of a column's type,
+	// nullability or lost auto-increment.
+	RedefineColumnSQL(table, column, definition string) string
+	// DropIndexSQL returns the statement that drops index of table.
+	DropIndexSQL(table, index string) string
+	// DropForeignKeySQL returns the statement that drops the foreign key
+	// name of table.
+	DropForeignKeySQL(table, name string) string
+}
+
 // DriverErrorTranslator is implemented by a dialect whose driver errors
 // need mapping onto the sentinels (see internal/errmap).
 type DriverErrorTranslator interface {
@@ -229,6 +247,20 @@ type ClaimLockWait interface {
 	// ErrLockTimeout) and, with async, makes the transaction commit
 	// asynchronously (CapAsyncCommit). It has a non-NULL column named w.
 	ClaimSettingsSQL(async bool, waitMS int64) string
+}
+
+// ClaimLockWaitSession is implemented by a dialect that bounds a
+// transaction's lock waits with a session setting a SELECT cannot make
+// (MariaDB: innodb_lock_wait_timeout, whole seconds), in place of
+// ClaimLockWait. The provider's fetch transactions run set first and reset
+// last, before COMMIT or ROLLBACK (whether the fetch succeeded or not), so
+// the pooled connection goes back with its own value.
+type ClaimLockWaitSession interface {
+	// ClaimWaitSQL returns the statement that bounds every later lock wait
+	// of the session to waitMS milliseconds at least (a wait beyond the
+	// bound fails the statement, not the transaction, with ErrLockTimeout)
+	// and the statement that restores the session's previous bound.
+	ClaimWaitSQL(waitMS int64) (set, reset string)
 }
 
 // HealthReporter is implemented by a Waker that knows whether it currently

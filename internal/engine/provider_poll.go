@@ -42,7 +42,9 @@ const (
 //
 // Its lock waits are bounded by claimWait where the dialect can bound them
 // (dialect.ClaimLockWait, whose settings also carry the asynchronous
-// commit, in the one statement asyncCommitTx would cost): the transaction
+// commit, in the one statement asyncCommitTx would cost; or
+// dialect.ClaimLockWaitSession, a session setting made at the start of the
+// transaction and restored at its end): the transaction
 // then fails with ErrLockTimeout, and the fetch attempt claims nothing
 // (claimWaitExpired).
 func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
@@ -50,6 +52,27 @@ func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) 
 		return p.tx(ctx, func(tx *gorm.DB) error {
 			if err := tx.Exec(`SELECT ` + lw.ClaimSettingsSQL(p.s.has(CapAsyncCommit), durMS(p.claimWait()))).Error; err != nil {
 				return err
+			}
+			return fn(tx)
+		})
+	}
+	if lw, ok := p.s.d.(dialect.ClaimLockWaitSession); ok {
+		set, reset := lw.ClaimWaitSQL(durMS(p.claimWait()))
+		return p.tx(ctx, func(tx *gorm.DB) (err error) {
+			if err := tx.Exec(set).Error; err != nil {
+				return err
+			}
+			// the session's own bound back before the transaction ends,
+			// whether the fetch succeeded or not
+			defer func() {
+				if rerr := tx.Exec(reset).Error; err == nil {
+					err = rerr
+				}
+			}()
+			if p.s.has(CapAsyncCommit) {
+				if err := p.s.asyncCommitTx(tx); err != nil {
+					return err
+				}
 			}
 			return fn(tx)
 		})
@@ -100,11 +123,22 @@ func (p *gormProvider) claimWaitExpired(err error) error {
 // WithLockTimeout is the shorter bound, its expiry is the caller's
 // ErrLockTimeout, as WithLockTimeout documents.
 func (p *gormProvider) skipsBusy() bool {
-	if _, ok := p.s.d.(dialect.ClaimLockWait); !ok {
+	if !p.boundsClaimWaits() {
 		return false
 	}
 	lt := p.s.cfg.LockTimeout
 	return lt == 0 || lt >= claimLockWait
+}
+
+// boundsClaimWaits reports whether the dialect bounds a fetch
+// transaction's lock waits (dialect.ClaimLockWait or
+// dialect.ClaimLockWaitSession).
+func (p *gormProvider) boundsClaimWaits() bool {
+	if _, ok := p.s.d.(dialect.ClaimLockWait); ok {
+		return true
+	}
+	_, ok := p.s.d.(dialect.ClaimLockWaitSession)
+	return ok
 }
 
 // maxBusySkips bounds the candidates one fetch attempt skips because a

@@ -77,6 +77,15 @@ func (c mdCatalog) Load(db *gorm.DB, nsp string, names []string) (map[string]*di
 		if def != nil && (*def == "NULL") {
 			def = nil
 		}
+		if def != nil && isBoolType(col.ColumnType) {
+			// a boolean's DEFAULT false is stored as 0
+			switch *def {
+			case "0":
+				def = ptr("false")
+			case "1":
+				def = ptr("true")
+			}
+		}
 		t.Cols[col.ColumnName] = dialect.LiveColumn{Type: col.ColumnType, NotNull: col.IsNullable == "NO", Default: def,
 			AutoInc: strings.Contains(col.Extra, "auto_increment")}
 	}
@@ -178,10 +187,19 @@ func (mdCatalog) PKNotNull() bool { return true }
 
 func (mdCatalog) NamedForeignKeys() bool { return true }
 
+func ptr(s string) *string { return &s }
+
+// isBoolType reports whether the catalog type t is a boolean (tinyint(1)).
+func isBoolType(t string) bool { return strings.EqualFold(t, "tinyint(1)") }
+
 // NormType: information_schema spells int types without display width in
-// 10.11 ("bigint(20)" in older releases), booleans as tinyint(1).
+// 10.11 ("bigint(20)" in older releases), booleans as tinyint(1); GORM's
+// mysql types carry " NULL" (nullable times) and " AUTO_INCREMENT" (which
+// Verify checks from the catalog's extra column).
 func (mdCatalog) NormType(t string) string {
 	t = strings.TrimSpace(t)
+	t = strings.TrimSuffix(t, " auto_increment")
+	t = strings.TrimSuffix(t, " null")
 	for _, p := range []string{"bigint", "int", "smallint"} {
 		if strings.HasPrefix(t, p+"(") && strings.HasSuffix(t, ")") {
 			t = p

@@ -182,13 +182,13 @@ func configure(c *mysql.Config, cfg *dialect.Config) {
 	}
 }
 
-// gormConfig is GORM's mysql driver configured for MariaDB: no
+// gormDialector is GORM's mysql driver configured for MariaDB: no
 // version probe (it would switch on UPDATE ... RETURNING, which MariaDB
-// refuses), DATETIME(6).
+// refuses), DATETIME(6), the chain's column types (mdGorm, verify.go).
 func gormDialector(pool gorm.ConnPool) gorm.Dialector {
 	prec := 6
-	return gormmysql.New(gormmysql.Config{Conn: pool, SkipInitializeWithVersion: true, DisableWithReturning: true,
-		ServerVersion: "10.11.0-MariaDB", DefaultStringSize: 255, DefaultDatetimePrecision: &prec})
+	return mdGorm{gormmysql.New(gormmysql.Config{Conn: pool, SkipInitializeWithVersion: true, DisableWithReturning: true,
+		ServerVersion: "10.11.0-MariaDB", DefaultStringSize: 255, DefaultDatetimePrecision: &prec}).(*gormmysql.Dialector)}
 }
 
 func (mdDialect) Open(_ context.Context, target string, cfg *dialect.Config) (*dialect.Conn, error) {
@@ -277,12 +277,22 @@ func (mdDialect) MigrateLock(tx *gorm.DB, env *dialect.Env) error {
 	return nil
 }
 
+// ClaimWaitSQL bounds the lock waits of a provider fetch's transaction
+// (dialect.ClaimLockWaitSession): innodb_lock_wait_timeout is whole
+// seconds (waitMS rounded up, at least 1) and a session setting that no
+// SELECT can make, so set keeps the session's value (the DSN's, from
+// WithLockTimeout, or the server's) in a user variable and reset restores
+// it. A wait beyond the bound fails the statement (error 1205,
+// ErrLockTimeout) and leaves the transaction open, as the fetch's
+// savepoint-bounded claim steps expect.
+func (mdDialect) ClaimWaitSQL(waitMS int64) (set, reset string) {
+	secs := max(1, (waitMS+999)/1000)
+	return "SET @agentstore_claim_wait = @@SESSION.innodb_lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout = " + strconv.FormatInt(secs, 10),
+		"SET @@SESSION.innodb_lock_wait_timeout = @agentstore_claim_wait"
+}
+
 // NewWaker: MariaDB has no LISTEN/NOTIFY.
 func (mdDialect) NewWaker(*dialect.Env, func(string)) dialect.Waker { return nil }
-
-// NormalizeDDL: GORM's mysql DDL uses backquotes; they work whatever the
-// sql_mode.
-func (mdDialect) NormalizeDDL(stmt string) string { return stmt }
 
 // ApplyNoTx applies one migration on one connection under GET_LOCK (DDL
 // commits implicitly in MariaDB, so no migration is a transaction): it
