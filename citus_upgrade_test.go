@@ -53,7 +53,7 @@ func TestMigrateDistributionKeysKeepRows(t *testing.T) {
 		now := time.Now().UTC()
 		exec := func(q string, args ...any) {
 			t.Helper()
-			if _, err := old.SQLDB().ExecContext(ctx, q, args...); err != nil {
+			if _, err := old.SQLDB().ExecContext(ctx, placeholders(h, q), args...); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}

@@ -39,6 +39,11 @@ func anonCatalog(t *testing.T, st *agentstore.Store, h *harness) string {
 func upgradeData(t *testing.T, h *harness, st *agentstore.Store, version int64) func(t *testing.T, st *agentstore.Store) {
 	t.Helper()
 	ctx := context.Background()
+	if h.Dialect == agentstore.MariaDB {
+		// MariaDB's V1 creates the schema of version 11 (its V2-V12
+		// record versions): write the data as at version 11.
+		version = max(version, 11)
+	}
 	s := repo.NewSession()
 	if err := st.Sessions().Save(ctx, s); err != nil {
 		t.Fatal(err)
@@ -55,8 +60,8 @@ func upgradeData(t *testing.T, h *harness, st *agentstore.Store, version int64) 
 	} else {
 		// The queue gained a column in V3, which this build's Enqueue
 		// writes: write the row as the releases before V3 did.
-		if _, err := st.SQLDB().ExecContext(ctx, `INSERT INTO `+quotedTable(h, st, models.TableQueue)+
-			` (id, session_id, operation, content, priority, status, attempts, created_at) VALUES ($1, $2, 'enqueue', 'next', 3, 'pending', 0, $3)`,
+		if _, err := st.SQLDB().ExecContext(ctx, placeholders(h, `INSERT INTO `+quotedTable(h, st, models.TableQueue)+
+			` (id, session_id, operation, content, priority, status, attempts, created_at) VALUES ($1, $2, 'enqueue', 'next', 3, 'pending', 0, $3)`),
 			uuid.New(), s.ID, time.Now().UTC()); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +89,7 @@ func upgradeData(t *testing.T, h *harness, st *agentstore.Store, version int64) 
 		// orchestration as the releases before V5 stored it.
 		exec := func(q string, args ...any) {
 			t.Helper()
-			if _, err := st.SQLDB().ExecContext(ctx, q, args...); err != nil {
+			if _, err := st.SQLDB().ExecContext(ctx, placeholders(h, q), args...); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}
@@ -183,13 +188,17 @@ func TestMigrateRepairsIndexDrift(t *testing.T) {
 		st := h.New(t)
 		want := anonCatalog(t, st, h)
 		q := func(base string) string { return quotedTable(h, st, base) }
+		p := st.TablePrefix()
 		qi := func(name string) string {
+			if h.Dialect == agentstore.MariaDB { // DROP INDEX name ON table
+				return `"` + name + `" ON ` + q(map[string]string{"idx_" + p + "sessions_state": models.TableSessions,
+					"idx_" + p + "orchestrator_queue_instance_visible": models.TableOrchestratorQueue, "dba_sessions_created": models.TableSessions}[name])
+			}
 			if h.Schema != "" {
 				return `"` + h.Schema + `"."` + name + `"`
 			}
 			return `"` + name + `"`
 		}
-		p := st.TablePrefix()
 		for _, stmt := range []string{
 			`DROP INDEX ` + qi("idx_"+p+"sessions_state"),
 			`DROP INDEX ` + qi("idx_"+p+"orchestrator_queue_instance_visible"),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,6 +129,22 @@ func applyDDLWithCLI(t *testing.T, d agentstore.Dialect, target, searchPath, ddl
 		}
 	case agentstore.SQLite:
 		cmd = exec.Command(requireCLI(t, "sqlite3"), "-bail", target)
+	case agentstore.MariaDB:
+		// target is an agentstore mysql:// DSN naming the database
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.Port()
+		if port == "" {
+			port = "3306"
+		}
+		cmd = exec.Command(requireCLI(t, "mysql"), "--protocol=TCP", "-h", u.Hostname(), "-P", port, "-u", u.User.Username(),
+			strings.TrimPrefix(u.Path, "/"))
+		cmd.Env = os.Environ()
+		if pw, ok := u.User.Password(); ok {
+			cmd.Env = append(cmd.Env, "MYSQL_PWD="+pw)
+		}
 	}
 	cmd.Stdin = strings.NewReader(ddl)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -195,6 +212,18 @@ func storeFromExportedDDL(t *testing.T, h *harness, c ddlCase, opts ...agentstor
 			applyDDLWithCLI(t, agentstore.Postgres, postgresDSN(), schema, ddl)
 			dsn = withSearchPath(postgresDSN(), schema)
 		}
+	}
+	if h.Dialect == agentstore.MariaDB {
+		// a database of its own per case (MariaDB has no schemas within
+		// a database: WithSchema is refused, the prefix tells the cases
+		// apart)
+		own := newHarness(t, agentstore.MariaDB)
+		ddl, err := ddlOf(agentstore.MariaDB, ddlOpts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyDDLWithCLI(t, agentstore.MariaDB, own.DSN, "", ddl)
+		dsn = own.DSN
 	}
 	st, err := agentstore.Open(context.Background(), dsn, append(openOpts, opts...)...)
 	if err != nil {

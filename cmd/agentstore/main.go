@@ -193,7 +193,7 @@ func versionLine() string {
 		fmt.Fprintf(&b, " (module %s)", bi.Main.Version)
 	}
 	b.WriteString(" (schema head:")
-	for i, d := range []agentstore.Dialect{agentstore.Postgres, agentstore.SQLite} {
+	for i, d := range []agentstore.Dialect{agentstore.Postgres, agentstore.SQLite, agentstore.MariaDB} {
 		if i > 0 {
 			b.WriteByte(',')
 		}

@@ -136,6 +136,15 @@ type Waker interface {
 	Wait()
 }
 
+// DDLPreamble is implemented by a dialect whose exported DDL must first
+// set up the client's session: ModelsDDL writes DDLPreamble() as its first
+// statement (MariaDB: ANSI_QUOTES, so that the double-quoted identifiers
+// of the statements outside the models read as identifiers in the mysql
+// client, as each file of its migration chain does).
+type DDLPreamble interface {
+	DDLPreamble() string
+}
+
 // PollFallback is implemented by a dialect with no cross-Store wake-up
 // mechanism (no Waker: MariaDB has no LISTEN/NOTIFY and no file to watch).
 // DefaultPollInterval replaces the engine's default poll interval for a

@@ -149,7 +149,7 @@ func (s *Store) MigrationPlan(ctx context.Context, target int64) ([]PlannedMigra
 			return nil, fmt.Errorf("migration plan: %w", err)
 		}
 		if fixes := s.indexRepairStatements(rep); len(fixes) > 0 {
-			plan = append(plan, PlannedMigration{Description: "index repair", Statements: fixes})
+			plan = append(plan, PlannedMigration{Description: "index repair", Statements: fixes, NoTransaction: !transactionalDDL(s.d)})
 		}
 		return plan, nil
 	}

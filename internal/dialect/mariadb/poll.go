@@ -15,3 +15,13 @@ var _ dialect.PollFallback = mdDialect{}
 // wake its waiting calls at once; WithPollInterval trades more queries for
 // a shorter cross-Store delay.
 func (mdDialect) DefaultPollInterval() time.Duration { return time.Second }
+
+var _ dialect.DDLPreamble = mdDialect{}
+
+// DDLPreamble implements dialect.DDLPreamble: the exported DDL's
+// statements outside the models double-quote identifiers, which the
+// mysql client reads as identifiers only with ANSI_QUOTES (the chain's
+// files start with the same statement).
+func (mdDialect) DDLPreamble() string {
+	return "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES')"
+}
