@@ -142,8 +142,22 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 			return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 		}
 	}
+	seq, sequenced := f.ss.s.d.(dialect.ChangeFeedSequencer)
+	if sequenced && !f.ss.s.cfg.ReadOnly {
+		// The committed changes not yet in the feed get their place first
+		// (a read-only Store reads what writable Stores' reads placed).
+		if err := seq.SequenceChanges(ctx, f.ss.s.db, f.ss.s.env()); err != nil {
+			if ctx.Err() != nil {
+				return repo.ChangesPage{}, fmt.Errorf("read changes: %w", ctx.Err())
+			}
+			return repo.ChangesPage{}, fmt.Errorf("read changes: place new changes: %w", dbErr(translateVia(f.ss.s.db, err)))
+		}
+	}
 	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE (ord > ? OR (ord = ? AND id > ?)) AND kind <> ?"
 	args := []any{ord, ord, id, changePurged}
+	if sequenced {
+		q += " AND ord > 0" // ord 0: not in the feed yet
+	}
 	if p.SessionID != uuid.Nil {
 		q += " AND session_id = ?"
 		args = append(args, p.SessionID)
@@ -359,18 +373,27 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 	// The prefix of the feed (in its order) older than the cutoff ends at
 	// the first row written at or after it, found once: rows written later
 	// are younger still.
+	// Rows not in the feed yet (dialect.ChangeFeedSequencer: ord 0) are
+	// neither purged nor a bound: they will be placed after every row
+	// placed so far.
+	if _, ok := f.ss.s.d.(dialect.ChangeFeedSequencer); ok {
+		tc += " AND ord > 0"
+	}
 	var bound []struct{ Ord, ID int64 }
 	if err := f.ss.db(ctx).Raw("SELECT ord, id FROM "+ct+" WHERE at >= ? AND kind <> ?"+tc+" ORDER BY ord, id LIMIT 1",
 		append([]any{cutoff, changePurged}, targs...)...).Scan(&bound).Error; err != nil {
 		return 0, fmt.Errorf("purge changes: %w", dbErr(err))
 	}
-	stmt := "DELETE FROM " + ct + " WHERE id IN (SELECT id FROM " + ct + " WHERE at < ? AND kind <> ?" + tc
+	// The LIMIT inside a derived table: MariaDB refuses LIMIT in an IN
+	// subquery (ERROR 1235) and a subquery reading the table it deletes
+	// from (1093), and materialises a derived table first.
+	stmt := "DELETE FROM " + ct + " WHERE id IN (SELECT id FROM (SELECT id FROM " + ct + " WHERE at < ? AND kind <> ?" + tc
 	args := append([]any{cutoff, changePurged}, targs...)
 	if len(bound) > 0 {
 		stmt += " AND (ord < ? OR (ord = ? AND id < ?))"
 		args = append(args, bound[0].Ord, bound[0].Ord, bound[0].ID)
 	}
-	stmt += " ORDER BY ord, id LIMIT " + strconv.Itoa(batch) + ") RETURNING ord, id, at"
+	stmt += " ORDER BY ord, id LIMIT " + strconv.Itoa(batch) + ") AS b) RETURNING ord, id, at"
 	// The batch's tombstone replaces the scope's previous one. Other
 	// scopes' tombstones stay (one per tenant that purged, at most).
 	var scope any // NULL: the whole feed

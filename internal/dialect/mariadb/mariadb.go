@@ -61,7 +61,8 @@ func (mdDialect) ColumnTypes() models.ColumnTypes {
 //   - fast paths: they are data-modifying CTEs (ERROR 1064 here).
 //   - UPDATE ... RETURNING: ERROR 1064; the engine's two-statement form.
 func (mdDialect) Capabilities() dialect.Capability {
-	return dialect.CapRowLocks | dialect.CapSkipLocked | dialect.CapSnapshotReads | dialect.CapAlterColumns | dialect.CapGroupCommit
+	return dialect.CapRowLocks | dialect.CapSkipLocked | dialect.CapSnapshotReads | dialect.CapAlterColumns | dialect.CapGroupCommit |
+		dialect.CapChangeFeed
 }
 
 // nativeRE recognises go-sql-driver/mysql's own DSN form:
