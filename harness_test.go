@@ -140,6 +140,8 @@ func newHarness(t testing.TB, d agentstore.Dialect) *harness {
 			_, _ = db.ExecContext(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`)
 		})
 		return &harness{Dialect: d, DSN: postgresDSN(), Schema: schema}
+	case agentstore.MariaDB:
+		return newMariaDBHarness(t)
 	}
 	t.Fatalf("unknown dialect %q", d)
 	return nil

@@ -27,6 +27,9 @@ import (
 // transaction's id raised to the session's newest ord, and a read delivers
 // only rows below dialect.ChangeFeedVisibility's bound (the snapshot's
 // xmin), so a cursor (ord, id) never has a committed row appear behind it.
+// On MariaDB (dialect.ChangeFeedSequencer) the triggers write ord 0, not
+// in the feed yet; a read first has the dialect place the committed rows
+// (the next ord, serialised) and reads only rows with ord > 0.
 
 // ChangeFeed returns the session change feed of the store (every tenant).
 func (s *Store) ChangeFeed() repo.ChangeFeed {

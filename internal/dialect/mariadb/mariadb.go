@@ -48,7 +48,8 @@ func (mdDialect) ColumnTypes() models.ColumnTypes {
 }
 
 // Capabilities: row locks, SKIP LOCKED (10.6+), snapshot reads (InnoDB
-// consistent reads), ALTER COLUMN and group commit. Absent, each for its
+// consistent reads), ALTER COLUMN, group commit and the change feed (V14's
+// triggers; reads place the changes, feed.go). Absent, each for its
 // reason:
 //   - advisory locks: GET_LOCK is session-scoped, not transaction-scoped
 //     (it survives COMMIT); Migrate uses it through ApplyNoTx instead.
