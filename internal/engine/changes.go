@@ -145,16 +145,9 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 			return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 		}
 	}
-	seq, sequenced := f.ss.s.d.(dialect.ChangeFeedSequencer)
-	if sequenced && !f.ss.s.cfg.ReadOnly {
-		// The committed changes not yet in the feed get their place first
-		// (a read-only Store reads what writable Stores' reads placed).
-		if err := seq.SequenceChanges(ctx, f.ss.s.db, f.ss.s.env()); err != nil {
-			if ctx.Err() != nil {
-				return repo.ChangesPage{}, fmt.Errorf("read changes: %w", ctx.Err())
-			}
-			return repo.ChangesPage{}, fmt.Errorf("read changes: place new changes: %w", dbErr(translateVia(f.ss.s.db, err)))
-		}
+	sequenced, err := f.sequence(ctx)
+	if err != nil {
+		return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 	}
 	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE (ord > ? OR (ord = ? AND id > ?)) AND kind <> ?"
 	args := []any{ord, ord, id, changePurged}
@@ -198,6 +191,24 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 		page.Next = out[len(out)-1].Cursor
 	}
 	return page, nil
+}
+
+// sequence has a dialect.ChangeFeedSequencer place the committed changes
+// not yet in the feed (ord 0) before a read or a purge, and reports
+// whether the dialect is one (its feed is then the rows with ord > 0). A
+// read-only Store places nothing: it reads what writable Stores placed.
+func (f changeFeed) sequence(ctx context.Context) (bool, error) {
+	seq, ok := f.ss.s.d.(dialect.ChangeFeedSequencer)
+	if !ok || f.ss.s.cfg.ReadOnly {
+		return ok, nil
+	}
+	if err := seq.SequenceChanges(ctx, f.ss.s.db, f.ss.s.env()); err != nil {
+		if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+		return true, fmt.Errorf("place new changes: %w", dbErr(translateVia(f.ss.s.db, err)))
+	}
+	return true, nil
 }
 
 // changePurged is the kind of a purge's tombstone: a row of the feed table
@@ -376,10 +387,15 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 	// The prefix of the feed (in its order) older than the cutoff ends at
 	// the first row written at or after it, found once: rows written later
 	// are younger still.
-	// Rows not in the feed yet (dialect.ChangeFeedSequencer: ord 0) are
-	// neither purged nor a bound: they will be placed after every row
-	// placed so far.
-	if _, ok := f.ss.s.d.(dialect.ChangeFeedSequencer); ok {
+	// The committed changes are placed first (a feed nobody reads is
+	// purged too); rows still not in the feed (dialect.ChangeFeedSequencer:
+	// ord 0, their transactions running) are neither purged nor a bound:
+	// they will be placed after every row placed so far.
+	sequenced, err := f.sequence(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("purge changes: %w", err)
+	}
+	if sequenced {
 		tc += " AND ord > 0"
 	}
 	var bound []struct{ Ord, ID int64 }
