@@ -238,3 +238,4 @@ func fmtFeed(cs []repo.Change) string {
 	}
 	return b.String()
 }
+
