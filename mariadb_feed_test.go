@@ -238,4 +238,3 @@ func fmtFeed(cs []repo.Change) string {
 	}
 	return b.String()
 }
-

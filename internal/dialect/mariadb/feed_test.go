@@ -33,8 +33,11 @@ func feedSchema(t *testing.T) (*gorm.DB, *dialect.Env) {
 	t.Cleanup(func() {
 		var tables []string
 		db.Raw(`SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?`, prefix+"%").Scan(&tables)
-		if len(tables) > 0 { // one statement: the foreign keys' tables together
-			db.Exec(`DROP TABLE IF EXISTS "` + strings.Join(tables, `", "`) + `"`)
+		if len(tables) > 0 { // the foreign keys' checks off on the dropping connection
+			_ = db.Connection(func(tx *gorm.DB) error {
+				tx.Exec(`SET FOREIGN_KEY_CHECKS = 0`)
+				return tx.Exec(`DROP TABLE IF EXISTS "` + strings.Join(tables, `", "`) + `"`).Error
+			})
 		}
 	})
 	for _, m := range chain {
