@@ -22,7 +22,9 @@
 -- delete is no change either), and sessions below a deleted one are
 -- deleted by the engine, each recording its session.deleted.
 -- Every statement can run again (the step is no transaction: see the .conf
--- file beside this one).
+-- file beside this one). Each trigger is one statement with no ";" inside
+-- (the status trigger's WHEN is the INSERT ... SELECT's WHERE), so the file
+-- runs as it is in the mysql client and Flyway too.
 -- Double-quoted identifiers whatever the server's sql_mode (Migrate's
 -- connections have it already; Flyway, goose, golang-migrate and the mysql
 -- client get it here).
@@ -38,5 +40,5 @@ CREATE TRIGGER "agentstore_sessions_change_delete" AFTER DELETE ON "agentstore_s
 DROP TRIGGER IF EXISTS "agentstore_queue_change_insert";
 CREATE TRIGGER "agentstore_queue_change_insert" AFTER INSERT ON "agentstore_queue" FOR EACH ROW INSERT INTO "agentstore_session_changes" ("ord","tenant_id","session_id","kind","item_id","state","at") VALUES (0, (SELECT s."tenant_id" FROM "agentstore_sessions" s WHERE s."id" = NEW."session_id"), NEW."session_id", 'queue.item', NEW."id", NEW."status", CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 DROP TRIGGER IF EXISTS "agentstore_queue_change_status";
-CREATE TRIGGER "agentstore_queue_change_status" AFTER UPDATE ON "agentstore_queue" FOR EACH ROW IF NOT (OLD."status" <=> NEW."status") THEN INSERT INTO "agentstore_session_changes" ("ord","tenant_id","session_id","kind","item_id","state","at") VALUES (0, (SELECT s."tenant_id" FROM "agentstore_sessions" s WHERE s."id" = NEW."session_id"), NEW."session_id", 'queue.item', NEW."id", NEW."status", CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)); END IF;
+CREATE TRIGGER "agentstore_queue_change_status" AFTER UPDATE ON "agentstore_queue" FOR EACH ROW INSERT INTO "agentstore_session_changes" ("ord","tenant_id","session_id","kind","item_id","state","at") SELECT 0, (SELECT s."tenant_id" FROM "agentstore_sessions" s WHERE s."id" = NEW."session_id"), NEW."session_id", 'queue.item', NEW."id", NEW."status", CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM DUAL WHERE NOT (OLD."status" <=> NEW."status");
 INSERT INTO "agentstore_schema_version" (version, applied_at) VALUES (14, CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE version = version;
