@@ -97,8 +97,10 @@ func (mdDialect) SequenceChanges(ctx context.Context, db *gorm.DB, env *dialect.
 // with ord 0 and a smaller id that was not picked. The pick scanned the
 // ord-0 changes one after the other, so a change that became visible
 // during the scan behind its position (its id taken earlier, its row
-// inserted and committed meanwhile) was not picked while a later change of
-// its session may have been; this consistent read, after the pick, sees
+// inserted and committed meanwhile), or one a writer's statement locked
+// for an instant as it scanned (SKIP LOCKED passed it), was not picked
+// while a later change of its session may have been; this consistent
+// read, after the pick, sees
 // every change committed before it, so such a change is found and the
 // session's later changes wait for it. A change of a transaction still
 // running is not seen: it commits after every picked change, whose
