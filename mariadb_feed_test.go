@@ -238,3 +238,42 @@ func fmtFeed(cs []repo.Change) string {
 	}
 	return b.String()
 }
+
+// BenchmarkMariaDBChangeFeedRead: what a feed read costs on MariaDB, where
+// readers place the changes (docs/changes.md). idle: a read at the end of
+// the feed, nothing new (the probe, the page, the horizon). placed: a read
+// after one append by another Store (the append is outside the timing; the
+// read places its change). The ns/op of each is one read.
+func BenchmarkMariaDBChangeFeedRead(b *testing.B) {
+	h := newMariaDBHarness(b)
+	ctx := context.Background()
+	w, r := h.New(b), h.Open(b)
+	s := repo.NewSession()
+	if err := w.Sessions().Save(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	f := r.ChangeFeed()
+	_, cur := readFeedAll(b, f, "")
+	b.Run("idle", func(b *testing.B) {
+		for b.Loop() {
+			page, err := f.Changes(ctx, repo.ChangesParams{After: cur})
+			if err != nil || len(page.Changes) != 0 {
+				b.Fatal(err, len(page.Changes))
+			}
+		}
+	})
+	b.Run("placed", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			if _, err := w.Sessions().AppendMessages(ctx, s.ID, repo.Message{ID: uuid.NewString(), Role: repo.RoleUser, Content: text("x")}); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			page, err := f.Changes(ctx, repo.ChangesParams{After: cur})
+			if err != nil || len(page.Changes) != 1 {
+				b.Fatal(err, len(page.Changes))
+			}
+			cur = page.Next
+		}
+	})
+}
