@@ -24,7 +24,7 @@ func TestCapabilities(t *testing.T) {
 			agentstore.CapAlterColumns | agentstore.CapFastPaths | agentstore.CapGroupCommit | agentstore.CapUpdateReturning | agentstore.CapLockOf |
 			agentstore.CapMaterializedCTE | agentstore.CapChangeFeed,
 		agentstore.MariaDB: agentstore.CapRowLocks | agentstore.CapSkipLocked | agentstore.CapSnapshotReads | agentstore.CapAlterColumns |
-			agentstore.CapGroupCommit,
+			agentstore.CapGroupCommit | agentstore.CapChangeFeed,
 	}
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.Open(t)

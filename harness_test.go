@@ -231,8 +231,6 @@ func mariadbRootNotYet() map[string]string {
 		"TestVerify_SearchTriggerFix":              "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
 		"TestSearchUpgradeIndexesExistingMessages": "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
 		"TestSearchUpgradeV12":                     "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
-		"TestVerify_ChangeFeedTriggers":            "no MariaDB change feed yet (ChangeFeed refuses with ErrInvalidConfig)",
-		"TestChangeFeedPurgeUsesDatabaseClock":     "no MariaDB change feed yet (ChangeFeed refuses with ErrInvalidConfig)",
 		"TestSchemaBehindIsTyped":                  "MariaDB's chain starts at the schema of version 11 (its V1): a V2 database already has the column the test removes by migrating to V2",
 		"TestPerfClaimPlansUseIndexes":             "checks PostgreSQL's and SQLite's query plans; MariaDB's claims are checked by TestMariaDBConcurrentClaimersAllGetWork and bench -scale",
 		"TestPerfTelemetryGaugePlans":              "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",

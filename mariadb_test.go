@@ -3,60 +3,16 @@ package agentstore_test
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/google/uuid"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/internal/testkit"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
-
-// newMariaDBHarness prepares a private MariaDB database for t
-// (maria_<random>, dropped at cleanup), or skips when the server is
-// unreachable (fails with AGENTSTORE_REQUIRE_MARIADB=1).
-func newMariaDBHarness(t testing.TB) *harness {
-	t.Helper()
-	requireMariaDB(t)
-	_, target, err := agentstore.ParseDSN(mariadbDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := sql.Open("mysql", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close() })
-	name := "maria_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:24]
-	if _, err := admin.Exec("CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + name + "`") })
-	dsn := mariadbDSN()
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Path = "/" + name
-		dsn = u.String()
-	} else {
-		c, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.DBName = name
-		dsn = c.FormatDSN()
-	}
-	return &harness{Dialect: agentstore.MariaDB, DSN: dsn}
-}
 
 // TestMariaDBConcurrentClaimersAllGetWork is issue 26's starvation trap:
 // on MariaDB a SKIP LOCKED claim whose ORDER BY no index serves exactly
@@ -67,7 +23,7 @@ func newMariaDBHarness(t testing.TB) *harness {
 // no item is leased twice.
 func TestMariaDBConcurrentClaimersAllGetWork(t *testing.T) {
 	t.Parallel()
-	h := newMariaDBHarness(t)
+	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
 	st := h.New(t)
 	s := repo.NewSession()
@@ -138,7 +94,7 @@ func TestMariaDBConcurrentClaimersAllGetWork(t *testing.T) {
 // on an empty database are serialised by GET_LOCK and all succeed.
 func TestMariaDBMigrateFinishesAHalfAppliedStep(t *testing.T) {
 	t.Parallel()
-	h := newMariaDBHarness(t)
+	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
 	stores := make([]*agentstore.Store, 4)
 	for i := range stores {
@@ -215,7 +171,7 @@ func TestMariaDBMigrateFinishesAHalfAppliedStep(t *testing.T) {
 // one pooled connection is then asked for its bound.
 func TestMariaDBClaimWaitRestoresTheSessionBound(t *testing.T) {
 	t.Parallel()
-	h := newMariaDBHarness(t)
+	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
 	h.New(t) // migrated
 	st := h.Open(t, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: 1, MinIdleConns: 1}), agentstore.WithLockTimeout(7*time.Second))

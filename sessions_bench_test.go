@@ -349,8 +349,12 @@ func BenchmarkSessionsAppendFeedCost(b *testing.B) {
 			`DROP TRIGGER "agentstore_queue_change_status"`},
 		agentstore.Postgres: {`DROP TRIGGER "trg_sessions_change" ON "agentstore_sessions"`,
 			`DROP TRIGGER "trg_queue_change_insert" ON "agentstore_queue"`, `DROP TRIGGER "trg_queue_change_status" ON "agentstore_queue"`},
+		agentstore.MariaDB: {`DROP TRIGGER "agentstore_sessions_change_insert"`, `DROP TRIGGER "agentstore_sessions_change_update"`,
+			`DROP TRIGGER "agentstore_sessions_change_delete"`, `DROP TRIGGER "agentstore_queue_change_insert"`,
+			`DROP TRIGGER "agentstore_queue_change_status"`},
 	}
-	for _, d := range dialects {
+	// MariaDB too (V14's triggers; skipped when no server is reachable)
+	for _, d := range append(dialects[:len(dialects):len(dialects)], agentstore.MariaDB) {
 		for _, n := range []int{10, 10000} {
 			b.Run(fmt.Sprintf("%s/n=%d", d, n), func(b *testing.B) {
 				ctx := context.Background()

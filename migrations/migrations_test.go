@@ -53,6 +53,9 @@ var released = map[string]int32{
 	"mariadb/V11__message_search_text_plpgsql.sql":                 1810555187,  // issue 26: MariaDB chain (unreleased)
 	"mariadb/V12__message_search_gin_list_limit.sql":               -48233730,   // issue 26: MariaDB chain (unreleased)
 	"mariadb/V13__citus_distribution_keys.sql":                     1438845102,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V14__mariadb_change_feed.sql":                         1616050048,  // issue 26/27: MariaDB change feed (unreleased)
+	"postgres/V14__mariadb_change_feed.sql":                        -1528006242, // issue 26/27: version only (unreleased)
+	"sqlite/V14__mariadb_change_feed.sql":                          1784830823,  // issue 26/27: version only (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -102,10 +102,10 @@ const (
 	// property of the database's SQL.
 	CapMaterializedCTE
 	// CapChangeFeed: the dialect's chain records session changes (V10's
-	// triggers), so Sessions' ChangeFeed reads them. Off (MariaDB, whose
-	// chain has the table but no triggers yet): ChangeFeed's calls fail
-	// with ErrInvalidConfig instead of reading an empty feed. A property
-	// of the dialect's schema.
+	// triggers; V14's on MariaDB), so Sessions' ChangeFeed reads them. Off
+	// (a dialect whose chain has the table but no triggers): ChangeFeed's
+	// calls fail with ErrInvalidConfig instead of reading an empty feed. A
+	// property of the dialect's schema.
 	CapChangeFeed
 )
 

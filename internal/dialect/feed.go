@@ -1,6 +1,10 @@
 package dialect
 
-import "gorm.io/gorm"
+import (
+	"context"
+
+	"gorm.io/gorm"
+)
 
 // ChangeFeedVisibility is implemented by a dialect whose concurrent writers
 // can commit out of the order of the session change feed's ordering key
@@ -56,4 +60,21 @@ type FeedVerifier interface {
 // late. A dialect without it is measured against the Store's host clock.
 type ChangeFeedClock interface {
 	NowMillisSQL() string
+}
+
+// ChangeFeedSequencer is implemented by a dialect whose writers cannot
+// give a change its place in the feed when they write it (MariaDB: an
+// AUTO_INCREMENT id is taken before its row is visible, and transactions
+// commit in any order; there is no transaction id a reader could bound).
+// Its triggers write every change with ord = 0, which is not yet in the
+// feed: the feed is the rows with ord > 0, and reads and purges see only
+// those. SequenceChanges, run by a reader before it reads, gives the
+// committed rows with ord = 0 their place: serialised with every other
+// run, it gives them (in id order) an ord greater than every ord given
+// before and commits, so the rows with ord > 0 only ever grow by a
+// suffix of the feed's order (ord, id). Rows of transactions still
+// running are left for a later run. db is the Store's handle (not a
+// transaction).
+type ChangeFeedSequencer interface {
+	SequenceChanges(ctx context.Context, db *gorm.DB, env *Env) error
 }

@@ -27,6 +27,9 @@ import (
 // transaction's id raised to the session's newest ord, and a read delivers
 // only rows below dialect.ChangeFeedVisibility's bound (the snapshot's
 // xmin), so a cursor (ord, id) never has a committed row appear behind it.
+// On MariaDB (dialect.ChangeFeedSequencer) the triggers write ord 0, not
+// in the feed yet; a read first has the dialect place the committed rows
+// (the next ord, serialised) and reads only rows with ord > 0.
 
 // ChangeFeed returns the session change feed of the store (every tenant).
 func (s *Store) ChangeFeed() repo.ChangeFeed {
@@ -142,8 +145,15 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 			return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 		}
 	}
+	sequenced, err := f.sequence(ctx)
+	if err != nil {
+		return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+	}
 	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE (ord > ? OR (ord = ? AND id > ?)) AND kind <> ?"
 	args := []any{ord, ord, id, changePurged}
+	if sequenced {
+		q += " AND ord > 0" // ord 0: not in the feed yet
+	}
 	if p.SessionID != uuid.Nil {
 		q += " AND session_id = ?"
 		args = append(args, p.SessionID)
@@ -181,6 +191,24 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 		page.Next = out[len(out)-1].Cursor
 	}
 	return page, nil
+}
+
+// sequence has a dialect.ChangeFeedSequencer place the committed changes
+// not yet in the feed (ord 0) before a read or a purge, and reports
+// whether the dialect is one (its feed is then the rows with ord > 0). A
+// read-only Store places nothing: it reads what writable Stores placed.
+func (f changeFeed) sequence(ctx context.Context) (bool, error) {
+	seq, ok := f.ss.s.d.(dialect.ChangeFeedSequencer)
+	if !ok || f.ss.s.cfg.ReadOnly {
+		return ok, nil
+	}
+	if err := seq.SequenceChanges(ctx, f.ss.s.db, f.ss.s.env()); err != nil {
+		if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+		return true, fmt.Errorf("place new changes: %w", dbErr(translateVia(f.ss.s.db, err)))
+	}
+	return true, nil
 }
 
 // changePurged is the kind of a purge's tombstone: a row of the feed table
@@ -359,18 +387,32 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 	// The prefix of the feed (in its order) older than the cutoff ends at
 	// the first row written at or after it, found once: rows written later
 	// are younger still.
+	// The committed changes are placed first (a feed nobody reads is
+	// purged too); rows still not in the feed (dialect.ChangeFeedSequencer:
+	// ord 0, their transactions running) are neither purged nor a bound:
+	// they will be placed after every row placed so far.
+	sequenced, err := f.sequence(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("purge changes: %w", err)
+	}
+	if sequenced {
+		tc += " AND ord > 0"
+	}
 	var bound []struct{ Ord, ID int64 }
 	if err := f.ss.db(ctx).Raw("SELECT ord, id FROM "+ct+" WHERE at >= ? AND kind <> ?"+tc+" ORDER BY ord, id LIMIT 1",
 		append([]any{cutoff, changePurged}, targs...)...).Scan(&bound).Error; err != nil {
 		return 0, fmt.Errorf("purge changes: %w", dbErr(err))
 	}
-	stmt := "DELETE FROM " + ct + " WHERE id IN (SELECT id FROM " + ct + " WHERE at < ? AND kind <> ?" + tc
+	// The LIMIT inside a derived table: MariaDB refuses LIMIT in an IN
+	// subquery (ERROR 1235) and a subquery reading the table it deletes
+	// from (1093), and materialises a derived table first.
+	stmt := "DELETE FROM " + ct + " WHERE id IN (SELECT id FROM (SELECT id FROM " + ct + " WHERE at < ? AND kind <> ?" + tc
 	args := append([]any{cutoff, changePurged}, targs...)
 	if len(bound) > 0 {
 		stmt += " AND (ord < ? OR (ord = ? AND id < ?))"
 		args = append(args, bound[0].Ord, bound[0].Ord, bound[0].ID)
 	}
-	stmt += " ORDER BY ord, id LIMIT " + strconv.Itoa(batch) + ") RETURNING ord, id, at"
+	stmt += " ORDER BY ord, id LIMIT " + strconv.Itoa(batch) + ") AS b) RETURNING ord, id, at"
 	// The batch's tombstone replaces the scope's previous one. Other
 	// scopes' tombstones stay (one per tenant that purged, at most).
 	var scope any // NULL: the whole feed

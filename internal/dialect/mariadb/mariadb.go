@@ -48,7 +48,8 @@ func (mdDialect) ColumnTypes() models.ColumnTypes {
 }
 
 // Capabilities: row locks, SKIP LOCKED (10.6+), snapshot reads (InnoDB
-// consistent reads), ALTER COLUMN and group commit. Absent, each for its
+// consistent reads), ALTER COLUMN, group commit and the change feed (V14's
+// triggers; reads place the changes, feed.go). Absent, each for its
 // reason:
 //   - advisory locks: GET_LOCK is session-scoped, not transaction-scoped
 //     (it survives COMMIT); Migrate uses it through ApplyNoTx instead.
@@ -61,7 +62,8 @@ func (mdDialect) ColumnTypes() models.ColumnTypes {
 //   - fast paths: they are data-modifying CTEs (ERROR 1064 here).
 //   - UPDATE ... RETURNING: ERROR 1064; the engine's two-statement form.
 func (mdDialect) Capabilities() dialect.Capability {
-	return dialect.CapRowLocks | dialect.CapSkipLocked | dialect.CapSnapshotReads | dialect.CapAlterColumns | dialect.CapGroupCommit
+	return dialect.CapRowLocks | dialect.CapSkipLocked | dialect.CapSnapshotReads | dialect.CapAlterColumns | dialect.CapGroupCommit |
+		dialect.CapChangeFeed
 }
 
 // nativeRE recognises go-sql-driver/mysql's own DSN form:
