@@ -53,6 +53,9 @@ var released = map[string]int32{
 	"mariadb/V11__message_search_text_plpgsql.sql":                 1810555187,  // issue 26: MariaDB chain (unreleased)
 	"mariadb/V12__message_search_gin_list_limit.sql":               -48233730,   // issue 26: MariaDB chain (unreleased)
 	"mariadb/V13__citus_distribution_keys.sql":                     1438845102,  // issue 26: MariaDB chain (unreleased)
+	"sqlite/V14__placeholder_for_merge.sql":                        1900903353,  // PLACEHOLDER (drop at merge)
+	"postgres/V14__placeholder_for_merge.sql":                      -1127402034, // PLACEHOLDER (drop at merge)
+	"mariadb/V14__placeholder_for_merge.sql":                       -882334796,  // PLACEHOLDER (drop at merge)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
