@@ -70,7 +70,6 @@ func mariadbNotYet() map[string]string {
 	return map[string]string{
 		"ActivitySessions/ProviderSessionLeaseValidAfterWaitingBehindATransaction": "flaky on MariaDB (2 of 4 runs): a session claim that waited behind a transaction can hand out a lease computed before the wait (no ClaimLockWait on MariaDB yet)",
 		"ChangeFeed/": "declared absent (no CapChangeFeed): V10's triggers are PostgreSQL/SQLite only; ChangeFeed refuses with ErrInvalidConfig",
-		"Search/":     "declared absent (no dialect.Searcher): no FULLTEXT index yet; Search refuses with ErrInvalidConfig",
 		"Schema/":     "Verify: its expected types come from GORM's mysql dialector (longblob for JSON, text keys) and its fixes are PostgreSQL/SQLite ALTER syntax; a MariaDB type mapping and MODIFY COLUMN fixes are not written yet (Migrate runs in every test)",
 	}
 }
