@@ -16,8 +16,7 @@
 -- backfill resumes at the rows still NULL). The backfill commits in
 -- batches of 5000 rows; appends meanwhile are indexed by the triggers.
 -- The FULLTEXT index's build rebuilds the messages table (InnoDB adds its
--- hidden FTS_DOC_ID column): writes to messages wait for it (LOCK=SHARED),
--- reads do not. With binary logging on, CREATE FUNCTION needs SUPER (or
+-- hidden FTS_DOC_ID column): writes to messages wait for it, reads do not. With binary logging on, CREATE FUNCTION needs SUPER (or
 -- log_bin_trust_function_creators=1).
 -- Double-quoted identifiers and standard string literals whatever the
 -- server's sql_mode (Migrate's connections have them already; Flyway,
@@ -68,6 +67,11 @@ BEGIN NOT ATOMIC
   ; UNTIL ROW_COUNT() = 0 END REPEAT
 ; END;
 SET SESSION innodb_ft_enable_stopword = OFF;
-CREATE FULLTEXT INDEX IF NOT EXISTS "idx_agentstore_messages_search" ON "agentstore_messages" ("search_text");
+-- FORCE: the table is rebuilt with the index (as the first FULLTEXT index
+-- rebuilds it anyway, to add InnoDB's hidden FTS_DOC_ID column); without it,
+-- an index created again after one was dropped misses the rows written
+-- meanwhile (MariaDB 10.11.19). A re-run that finds the index rebuilds the
+-- table once more.
+ALTER TABLE "agentstore_messages" ADD FULLTEXT INDEX IF NOT EXISTS "idx_agentstore_messages_search" ("search_text"), FORCE;
 SET SESSION innodb_ft_enable_stopword = DEFAULT;
 INSERT INTO "agentstore_schema_version" (version, applied_at) VALUES (15, CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE version = version;

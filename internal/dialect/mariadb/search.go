@@ -76,7 +76,7 @@ SET NEW."search_text" = "agentstore_message_search_text"(NEW."content")`
 	mdSearchUpdateTrigger = `CREATE TRIGGER IF NOT EXISTS "agentstore_messages_search_update" BEFORE UPDATE ON "agentstore_messages" FOR EACH ROW
 SET NEW."search_text" = IF(NEW."content" <=> OLD."content" AND NEW."search_text" IS NOT NULL, NEW."search_text", "agentstore_message_search_text"(NEW."content"))`
 	mdSearchStopwordsOff = `SET SESSION innodb_ft_enable_stopword = OFF`
-	mdSearchIndex        = `CREATE FULLTEXT INDEX IF NOT EXISTS "idx_agentstore_messages_search" ON "agentstore_messages" ("search_text")`
+	mdSearchIndex        = `ALTER TABLE "agentstore_messages" ADD FULLTEXT INDEX IF NOT EXISTS "idx_agentstore_messages_search" ("search_text"), FORCE`
 	mdSearchStopwordsOn  = `SET SESSION innodb_ft_enable_stopword = DEFAULT`
 )
 
@@ -270,13 +270,14 @@ func (mdDialect) SearchIssues(db *gorm.DB, env *dialect.Env, nsp string) ([]dial
 var _ dialect.SearchFixer = mdDialect{}
 
 // SearchFix implements dialect.SearchFixer: a missing FULLTEXT index is
-// built again with stop words off, as V15 builds it (the build rebuilds
-// the messages table; writes wait for it); a missing column is V15's
-// statements, each of which can run again.
+// built again with stop words off, as V15 builds it, with the table
+// rebuilt (FORCE: an index created again without it misses the rows
+// written while there was none; writes wait for the rebuild); a missing
+// column is V15's statements, each of which can run again.
 func (mdDialect) SearchFix(env *dialect.Env, object string) string {
 	if strings.HasPrefix(object, "index ") {
-		return fmt.Sprintf("SET SESSION innodb_ft_enable_stopword = OFF; CREATE FULLTEXT INDEX %s ON %s (\"search_text\"); SET SESSION innodb_ft_enable_stopword = DEFAULT",
-			`"`+strings.TrimPrefix(object, "index ")+`"`, env.Quote(models.TableMessages))
+		return fmt.Sprintf("SET SESSION innodb_ft_enable_stopword = OFF; ALTER TABLE %s ADD FULLTEXT INDEX %s (\"search_text\"), FORCE; SET SESSION innodb_ft_enable_stopword = DEFAULT",
+			env.Quote(models.TableMessages), `"`+strings.TrimPrefix(object, "index ")+`"`)
 	}
 	return "run `agentstore migrate` (Store.Migrate) or apply migration V15 again (each of its statements can run again)"
 }
