@@ -293,6 +293,8 @@ func SearchSnippet(text string, terms []SearchTerm, words int) string {
 	var b strings.Builder
 	if start > 0 {
 		b.WriteString("… ")
+	} else {
+		b.WriteString(strings.TrimLeftFunc(text[:toks[0].start], unicode.IsSpace))
 	}
 	for i := start; i < end; i++ {
 		if i > start {
@@ -306,6 +308,8 @@ func SearchSnippet(text string, terms []SearchTerm, words int) string {
 	}
 	if end < len(toks) {
 		b.WriteString(" …")
+	} else {
+		b.WriteString(strings.TrimRightFunc(text[toks[end-1].end:], unicode.IsSpace))
 	}
 	return b.String()
 }
