@@ -56,6 +56,9 @@ var released = map[string]int32{
 	"sqlite/V14__placeholder_for_merge.sql":                        1900903353,  // PLACEHOLDER (drop at merge)
 	"postgres/V14__placeholder_for_merge.sql":                      -1127402034, // PLACEHOLDER (drop at merge)
 	"mariadb/V14__placeholder_for_merge.sql":                       -882334796,  // PLACEHOLDER (drop at merge)
+	"sqlite/V15__message_search_fulltext.sql":                      -1585864631, // issue 26/27: MariaDB message search (the version only here)
+	"postgres/V15__message_search_fulltext.sql":                    -925225602,  // issue 26/27: MariaDB message search (the version only here)
+	"mariadb/V15__message_search_fulltext.sql":                     717489654,   // issue 26/27: MariaDB message search (FULLTEXT)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
