@@ -228,11 +228,8 @@ var dollarParamRE = regexp.MustCompile(`\$[0-9]+`)
 func mariadbRootNotYet() map[string]string {
 	const verify = "Verify on MariaDB (expected types in MariaDB's spelling, MODIFY COLUMN fixes) is not written yet"
 	return map[string]string{
-		"TestVerify_SearchTriggerFix":              "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
-		"TestSearchUpgradeIndexesExistingMessages": "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
-		"TestSearchUpgradeV12":                     "no MariaDB search index yet (Search refuses with ErrInvalidConfig)",
-		"TestSchemaBehindIsTyped":                  "MariaDB's chain starts at the schema of version 11 (its V1): a V2 database already has the column the test removes by migrating to V2",
-		"TestPerfClaimPlansUseIndexes":             "checks PostgreSQL's and SQLite's query plans; MariaDB's claims are checked by TestMariaDBConcurrentClaimersAllGetWork and bench -scale",
-		"TestPerfTelemetryGaugePlans":              "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",
+		"TestSchemaBehindIsTyped":      "MariaDB's chain starts at the schema of version 11 (its V1): a V2 database already has the column the test removes by migrating to V2",
+		"TestPerfClaimPlansUseIndexes": "checks PostgreSQL's and SQLite's query plans; MariaDB's claims are checked by TestMariaDBConcurrentClaimersAllGetWork and bench -scale",
+		"TestPerfTelemetryGaugePlans":  "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",
 	}
 }

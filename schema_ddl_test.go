@@ -27,7 +27,23 @@ import (
 // TestDDLGolden fails when the committed Flyway files differ from DDL().
 // Regenerate them with: go test -run TestDDLGolden -update .
 // TestDDLGolden: DDL() is the committed chain (default prefix, no schema)
-// concatenated, and migrations.FS holds exactly the committed files.
+// concatenated (on MariaDB each compound statement, a stored function's
+// BEGIN ... END, between DELIMITER lines for the mysql client), and
+// migrations.FS holds exactly the committed files.
+// mysqlClientScript is sql with each statement that holds a ";" written
+// between DELIMITER lines on MariaDB; sql unchanged on the others.
+func mysqlClientScript(d agentstore.Dialect, sql string) string {
+	if d != agentstore.MariaDB {
+		return sql
+	}
+	for _, st := range migrations.Statements(sql) {
+		if strings.Contains(st, ";") {
+			sql = strings.Replace(sql, st+";\n", "DELIMITER $$\n"+st+"$$\nDELIMITER ;\n", 1)
+		}
+	}
+	return sql
+}
+
 func TestDDLGolden(t *testing.T) {
 	t.Parallel()
 	for _, d := range dialects {
@@ -45,7 +61,7 @@ func TestDDLGolden(t *testing.T) {
 				if i > 0 {
 					want.WriteString("\n")
 				}
-				want.WriteString(m.SQL)
+				want.WriteString(mysqlClientScript(d, m.SQL))
 			}
 			got, err := agentstore.DDL(d)
 			if err != nil {

@@ -56,6 +56,9 @@ var released = map[string]int32{
 	"mariadb/V14__mariadb_change_feed.sql":                         1616050048,  // issue 26/27: MariaDB change feed (unreleased)
 	"postgres/V14__mariadb_change_feed.sql":                        -1528006242, // issue 26/27: version only (unreleased)
 	"sqlite/V14__mariadb_change_feed.sql":                          1784830823,  // issue 26/27: version only (unreleased)
+	"sqlite/V15__message_search_fulltext.sql":                      -1585864631, // issue 26/27: MariaDB message search (the version only here)
+	"postgres/V15__message_search_fulltext.sql":                    -925225602,  // issue 26/27: MariaDB message search (the version only here)
+	"mariadb/V15__message_search_fulltext.sql":                     717489654,   // issue 26/27: MariaDB message search (FULLTEXT)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

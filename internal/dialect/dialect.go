@@ -145,6 +145,16 @@ type DDLPreamble interface {
 	DDLPreamble() string
 }
 
+// ClientScript is implemented by a dialect whose command-line client (and
+// Flyway) ends a statement at every ";" unless told otherwise: a compound
+// statement of a migration (a stored function's BEGIN ... END, whose body
+// holds ";") must then be written between DELIMITER lines in an exported
+// script. WrapCompound returns stmt (without its final ";") as the script
+// writes it, ending its own statement, or ok false when stmt needs nothing.
+type ClientScript interface {
+	WrapCompound(stmt string) (script string, ok bool)
+}
+
 // PollFallback is implemented by a dialect with no cross-Store wake-up
 // mechanism (no Waker: MariaDB has no LISTEN/NOTIFY and no file to watch).
 // DefaultPollInterval replaces the engine's default poll interval for a

@@ -200,6 +200,15 @@ type Searcher interface {
 	SearchIssues(db *gorm.DB, env *Env, nsp string) ([]SchemaIssue, error)
 }
 
+// SearchFixer is implemented by a Searcher whose missing search column or
+// index (SearchObjects) is fixed otherwise than by applying migration V8
+// again (MariaDB: its index is V15's, built with stop words off).
+type SearchFixer interface {
+	// SearchFix returns the fix of the missing object ("column name" or
+	// "index name", unqualified as SearchObjects names it).
+	SearchFix(env *Env, object string) string
+}
+
 // IssueSearchIndex: an object of the message search index (a table,
 // trigger, function, column or index outside the models, or its text
 // search configuration) is missing or differs from what this build
@@ -214,4 +223,93 @@ type MigrationRewriter interface {
 	// RewriteMigration returns the rendered migration sql as this build
 	// runs it.
 	RewriteMigration(sql string) string
+}
+
+// SearchSnippet makes a snippet of text for the terms, for a dialect
+// whose database has no snippet function (MariaDB): an excerpt of at most
+// words words around the first match, cut at word boundaries (" … "
+// where the text goes on), with every matched word between SnippetOpen
+// and SnippetClose. Words are split as ParseSearchQuery splits them and
+// compared lower-cased (a prefix word matches the words starting with
+// it; a phrase, its words in a row). A text without a match gives its
+// first words, unmarked.
+func SearchSnippet(text string, terms []SearchTerm, words int) string {
+	type tok struct {
+		start, end int
+		low        string
+	}
+	var toks []tok
+	for i := 0; i < len(text); {
+		r, n := utf8.DecodeRuneInString(text[i:])
+		if !isWordRune(r) {
+			i += n
+			continue
+		}
+		j := i + n
+		for j < len(text) {
+			r, n := utf8.DecodeRuneInString(text[j:])
+			if !isWordRune(r) {
+				break
+			}
+			j += n
+		}
+		toks = append(toks, tok{start: i, end: j, low: strings.ToLower(text[i:j])})
+		i = j
+	}
+	if len(toks) == 0 || words <= 0 {
+		return ""
+	}
+	marked := make([]bool, len(toks))
+	first := -1
+	for _, t := range terms {
+		for i := 0; i+len(t.Words) <= len(toks); i++ {
+			ok := true
+			for k, w := range t.Words {
+				low := toks[i+k].low
+				if (w.Prefix && !strings.HasPrefix(low, w.Text)) || (!w.Prefix && low != w.Text) {
+					ok = false
+					break
+				}
+			}
+			if !ok {
+				continue
+			}
+			for k := range t.Words {
+				marked[i+k] = true
+			}
+			if first < 0 || i < first {
+				first = i
+			}
+		}
+	}
+	start := 0
+	if first > words/4 {
+		start = first - words/4
+	}
+	end := min(len(toks), start+words)
+	if end-start < words {
+		start = max(0, end-words)
+	}
+	var b strings.Builder
+	if start > 0 {
+		b.WriteString("… ")
+	} else {
+		b.WriteString(strings.TrimLeftFunc(text[:toks[0].start], unicode.IsSpace))
+	}
+	for i := start; i < end; i++ {
+		if i > start {
+			b.WriteString(text[toks[i-1].end:toks[i].start])
+		}
+		if marked[i] {
+			b.WriteString(SnippetOpen + text[toks[i].start:toks[i].end] + SnippetClose)
+		} else {
+			b.WriteString(text[toks[i].start:toks[i].end])
+		}
+	}
+	if end < len(toks) {
+		b.WriteString(" …")
+	} else {
+		b.WriteString(strings.TrimRightFunc(text[toks[end-1].end:], unicode.IsSpace))
+	}
+	return b.String()
 }

@@ -111,3 +111,38 @@ func FuzzParseSearchQuery(f *testing.F) {
 		}
 	})
 }
+
+func TestSearchSnippet(t *testing.T) {
+	terms := func(q string) []SearchTerm {
+		ts, err := ParseSearchQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	mark := func(s string) string {
+		return strings.NewReplacer(SnippetOpen, "[", SnippetClose, "]").Replace(s)
+	}
+	long := strings.Repeat("lorem ipsum ", 40) + "the Kangaroo jumped" + strings.Repeat(" dolor sit", 40)
+	for _, c := range []struct {
+		text, q, want string
+		words         int
+	}{
+		{"Where is the kangaroo? The kangaroo is here.", "kangaroo", "Where is the [kangaroo]? The [kangaroo] is here.", 30},
+		{"The quick brown fox", `"quick brown"`, "The [quick] [brown] fox", 30},
+		{"The quick brown fox", `"brown quick"`, "The quick brown fox", 30},
+		{"Quickly, quickly: running", "quick*", "[Quickly], [quickly]: running", 30},
+		{"don't stop", "don't", "[don]'[t] stop", 30},
+		{"a b c d e f g h", "h", "… f g [h]", 3},
+		{"a b c d e f g h", "b", "… [b] c d …", 3},
+		{"a b c d e f g h", "b", "a [b] c d …", 4},
+		{" (quoted \"kangaroo\") \n", "kangaroo", `(quoted "[kangaroo]")`, 30},
+		{"nothing here", "zebra", "nothing …", 1},
+		{"", "zebra", "", 30},
+		{long, "kangaroo", "… lorem ipsum lorem ipsum lorem ipsum the [Kangaroo] jumped dolor sit dolor sit dolor sit dolor sit dolor sit dolor sit dolor sit dolor sit dolor sit dolor sit dolor …", 30},
+	} {
+		if got := mark(SearchSnippet(c.text, terms(c.q), c.words)); got != c.want {
+			t.Errorf("SearchSnippet(%q, %q, %d) = %q, want %q", c.text, c.q, c.words, got, c.want)
+		}
+	}
+}

@@ -530,14 +530,48 @@ func DDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	dl, _ := dialectNamed(ds, d)
 	var b strings.Builder
 	for i, f := range files {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		b.WriteString(f.sql)
+		b.WriteString(clientScript(dl, f.sql))
 	}
 	return b.String(), nil
+}
+
+// gooseScript marks each compound statement of a dialect.ClientScript
+// dialect (a ";" inside) with goose's StatementBegin and StatementEnd, so
+// goose sends it whole.
+func gooseScript(dl dialect.Dialect, sql string) string {
+	cs, ok := dl.(dialect.ClientScript)
+	if !ok {
+		return sql
+	}
+	for _, st := range migrations.Statements(sql) {
+		if _, ok := cs.WrapCompound(st); ok {
+			sql = strings.Replace(sql, st+";\n", "-- +goose StatementBegin\n"+st+";\n-- +goose StatementEnd\n", 1)
+		}
+	}
+	return sql
+}
+
+// clientScript returns a rendered migration as the dialect's command-line
+// client and Flyway run it: on a dialect.ClientScript dialect each
+// compound statement (a ";" inside) is written between DELIMITER lines;
+// otherwise sql unchanged.
+func clientScript(dl dialect.Dialect, sql string) string {
+	cs, ok := dl.(dialect.ClientScript)
+	if !ok {
+		return sql
+	}
+	for _, st := range migrations.Statements(sql) {
+		if w, ok := cs.WrapCompound(st); ok {
+			sql = strings.Replace(sql, st+";\n", w, 1)
+		}
+	}
+	return sql
 }
 
 // renderedMigration is one migration rendered for a prefix and schema.
@@ -619,13 +653,14 @@ func ExportMigrations(ds []dialect.Dialect, dir string, d Dialect, ec ExportConf
 	if err != nil {
 		return nil, err
 	}
+	dl, _ := dialectNamed(ds, d)
 	type out struct{ name, content string }
 	var outs []out
 	for _, f := range files {
 		v := f.m.Version + ec.VersionOffset
 		switch ec.Format {
 		case FormatFlyway:
-			outs = append(outs, out{fmt.Sprintf("V%d__%s.sql", v, f.m.Description), f.sql})
+			outs = append(outs, out{fmt.Sprintf("V%d__%s.sql", v, f.m.Description), clientScript(dl, f.sql)})
 			if f.m.Conf != "" {
 				outs = append(outs, out{fmt.Sprintf("V%d__%s.sql.conf", v, f.m.Description), f.m.Conf})
 			}
@@ -634,7 +669,7 @@ func ExportMigrations(ds []dialect.Dialect, dir string, d Dialect, ec ExportConf
 			if f.m.NoTransaction {
 				head = "-- +goose NO TRANSACTION\n" + head
 			}
-			outs = append(outs, out{fmt.Sprintf("%d_%s.sql", v, f.m.Description), head + f.sql})
+			outs = append(outs, out{fmt.Sprintf("%d_%s.sql", v, f.m.Description), head + gooseScript(dl, f.sql)})
 		case FormatGolangMigrate:
 			outs = append(outs, out{fmt.Sprintf("%d_%s.up.sql", v, f.m.Description), golangMigrateSQL(f.sql)})
 		default:

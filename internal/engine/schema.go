@@ -156,8 +156,7 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 	}
 	if sr, ok := dl.(dialect.Searcher); ok { // the message search index, outside the models
 		for _, st := range sr.SearchDDL() {
-			b.WriteString(migrations.Render(st, cfg.Prefix, cfg.Schema))
-			b.WriteString(";\n")
+			b.WriteString(clientScript(dl, migrations.Render(st, cfg.Prefix, cfg.Schema)+";\n"))
 		}
 	}
 	feed, err := feedTriggerDDL(d)
@@ -165,8 +164,7 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 		return "", fmt.Errorf("ddl: %w", err)
 	}
 	for _, st := range feed { // the change feed's triggers, outside the models
-		b.WriteString(migrations.Render(st, cfg.Prefix, cfg.Schema))
-		b.WriteString(";\n")
+		b.WriteString(clientScript(dl, migrations.Render(st, cfg.Prefix, cfg.Schema)+";\n"))
 	}
 	n := models.NewNamer(cfg.Prefix, cfg.Schema)
 	fmt.Fprintf(&b, "\nINSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP);\n",

@@ -49,22 +49,28 @@ func (s *Store) searchIssues(db *gorm.DB, nsp string, live map[string]*dialect.L
 	if !ok || lt == nil {
 		return nil, nil
 	}
-	const fix = "run `agentstore migrate` (Store.Migrate) or apply migration V8"
+	const v8 = "run `agentstore migrate` (Store.Migrate) or apply migration V8"
+	fix := func(object string) string {
+		if f, ok := sr.(dialect.SearchFixer); ok {
+			return f.SearchFix(s.env(), object)
+		}
+		return v8
+	}
 	var out []SchemaIssue
 	cols, idx := s.searchExtras(table)
 	for _, c := range sortedKeys(cols) {
 		if _, ok := lt.Cols[c]; !ok {
-			out = append(out, SchemaIssue{Kind: IssueSearchIndex, Table: table, Object: "column " + c, Expected: "present", Actual: "missing", Fix: fix})
+			out = append(out, SchemaIssue{Kind: IssueSearchIndex, Table: table, Object: "column " + c, Expected: "present", Actual: "missing", Fix: fix("column " + c)})
 		}
 	}
 	for _, i := range sortedKeys(idx) {
 		li, ok := lt.Indexes[i]
 		switch {
 		case !ok:
-			out = append(out, SchemaIssue{Kind: IssueSearchIndex, Table: table, Object: "index " + i, Expected: "present", Actual: "missing", Fix: fix})
+			out = append(out, SchemaIssue{Kind: IssueSearchIndex, Table: table, Object: "index " + i, Expected: "present", Actual: "missing", Fix: fix("index " + i)})
 		case li.Invalid:
 			out = append(out, SchemaIssue{Kind: IssueSearchIndex, Table: table, Object: "index " + i, Expected: "valid", Actual: "INVALID",
-				Fix: fmt.Sprintf("DROP INDEX %s; then %s", s.quotedIndex(i), fix)})
+				Fix: fmt.Sprintf("DROP INDEX %s; then %s", s.quotedIndex(i), v8)})
 		}
 	}
 	more, err := sr.SearchIssues(db, s.env(), nsp)

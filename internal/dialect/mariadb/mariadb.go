@@ -374,8 +374,9 @@ func (mdDialect) TranslateDriverError(err error) (error, bool) {
 		case 1451, 1452:
 			// a referenced row is gone (or still referenced)
 			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
-		case 1146, 1054, 1305:
-			// unknown table, column or function
+		case 1146, 1054, 1305, 1191:
+			// unknown table, column or function; no FULLTEXT index for
+			// MATCH (the search index is missing: Verify reports it)
 			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
 		}
 		return err, true

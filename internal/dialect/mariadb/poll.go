@@ -1,6 +1,7 @@
 package mariadb
 
 import (
+	"strings"
 	"time"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -24,4 +25,17 @@ var _ dialect.DDLPreamble = mdDialect{}
 // files start with the same statement).
 func (mdDialect) DDLPreamble() string {
 	return "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES')"
+}
+
+var _ dialect.ClientScript = mdDialect{}
+
+// WrapCompound implements dialect.ClientScript: a statement holding ";"
+// (a stored function's BEGIN ... END) is written between DELIMITER lines,
+// which the mysql client and Flyway understand; Migrate itself never sees
+// them (it splits the chain's files at a ";" ending a line).
+func (mdDialect) WrapCompound(stmt string) (string, bool) {
+	if !strings.Contains(stmt, ";") {
+		return "", false
+	}
+	return "DELIMITER $$\n" + stmt + "$$\nDELIMITER ;\n", true
 }
