@@ -49,7 +49,7 @@ func (e *scaleEnv) pollRuns(n int, add func(key string, reps int, setup, op func
 	}); err != nil {
 		return err
 	}
-	if err := pe.exec("ANALYZE"); err != nil {
+	if err := pe.analyze(); err != nil {
 		return err
 	}
 	p := st.Provider()
