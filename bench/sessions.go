@@ -125,7 +125,7 @@ func seedRewrite(ctx context.Context, st *agentstore.Store, id uuid.UUID, ops in
 			}
 			for _, m := range rows {
 				if err := tx.Exec("INSERT INTO "+mt+" (session_id, seq, id, parent_id, role, content, is_sidechain,"+
-					" is_compact_summary, usage, metadata, model, request_id, environment, created_at)"+
+					" is_compact_summary, \"usage\", metadata, model, request_id, environment, created_at)"+
 					" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.SessionID, m.Seq, m.ID, m.ParentID, m.Role,
 					m.Content, m.IsSidechain, m.IsCompactSummary, m.Usage, m.Metadata, m.Model, m.RequestID,
 					m.Environment, m.CreatedAt).Error; err != nil {
@@ -170,7 +170,7 @@ func (b *bench) benchLoad(ctx context.Context, d string) {
 	if d == "postgres" {
 		ph = "$1"
 	}
-	q := "SELECT seq, id, parent_id, role, content, is_sidechain, is_compact_summary, usage, metadata, model," +
+	q := "SELECT seq, id, parent_id, role, content, is_sidechain, is_compact_summary, \"usage\", metadata, model," +
 		" request_id, environment, created_at FROM " + st.Table(models.TableMessages) + " WHERE session_id = " + ph + " ORDER BY seq"
 	raw := func() error {
 		rows, err := st.SQLDB().QueryContext(ctx, q, s.ID.String())
@@ -422,7 +422,7 @@ func (b *bench) openRawAppender(ctx context.Context, d string, st *agentstore.St
 		r.advance = strings.TrimSuffix(r.advance, " RETURNING last_seq")
 		r.readSeq = "SELECT last_seq FROM " + st.Table(models.TableSessions) + " WHERE id = ?"
 	}
-	r.insert = "INSERT INTO " + st.Table(models.TableMessages) + " (session_id, seq, id, role, content, usage, created_at)" +
+	r.insert = "INSERT INTO " + st.Table(models.TableMessages) + " (session_id, seq, id, role, content, \"usage\", created_at)" +
 		" VALUES (" + ph(1) + ", " + ph(2) + ", " + ph(3) + ", " + ph(4) + ", " + ph(5) + ", " + ph(6) + ", " + ph(7) + ")"
 	if err := r.db.PingContext(ctx); err != nil {
 		r.db.Close()
