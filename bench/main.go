@@ -12,7 +12,10 @@
 //
 // Without -pg it uses AGENTSTORE_TEST_POSTGRES_DSN or the local default.
 // SQLite files go in a temporary directory. MariaDB (go-workflows' MySQL
-// backend) is reached at -mysql (default root@127.0.0.1:3306). A peer that
+// backend) is reached at -mysql (default root@127.0.0.1:3306); the
+// mariadb dialect (-dialects mariadb) at -mariadb, else
+// AGENTSTORE_TEST_MARIADB_DSN, else mysql://root@127.0.0.1:3306/test,
+// in databases of its own (agentstore_bench_*). A peer that
 // cannot run is reported in the output ("not run"), never dropped silently.
 package main
 
@@ -75,6 +78,7 @@ func quickSizes() sizes {
 // bench holds the configuration and the collected results of a run.
 type bench struct {
 	pgDSN    string
+	mariaDSN string // the agentstore MariaDB subjects and raw baselines (mariadb.go)
 	mysqlDSN string
 	dir      string // SQLite files
 	sz       sizes
@@ -102,7 +106,8 @@ func run() error {
 	jsonOut := flag.String("json", "", "write the results as a JSON array to this file")
 	mysqlDSN := flag.String("mysql", "root@tcp(127.0.0.1:3306)/", "MariaDB/MySQL server for go-workflows' mysql backend (go-sql-driver DSN, no database)")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of append,load,queue,orchestration,append_parallel,wakeup (default: all)")
-	dialects := flag.String("dialects", "sqlite,postgres", "comma-separated subset of sqlite,postgres")
+	dialects := flag.String("dialects", "sqlite,postgres", "comma-separated subset of sqlite,postgres,mariadb")
+	mariaDSN := flag.String("mariadb", "", "MariaDB DSN of the mariadb dialect (default: $AGENTSTORE_TEST_MARIADB_DSN or "+defaultMariaDBDSN+"); the bench creates and drops databases "+mariaPrefix+"*")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	queueItems := flag.Int("queue-items", 0, "override the queue scenario's item count")
 	scale := flag.Bool("scale", false, "scale mode: measure the issue-15 operations at N = 1e3, 1e4, ... up to -scale-max rows and print the growth per decade (the other scenarios do not run)")
@@ -121,7 +126,13 @@ func run() error {
 		defer pprof.StopCPUProfile()
 	}
 
-	b := &bench{pgDSN: *pg, mysqlDSN: *mysqlDSN, sz: fullSizes(), quick: *quick, log: os.Stderr}
+	b := &bench{pgDSN: *pg, mariaDSN: *mariaDSN, mysqlDSN: *mysqlDSN, sz: fullSizes(), quick: *quick, log: os.Stderr}
+	if b.mariaDSN == "" {
+		b.mariaDSN = os.Getenv("AGENTSTORE_TEST_MARIADB_DSN")
+	}
+	if b.mariaDSN == "" {
+		b.mariaDSN = defaultMariaDBDSN
+	}
 	if b.pgDSN == "" {
 		b.pgDSN = os.Getenv("AGENTSTORE_TEST_POSTGRES_DSN")
 	}
@@ -149,7 +160,7 @@ func run() error {
 		}
 	}
 	for _, d := range strings.Split(*dialects, ",") {
-		if d = strings.TrimSpace(d); d == "sqlite" || d == "postgres" {
+		if d = strings.TrimSpace(d); d == "sqlite" || d == "postgres" || d == "mariadb" {
 			b.dialects = append(b.dialects, d)
 		} else if d != "" {
 			return fmt.Errorf("unknown dialect %q", d)
@@ -170,7 +181,7 @@ func run() error {
 		return b.writeJSON(*jsonOut)
 	}
 	start := time.Now()
-	b.logf("agentstore bench: quick=%v, %s, %d CPUs, PostgreSQL %s", *quick, runtime.Version(), runtime.NumCPU(), redact(b.pgDSN))
+	b.logf("agentstore bench: quick=%v, %s, %d CPUs, PostgreSQL %s, MariaDB %s", *quick, runtime.Version(), runtime.NumCPU(), redact(b.pgDSN), redact(b.mariaDSN))
 	type scenario struct {
 		name string
 		fn   func(context.Context, string)

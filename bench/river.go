@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +39,8 @@ func (noopArgs) Kind() string { return "noop" }
 func (b *bench) riverQueue(ctx context.Context, d, sync string) (queueSubject, error) {
 	workers := b.sz.queueWorkers
 	switch d {
+	case "mariadb":
+		return queueSubject{}, errors.New("River v0.51.2 has no MySQL/MariaDB driver (riverpgxv5 and riversqlite only)")
 	case "postgres":
 		schema := "bench_river"
 		if err := b.resetSchema(ctx, schema); err != nil {

@@ -31,10 +31,12 @@ func (e *scaleEnv) pollRuns(n int, add func(key string, reps int, setup, op func
 	yesterday := time.Now().Add(-24 * time.Hour).UnixMilli()
 	work := func(visible int64, tag, session any) func(int) []any {
 		return func(i int) []any {
-			return []any{`{"ActivityExecute":{"instance":"x","execution_id":1,"id":1,"name":"a","input":""}}`, visible + int64(i), yesterday, 0, tag, session}
+			return []any{`{"ActivityExecute":{"instance":"x","execution_id":1,"id":1,"name":"a","input":""}}`, visible + int64(i), yesterday, 0, tag, session, "x"}
 		}
 	}
-	cols := []string{"work_item", "visible_at", "created_at", "attempt_count", "tag", "session_id"}
+	// instance_id: the item's instance (NOT NULL on MariaDB, where it is
+	// part of the primary key since V13)
+	cols := []string{"work_item", "visible_at", "created_at", "attempt_count", "tag", "session_id", "instance_id"}
 	for _, fill := range []func(int) []any{
 		work(tomorrow, nil, nil),
 		work(yesterday, "gpu", nil),
@@ -49,7 +51,7 @@ func (e *scaleEnv) pollRuns(n int, add func(key string, reps int, setup, op func
 	}); err != nil {
 		return err
 	}
-	if err := pe.exec("ANALYZE"); err != nil {
+	if err := pe.analyze(); err != nil {
 		return err
 	}
 	p := st.Provider()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,7 +125,7 @@ func seedRewrite(ctx context.Context, st *agentstore.Store, id uuid.UUID, ops in
 			}
 			for _, m := range rows {
 				if err := tx.Exec("INSERT INTO "+mt+" (session_id, seq, id, parent_id, role, content, is_sidechain,"+
-					" is_compact_summary, usage, metadata, model, request_id, environment, created_at)"+
+					" is_compact_summary, \"usage\", metadata, model, request_id, environment, created_at)"+
 					" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.SessionID, m.Seq, m.ID, m.ParentID, m.Role,
 					m.Content, m.IsSidechain, m.IsCompactSummary, m.Usage, m.Metadata, m.Model, m.RequestID,
 					m.Environment, m.CreatedAt).Error; err != nil {
@@ -169,7 +170,7 @@ func (b *bench) benchLoad(ctx context.Context, d string) {
 	if d == "postgres" {
 		ph = "$1"
 	}
-	q := "SELECT seq, id, parent_id, role, content, is_sidechain, is_compact_summary, usage, metadata, model," +
+	q := "SELECT seq, id, parent_id, role, content, is_sidechain, is_compact_summary, \"usage\", metadata, model," +
 		" request_id, environment, created_at FROM " + st.Table(models.TableMessages) + " WHERE session_id = " + ph + " ORDER BY seq"
 	raw := func() error {
 		rows, err := st.SQLDB().QueryContext(ctx, q, s.ID.String())
@@ -367,7 +368,9 @@ func appendBurst(ctx context.Context, writers, k int, ids []uuid.UUID, slice int
 // updated_at, version; RETURNING the new last_seq) and insert the message
 // at that seq. It works on the store's own tables through its own
 // database/sql handle on the same driver: pgx stdlib with the bench's pool
-// on PostgreSQL; on SQLite one write connection with the store's DSN
+// on PostgreSQL; go-sql-driver/mysql with the same pool and the store's
+// session settings on MariaDB (no RETURNING there: the UPDATE, then a read
+// of last_seq on the row it locked); on SQLite one write connection with the store's DSN
 // parameters (WAL, foreign keys, BEGIN IMMEDIATE, the synchronous mode and
 // statement cache), as the store's write pool.
 type rawAppender struct {
@@ -376,6 +379,9 @@ type rawAppender struct {
 	insert   string
 	postgres bool
 	usage    string
+	// readSeq, when set, reads the new last_seq after advance (MariaDB has
+	// no UPDATE ... RETURNING; the row is locked by the UPDATE)
+	readSeq string
 }
 
 func (b *bench) openRawAppender(ctx context.Context, d string, st *agentstore.Store, name, mode string) (*rawAppender, error) {
@@ -392,6 +398,11 @@ func (b *bench) openRawAppender(ctx context.Context, d string, st *agentstore.St
 		}
 		r.db.SetMaxOpenConns(pgPool)
 		r.db.SetMaxIdleConns(pgPool)
+	case "mariadb":
+		r.db, err = b.openMaria(mariaPrefix+"as_"+name, pgPool)
+		if err != nil {
+			return nil, err
+		}
 	default:
 		if mode == "" {
 			mode = "NORMAL"
@@ -407,7 +418,11 @@ func (b *bench) openRawAppender(ctx context.Context, d string, st *agentstore.St
 		" current_leaf_id = " + ph(1) + ", total_input_tokens = total_input_tokens + " + ph(2) +
 		", total_output_tokens = total_output_tokens + " + ph(3) + ", updated_at = " + ph(4) + ", version = version + 1" +
 		" WHERE id = " + ph(5) + " RETURNING last_seq"
-	r.insert = "INSERT INTO " + st.Table(models.TableMessages) + " (session_id, seq, id, role, content, usage, created_at)" +
+	if d == "mariadb" {
+		r.advance = strings.TrimSuffix(r.advance, " RETURNING last_seq")
+		r.readSeq = "SELECT last_seq FROM " + st.Table(models.TableSessions) + " WHERE id = ?"
+	}
+	r.insert = "INSERT INTO " + st.Table(models.TableMessages) + " (session_id, seq, id, role, content, \"usage\", created_at)" +
 		" VALUES (" + ph(1) + ", " + ph(2) + ", " + ph(3) + ", " + ph(4) + ", " + ph(5) + ", " + ph(6) + ", " + ph(7) + ")"
 	if err := r.db.PingContext(ctx); err != nil {
 		r.db.Close()
@@ -424,7 +439,20 @@ func (r *rawAppender) append(ctx context.Context, id uuid.UUID, msgID string) er
 	}
 	defer tx.Rollback()
 	var seq int64
-	if err := tx.QueryRowContext(ctx, r.advance, msgID, 10, 5, now, id.String()).Scan(&seq); err != nil {
+	if r.readSeq != "" {
+		res, err := tx.ExecContext(ctx, r.advance, msgID, 10, 5, now, id.String())
+		if err == nil {
+			if k, _ := res.RowsAffected(); k != 1 {
+				err = fmt.Errorf("session %s not found", id)
+			}
+		}
+		if err == nil {
+			err = tx.QueryRowContext(ctx, r.readSeq, id.String()).Scan(&seq)
+		}
+		if err != nil {
+			return fmt.Errorf("advance session: %w", err)
+		}
+	} else if err := tx.QueryRowContext(ctx, r.advance, msgID, 10, 5, now, id.String()).Scan(&seq); err != nil {
 		return fmt.Errorf("advance session: %w", err)
 	}
 	content := `[{"type":"text","text":"` + msgText + `"}]`

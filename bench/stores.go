@@ -14,12 +14,14 @@ import (
 	"github.com/agentstore/agentstore"
 )
 
-// pgPool is the connection pool every PostgreSQL subject of the bench gets
-// (agentstore, raw SQL, River), so pool size is not what is compared.
+// pgPool is the connection pool every PostgreSQL and MariaDB subject of
+// the bench gets (agentstore, raw SQL, River, go-workflows' MySQL backend),
+// so pool size is not what is compared.
 const pgPool = 16
 
 // openStore opens a fresh, migrated agentstore Store: a new SQLite file in
-// the temp dir, or a new PostgreSQL schema (dropped by the returned cleanup).
+// the temp dir, a new PostgreSQL schema or a new MariaDB database (dropped
+// by the returned cleanup).
 // sync is the SQLite synchronous mode ("" = the shipped default); extra
 // options are appended to the store's.
 func (b *bench) openStore(ctx context.Context, dialect, name, sync string, extra ...agentstore.Option) (*agentstore.Store, func(), error) {
@@ -49,6 +51,16 @@ func (b *bench) openStore(ctx context.Context, dialect, name, sync string, extra
 		dsn = b.pgDSN
 		opts = append(opts, agentstore.WithSchema(schema), agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: pgPool, MinIdleConns: pgPool}))
 		cleanup = func() { _ = b.dropSchema(context.Background(), schema) }
+	case "mariadb":
+		db, err := b.resetMariaDB(ctx, "as_"+name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if dsn, err = b.mariaNative(db); err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: pgPool, MinIdleConns: pgPool}))
+		cleanup = func() { _ = b.dropMariaDB(context.Background(), "as_"+name) }
 	default:
 		return nil, nil, fmt.Errorf("unknown dialect %q", dialect)
 	}
@@ -75,6 +87,12 @@ func (b *bench) openHandle(ctx context.Context, dialect, name, sync string) (*ag
 			opts = append(opts, agentstore.WithSQLiteSynchronous(sync))
 		}
 		return agentstore.Open(ctx, "sqlite:"+filepath.Join(b.dir, name+".db"), opts...)
+	case "mariadb":
+		dsn, err := b.mariaNative(mariaPrefix + "as_" + name)
+		if err != nil {
+			return nil, err
+		}
+		return agentstore.Open(ctx, dsn, agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: pgPool, MinIdleConns: pgPool}))
 	default:
 		return agentstore.Open(ctx, b.pgDSN, agentstore.WithSchema("bench_as_"+name),
 			agentstore.WithPool(agentstore.PoolConfig{MaxOpenConns: pgPool, MinIdleConns: pgPool}))

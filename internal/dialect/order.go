@@ -22,3 +22,14 @@ type BinaryOrderer interface {
 type SerialAdvancer interface {
 	AdvanceSerialSQL(table, col string) string
 }
+
+// KeysetExpander is implemented by a dialect whose optimizer does not read
+// a row-value comparison (a, b) > (x, y) as a range of an (a, b) index
+// (MariaDB 10.11 walks the index from its start and filters: a page after
+// a cursor half-way reads half the table). KeysetAfter returns the same
+// condition in a form its optimizer reads as index ranges, with three
+// parameters in the order x, x, y. A dialect whose optimizer reads the
+// row value (PostgreSQL, SQLite) does not implement it.
+type KeysetExpander interface {
+	KeysetAfter(a, b string) string
+}

@@ -160,6 +160,16 @@ func (s *Store) upsert(stmt string) string {
 	return stmt
 }
 
+// keysetAfter returns the condition (a, b) > (x, y) of a keyset page and
+// its parameters: the row value, or the dialect's form of it
+// (dialect.KeysetExpander).
+func (s *Store) keysetAfter(a, b string, x, y any) (string, []any) {
+	if k, ok := s.d.(dialect.KeysetExpander); ok {
+		return k.KeysetAfter(a, b), []any{x, x, y}
+	}
+	return "(" + a + ", " + b + ") > (?, ?)", []any{x, y}
+}
+
 // materialized returns " MATERIALIZED" (after a CTE's AS) with
 // CapMaterializedCTE, "" without.
 func (s *Store) materialized() string {

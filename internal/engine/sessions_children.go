@@ -114,7 +114,7 @@ func (ss *sessionStore) GetSummariesPage(ctx context.Context, sessionID uuid.UUI
 	tc, targs := ss.inTenantCond()
 	db := ss.db(ctx)
 	var rows []models.Summary
-	if err := childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
+	if err := ss.s.childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
 		return nil, "", fmt.Errorf("get summaries of %s: %w", sessionID, dbErr(err))
 	}
 	if len(rows) == 0 {
@@ -361,7 +361,7 @@ func (ss *sessionStore) PlansPage(ctx context.Context, sessionID uuid.UUID, p re
 	tc, targs := ss.inTenantCond()
 	db := ss.db(ctx)
 	var rows []models.Plan
-	if err := childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
+	if err := ss.s.childPage(db.Where("session_id = ?"+tc, append([]any{sessionID}, targs...)...), c, limit, &rows); err != nil {
 		return nil, "", fmt.Errorf("plans of %s: %w", sessionID, dbErr(err))
 	}
 	if len(rows) == 0 {

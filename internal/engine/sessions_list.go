@@ -149,7 +149,8 @@ func (ss *sessionStore) listQuery(ctx context.Context, p repo.ListParams, order 
 			return nil, "", invalidf("list sessions: the cursor has no %s (a cursor of another order?)", col)
 		}
 		// A row-value comparison: one range of the (col, id) index.
-		q = q.Where("("+col+", id) > (?, ?)", at.UTC().Truncate(time.Microsecond), p.After.ID)
+		cond, args := ss.s.keysetAfter(col, "id", at.UTC().Truncate(time.Microsecond), p.After.ID)
+		q = q.Where(cond, args...)
 	}
 	return q.Session(&gorm.Session{}), col, nil // reused by every fetch
 }
@@ -320,14 +321,15 @@ func (ss *sessionStore) ListChildren(ctx context.Context, parentID uuid.UUID) ([
 // childPage runs the keyset query of one page of a child table (or of
 // child sessions): rows of q after the cursor c in (created_at, id)
 // order, at most limit+1 of them into dest.
-func childPage(q *gorm.DB, c *pageCursor, limit int, dest any) error {
+func (s *Store) childPage(q *gorm.DB, c *pageCursor, limit int, dest any) error {
 	if c != nil {
 		id, err := uuid.Parse(c.ID)
 		if err != nil || c.T.IsZero() {
 			return invalidf("page cursor holds no (created_at, id)")
 		}
 		// A row-value comparison: one range of the (.., created_at, id) index.
-		q = q.Where("(created_at, id) > (?, ?)", c.T.UTC(), id)
+		cond, args := s.keysetAfter("created_at", "id", c.T.UTC(), id)
+		q = q.Where(cond, args...)
 	}
 	return q.Order("created_at, id").Limit(limit + 1).Find(dest).Error
 }
@@ -350,7 +352,7 @@ func (ss *sessionStore) ListChildrenPage(ctx context.Context, parentID uuid.UUID
 		q = q.Where("tenant_id = ?", *ss.tenant)
 	}
 	var rows []models.Session
-	if err := childPage(q, c, limit, &rows); err != nil {
+	if err := ss.s.childPage(q, c, limit, &rows); err != nil {
 		return nil, "", fmt.Errorf("list children of %s: %w", parentID, dbErr(err))
 	}
 	next := ""

@@ -351,9 +351,10 @@ func (s *Store) claimPick(g []*gcReq[uint64, dequeueReq]) (func(cols string) str
 
 // claimGeneral is claimSQL's statement in the general form, for a
 // database without UPDATE ... RETURNING: in one transaction (a savepoint
-// inside the application's), the pick, one primary-key UPDATE per picked
-// item with its call's lease, and a SELECT of the leased rows by their new
-// tokens, passed to scan as claimSQL's rows are.
+// inside the application's), the pick, one UPDATE giving each picked item
+// its call's lease (a primary-key UPDATE for one, CASE by seq for several),
+// and a SELECT of the leased rows by their new tokens, passed to scan as
+// claimSQL's rows are.
 func (s *Store) claimGeneral(db *gorm.DB, g []*gcReq[uint64, dequeueReq], scan func(*sql.Rows, int64) error) error {
 	qt := s.quoted(models.TableQueue)
 	pick, pickArgs := s.claimPick(g)
@@ -368,14 +369,35 @@ func (s *Store) claimGeneral(db *gorm.DB, g []*gcReq[uint64, dequeueReq], scan f
 		}
 		toks := make([]any, 0, len(seqs)+1)
 		toks = append(toks, session)
-		for i, seq := range seqs {
-			r := g[i].in
+		if len(seqs) == 1 {
+			r := g[0].in
 			if err := tx.Exec("UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
 				" attempts = attempts + 1 WHERE session_id = ? AND seq = ?",
-				r.token, nilIfEmpty(r.owner), r.nowMS+r.lease.Milliseconds(), session, seq).Error; err != nil {
+				r.token, nilIfEmpty(r.owner), r.nowMS+r.lease.Milliseconds(), session, seqs[0]).Error; err != nil {
 				return err
 			}
 			toks = append(toks, r.token)
+		} else {
+			// one UPDATE giving each picked item its call's lease (CASE by
+			// seq: three statements whatever the batch's size)
+			var tokCase, ownerCase, untilCase strings.Builder
+			var tokArgs, ownerArgs, untilArgs []any
+			for i, seq := range seqs {
+				r := g[i].in
+				tokCase.WriteString(" WHEN ? THEN ?")
+				ownerCase.WriteString(" WHEN ? THEN ?")
+				untilCase.WriteString(" WHEN ? THEN ?")
+				tokArgs = append(tokArgs, seq, r.token)
+				ownerArgs = append(ownerArgs, seq, nilIfEmpty(r.owner))
+				untilArgs = append(untilArgs, seq, r.nowMS+r.lease.Milliseconds())
+				toks = append(toks, r.token)
+			}
+			args := append(append(append(tokArgs, ownerArgs...), untilArgs...), session, seqs)
+			if err := tx.Exec("UPDATE "+qt+" SET status = 'processing', lease_token = CASE seq"+tokCase.String()+" END,"+
+				" lease_owner = CASE seq"+ownerCase.String()+" END, leased_until = CASE seq"+untilCase.String()+" END,"+
+				" attempts = attempts + 1 WHERE session_id = ? AND seq IN ?", args...).Error; err != nil {
+				return err
+			}
 		}
 		_, err := newDirectTx(tx).each("SELECT lease_token, "+claimCols+" FROM "+qt+" WHERE session_id = ? AND lease_token IN ("+
 			placeholders(len(seqs))+")", toks, scan)

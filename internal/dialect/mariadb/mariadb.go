@@ -449,3 +449,12 @@ func (mdDialect) RewriteUpsert(stmt string) string {
 	}
 	return stmt
 }
+
+// KeysetAfter implements dialect.KeysetExpander: MariaDB reads
+// (a, b) > (x, y) as no range at all (the page after a cursor half-way
+// scanned half the index: EXPLAIN ANALYZE r_rows 50,102 for 101 rows of
+// 100,000 sessions), but a > x OR (a = x AND b > y) as two ranges of the
+// (a, b) index (r_rows 101).
+func (mdDialect) KeysetAfter(a, b string) string {
+	return "(" + a + " > ? OR (" + a + " = ? AND " + b + " > ?))"
+}

@@ -3,6 +3,7 @@ package mariadb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -143,5 +144,67 @@ func TestRewriteUpsert(t *testing.T) {
 		if got := u.RewriteUpsert(in); got != want {
 			t.Errorf("RewriteUpsert(%s)\n = %s\nwant %s", in, got, want)
 		}
+	}
+}
+
+// TestKeysetAfterReadsAPage: the page after a cursor half-way through
+// 20,000 rows, in KeysetAfter's form, reads about a page of the (a, b)
+// index (EXPLAIN ANALYZE r_rows), where MariaDB's reading of the row value
+// (a, b) > (x, y) walks the index from its start.
+func TestKeysetAfterReadsAPage(t *testing.T) {
+	c := openTest(t)
+	ctx := context.Background()
+	conn, err := c.SQLDB.Conn(ctx) // the temporary table is the connection's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, stmt := range []string{
+		`CREATE TEMPORARY TABLE "keyset_probe" ("id" bigint NOT NULL PRIMARY KEY, "a" bigint NOT NULL, "b" varchar(36) NOT NULL, INDEX ("a", "b")) ENGINE=InnoDB`,
+		`INSERT INTO "keyset_probe" SELECT seq, seq DIV 2, UUID() FROM seq_1_to_20000`,
+		`ANALYZE TABLE "keyset_probe"`,
+	} {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var x int64
+	var y string
+	if err := conn.QueryRowContext(ctx, `SELECT "a", "b" FROM "keyset_probe" ORDER BY "a", "b" LIMIT 1 OFFSET 10000`).Scan(&x, &y); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `ANALYZE SELECT "a", "b" FROM "keyset_probe" WHERE `+New().(mdDialect).KeysetAfter(`"a"`, `"b"`)+
+		` ORDER BY "a", "b" LIMIT 101`, x, x, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for i, col := range cols {
+			if col != "r_rows" {
+				continue
+			}
+			var read float64
+			if b, ok := vals[i].([]byte); !ok {
+				t.Fatalf("r_rows %v", vals[i])
+			} else if _, err := fmt.Sscan(string(b), &read); err != nil {
+				t.Fatal(err)
+			}
+			if read > 202 {
+				t.Errorf("the page after the cursor read %v rows for 101 (not a range of the index)", read)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
