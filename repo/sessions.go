@@ -256,7 +256,11 @@ type Sessions interface {
 	// how many expired sessions it deleted: the picked ones and every
 	// cascaded descendant that was expired itself, each once. Sessions
 	// without ExpiresAt are never deleted (unless an expired ancestor
-	// cascades to them; they are not counted).
+	// cascades to them; they are not counted). A batch that loses a
+	// deadlock to a concurrent sweeper is run again a few times; when the
+	// call still fails, the count it returns with the error is that of
+	// the batches committed before (those sessions are gone and are not
+	// counted by a later call).
 	CleanupExpired(ctx context.Context, batchSize int) (int, error)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -253,7 +255,18 @@ SELECT id FROM `+st+` WHERE id IN (SELECT id FROM d) AND expires_at IS NOT NULL 
 		// cascading deletes can) rolled back whole: run it again, so the
 		// deletions already committed stay counted in this call.
 		// (A lock timeout is not retried here: it would multiply the wait.)
-		for i := 0; i < 4 && err != nil && errors.Is(dbErr(err), ErrRetryable) && !errors.Is(dbErr(err), ErrLockTimeout) && ctx.Err() == nil; i++ {
+		for i := 0; i < 8 && err != nil && errors.Is(dbErr(err), ErrRetryable) && !errors.Is(dbErr(err), ErrLockTimeout) && ctx.Err() == nil; i++ {
+			// a short, growing, jittered pause lets the other sweeper's
+			// batch commit first
+			t := time.NewTimer(time.Duration(i+1)*2*time.Millisecond + time.Duration(rand.IntN(2000))*time.Microsecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			if ctx.Err() != nil {
+				break
+			}
 			err = ss.inTx(ctx, batch)
 		}
 		unlock()
