@@ -53,6 +53,18 @@ var released = map[string]int32{
 	"mariadb/V11__message_search_text_plpgsql.sql":                 1810555187,  // issue 26: MariaDB chain (unreleased)
 	"mariadb/V12__message_search_gin_list_limit.sql":               -48233730,   // issue 26: MariaDB chain (unreleased)
 	"mariadb/V13__citus_distribution_keys.sql":                     1438845102,  // issue 26: MariaDB chain (unreleased)
+	"mariadb/V14__placeholder_for_merge.sql":                       -882334796,  // PLACEHOLDER (drop at merge)
+	"mariadb/V15__placeholder_for_merge.sql":                       556700666,   // PLACEHOLDER (drop at merge)
+	"mariadb/V16__placeholder_for_merge.sql":                       -996817559,  // PLACEHOLDER (drop at merge)
+	"mariadb/V17__message_search_fts5.sql":                         -622621344,  // issue 27: SQLite search index FTS5 in every build (unreleased)
+	"postgres/V14__placeholder_for_merge.sql":                      -1127402034, // PLACEHOLDER (drop at merge)
+	"postgres/V15__placeholder_for_merge.sql":                      30791163,    // PLACEHOLDER (drop at merge)
+	"postgres/V16__placeholder_for_merge.sql":                      495842277,   // PLACEHOLDER (drop at merge)
+	"postgres/V17__message_search_fts5.sql":                        1634944925,  // issue 27: SQLite search index FTS5 in every build (unreleased)
+	"sqlite/V14__placeholder_for_merge.sql":                        1900903353,  // PLACEHOLDER (drop at merge)
+	"sqlite/V15__placeholder_for_merge.sql":                        532933031,   // PLACEHOLDER (drop at merge)
+	"sqlite/V16__placeholder_for_merge.sql":                        -1404018811, // PLACEHOLDER (drop at merge)
+	"sqlite/V17__message_search_fts5.sql":                          -276027751,  // issue 27: SQLite search index FTS5 in every build (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
