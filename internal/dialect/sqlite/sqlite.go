@@ -170,7 +170,10 @@ func (liteDialect) TranslateDriverError(err error) (error, bool) {
 			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
 		}
 	case codeError:
-		if strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") {
+		if strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") ||
+			strings.Contains(m, "no such function: highlight") || strings.Contains(m, "unable to use function highlight") {
+			// highlight(): a search of an FTS4 index (a cgo build's
+			// before V17), which has no such function (FTS5's)
 			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
 		}
 		if strings.Contains(m, "no such module: fts") {
