@@ -64,7 +64,7 @@ var released = map[string]int32{
 	"sqlite/V14__placeholder_for_merge.sql":                        1900903353,  // PLACEHOLDER (drop at merge)
 	"sqlite/V15__placeholder_for_merge.sql":                        532933031,   // PLACEHOLDER (drop at merge)
 	"sqlite/V16__placeholder_for_merge.sql":                        -1404018811, // PLACEHOLDER (drop at merge)
-	"sqlite/V17__message_search_fts5.sql":                          -276027751,  // issue 27: SQLite search index FTS5 in every build (unreleased)
+	"sqlite/V17__message_search_fts5.sql":                          869438332,   // issue 27: SQLite search index FTS5 in every build (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -81,8 +81,17 @@ func liteSearchBackfill() []string {
 	}
 }
 
-// SearchDDL implements dialect.Searcher.
-func (liteDialect) SearchDDL() []string { return liteFTSStatements(liteSearchDDL()) }
+// SearchDDL implements dialect.Searcher: V8's statements as the builds
+// run them, the FTS5 table as V17 makes it (columnsize=0: FTS5 keeps no
+// token count per row, which neither the score, which uses the text's
+// length, nor highlight() needs; an append writes one row less).
+func (liteDialect) SearchDDL() []string {
+	stmts := liteFTSStatements(liteSearchDDL())
+	for i, st := range stmts {
+		stmts[i] = strings.Replace(st, "USING fts5(body, tokenize=unicode61)", "USING fts5(body, tokenize=unicode61, columnsize=0)", 1)
+	}
+	return stmts
+}
 
 // RewriteMigration implements dialect.MigrationRewriter: V8's search
 // index is an FTS5 table of the same name, column and tokenizer, its rows
