@@ -2,12 +2,10 @@
 
 package agentstore_test
 
-import "github.com/agentstore/agentstore"
-
 // testSQLiteDriver is the database/sql driver name of the build's SQLite
 // driver, for tests that open a database beside agentstore (mattn/go-sqlite3).
 const testSQLiteDriver = "sqlite3"
 
-// buildDDL is the committed chain sql of dialect d as this build applies
-// it: as committed.
-func buildDDL(_ agentstore.Dialect, sql string) string { return sql }
+// testSQLiteHasFTS4: the build's SQLite driver has FTS4 (so a test can
+// make the search index a cgo build made before schema version 16).
+const testSQLiteHasFTS4 = true

@@ -18,6 +18,10 @@ import (
 // (modernc.org/sqlite, which accepts mattn/go-sqlite3's DSN parameters).
 const testSQLiteDriver = "sqlite"
 
+// testSQLiteHasFTS4: the build's SQLite driver has FTS4 (modernc.org/sqlite
+// does not).
+const testSQLiteHasFTS4 = false
+
 // TestSQLiteWithoutCgo: a CGO_ENABLED=0 build opens sqlite: DSNs with the
 // pure-Go driver (modernc.org/sqlite): Migrate builds the schema (the
 // search index as an FTS5 table), sessions and search work, a second
@@ -70,11 +74,10 @@ func TestSQLiteWithoutCgo(t *testing.T) {
 	}
 }
 
-// TestSQLiteOtherBuildsSearchIndex: a database whose search index uses the
-// full-text module of the other build (here an FTS4 table, as a cgo build
-// makes, which modernc.org/sqlite lacks) opens, but a message write is
-// ErrInvalidConfig saying which build the database needs, not a raw
-// driver error. (The FTS4 table is forged by
+// TestSQLiteOtherBuildsSearchIndex: a database whose search index is an
+// FTS4 table (as a cgo build made before schema version 16; modernc.org/sqlite
+// lacks FTS4) opens, but a message write is ErrInvalidConfig saying that a
+// cgo build must migrate it to version 16, not a raw driver error. (The FTS4 table is forged by
 // rewriting the schema row: this build cannot create one.)
 func TestSQLiteOtherBuildsSearchIndex(t *testing.T) {
 	ctx := context.Background()
@@ -110,18 +113,8 @@ func TestSQLiteOtherBuildsSearchIndex(t *testing.T) {
 	}
 	_, err = st.Sessions().AppendMessages(ctx, s.ID, repo.Message{ID: "m1", Role: repo.RoleUser, Content: []byte(`"hi"`)})
 	if !errors.Is(err, agentstore.ErrInvalidConfig) || strings.Contains(err.Error(), "no such module") ||
-		!strings.Contains(err.Error(), "CGO_ENABLED=0") {
-		t.Fatalf("append on a database with an FTS4 index = %v, want ErrInvalidConfig naming the builds, without the driver's text", err)
+		!strings.Contains(err.Error(), "cgo build") || !strings.Contains(err.Error(), "version 16") {
+		t.Fatalf("append on a database with an FTS4 index = %v, want ErrInvalidConfig naming the build and the version, without the driver's text", err)
 	}
 	t.Logf("error: %v", err)
-}
-
-// buildDDL is the committed chain sql of dialect d as this build applies
-// it: on SQLite the search index of V8 is an FTS5 table keyed by rowid
-// (docs/sqlite-drivers.md).
-func buildDDL(d agentstore.Dialect, sql string) string {
-	if d != agentstore.SQLite {
-		return sql
-	}
-	return strings.NewReplacer("USING fts4(", "USING fts5(", "(docid, body)", "(rowid, body)", "WHERE docid = ", "WHERE rowid = ").Replace(sql)
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/migrations"
 	"github.com/agentstore/agentstore/repo"
 )
 
@@ -154,6 +156,102 @@ func TestSearchUpgradeV12(t *testing.T) {
 		}
 		if opts != "gin_pending_list_limit=128" {
 			t.Errorf("search index options %q, want gin_pending_list_limit=128", opts)
+		}
+	})
+}
+
+// TestSearchUpgradeV16: on SQLite, a search index that is an FTS4 table
+// (as a cgo build made it before V16; forged from V8's statements as
+// written, in a build whose driver has FTS4) answers Search with
+// ErrSchemaBehind, not a driver error, while appends keep indexing into
+// it; Migrate to V16 makes it an FTS5 table holding every message written
+// before, Verify is clean, and appends afterwards are found too. On the
+// other dialects (and without FTS4) V16 records its version and search
+// works across it.
+func TestSearchUpgradeV16(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		old := h.Open(t)
+		if err := old.MigrateTo(ctx, 15); err != nil {
+			t.Fatal(err)
+		}
+		fts4 := h.Dialect == agentstore.SQLite && testSQLiteHasFTS4
+		ftsSQL := func(st *agentstore.Store) string {
+			var sql string
+			if err := st.SQLDB().QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = ?`, st.TablePrefix()+"message_fts").Scan(&sql); err != nil {
+				t.Fatal(err)
+			}
+			return sql
+		}
+		if fts4 {
+			chain, err := migrations.Chain("sqlite")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := old.TablePrefix()
+			stmts := []string{
+				`DROP TRIGGER "` + p + `messages_search_insert"`, `DROP TRIGGER "` + p + `messages_search_delete"`,
+				`DROP TRIGGER "` + p + `messages_search_update"`, `DROP TABLE "` + p + `message_fts"`,
+			}
+			for _, st := range migrations.Statements(migrations.Render(chain[7].SQL, p, "")) {
+				if strings.HasPrefix(st, "CREATE VIRTUAL TABLE") || strings.HasPrefix(st, "CREATE TRIGGER") {
+					stmts = append(stmts, st)
+				}
+			}
+			for _, q := range stmts {
+				if _, err := old.SQLDB().ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if sql := ftsSQL(old); !strings.Contains(sql, "fts4") {
+				t.Fatalf("forged index %q, want FTS4", sql)
+			}
+		}
+		r := old.Sessions()
+		s := repo.NewSession()
+		if err := r.Save(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		msgs := make([]repo.Message, 0, 300)
+		for j := range 300 {
+			text := fmt.Sprintf("ordinary filler %d", j)
+			if j%100 == 7 {
+				text = "the rare heliotrope, café"
+			}
+			msgs = append(msgs, testkit.TextMsg(fmt.Sprintf("m%d", j), repo.RoleUser, text))
+		}
+		if _, err := r.AppendMessages(ctx, s.ID, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		if fts4 {
+			if _, err := r.Search(ctx, repo.SearchParams{Query: "heliotrope"}); !errors.Is(err, agentstore.ErrSchemaBehind) || !errors.As(err, new(*repo.Error)) {
+				t.Fatalf("search of an FTS4 index: %v, want ErrSchemaBehind", err)
+			}
+		}
+		st := h.Open(t)
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatalf("migrate to V16: %v", err)
+		}
+		testkit.VerifyClean(t, st)
+		if h.Dialect == agentstore.SQLite {
+			if sql := ftsSQL(st); !strings.Contains(sql, "fts5") {
+				t.Fatalf("index after V16 %q, want FTS5", sql)
+			}
+		}
+		rs := st.Sessions()
+		if _, err := rs.AppendMessages(ctx, s.ID, testkit.TextMsg("new", repo.RoleUser, "a new Heliotrope")); err != nil {
+			t.Fatal(err)
+		}
+		page, err := rs.Search(ctx, repo.SearchParams{Query: "heliotrope", Limit: repo.MaxSearchLimit})
+		if err != nil || len(page.Hits) != 4 {
+			t.Fatalf("heliotrope after V16: %d hits, %v; want 4", len(page.Hits), err)
+		}
+		if page, err := rs.Search(ctx, repo.SearchParams{Query: "cafe filler"}); err != nil || len(page.Hits) != 0 {
+			t.Fatalf("cafe filler: %+v, %v; want none", page, err)
+		}
+		if page, err := rs.Search(ctx, repo.SearchParams{Query: `"ordinary filler 29*"`, Limit: repo.MaxSearchLimit}); err != nil || len(page.Hits) != 11 {
+			t.Fatalf(`"ordinary filler 29*": %d hits, %v; want 11 (29, 290..299)`, len(page.Hits), err)
 		}
 	})
 }

@@ -59,6 +59,9 @@ var released = map[string]int32{
 	"sqlite/V15__message_search_fulltext.sql":                      -1585864631, // issue 26/27: MariaDB message search (the version only here)
 	"postgres/V15__message_search_fulltext.sql":                    -925225602,  // issue 26/27: MariaDB message search (the version only here)
 	"mariadb/V15__message_search_fulltext.sql":                     717489654,   // issue 26/27: MariaDB message search (FULLTEXT)
+	"mariadb/V16__message_search_fts5.sql":                         1942390811,  // issue 27: SQLite search index FTS5 in every build (unreleased)
+	"postgres/V16__message_search_fts5.sql":                        -901135369,  // issue 27: SQLite search index FTS5 in every build (unreleased)
+	"sqlite/V16__message_search_fts5.sql":                          1303778923,  // issue 27: SQLite search index FTS5 in every build (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

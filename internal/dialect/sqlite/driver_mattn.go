@@ -9,21 +9,34 @@ import (
 	"strings"
 
 	"github.com/mattn/go-sqlite3"
+
+	"github.com/agentstore/agentstore/internal/sqlitefts5"
 )
 
 // The SQLite driver of a cgo build: mattn/go-sqlite3 (the C SQLite, with
-// FTS3/FTS4, a per-connection statement cache). A CGO_ENABLED=0 build
+// FTS3/FTS4, a per-connection statement cache), with FTS5 (the search
+// index's module since V16) compiled in by internal/sqlitefts5, since
+// mattn/go-sqlite3 has it only with the sqlite_fts5 build tag. A CGO_ENABLED=0 build
 // uses modernc.org/sqlite instead (driver_modernc.go). Everything else of
 // the dialect is shared by both.
 
 // liteDriverName names the driver (docs, errors, logs).
 const liteDriverName = "mattn/go-sqlite3"
 
-// liteFTS is the full-text module of the search index (migration V8).
-const liteFTS = "fts4"
-
 // liteDriver returns the driver.
-func liteDriver() driver.Driver { return &sqlite3.SQLiteDriver{} }
+func liteDriver() driver.Driver { return liteMattnDriver{} }
+
+// liteMattnDriver is mattn/go-sqlite3's driver with FTS5 registered
+// (internal/sqlitefts5) before its first connection.
+type liteMattnDriver struct{}
+
+// Open implements driver.Driver.
+func (liteMattnDriver) Open(dsn string) (driver.Conn, error) {
+	if err := sqlitefts5.Register(); err != nil {
+		return nil, err
+	}
+	return (&sqlite3.SQLiteDriver{}).Open(dsn)
+}
 
 // liteDriverDSN builds the driver's DSN for path ("file:" URI, or
 // ":memory:") with the busy timeout in ms, WAL (MEMORY for :memory:),

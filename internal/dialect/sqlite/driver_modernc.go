@@ -13,16 +13,12 @@ import (
 // The SQLite driver of a CGO_ENABLED=0 build: modernc.org/sqlite, SQLite
 // translated to Go (chosen over github.com/ncruces/go-sqlite3 by
 // measurement: see docs/sqlite-drivers.md). It is compiled without
-// FTS3/FTS4 but with FTS5, so the search index of this build is an FTS5
-// table (liteFTS; the V8 migration's statements are rewritten for it, see
-// RewriteMigration). The cgo build uses mattn/go-sqlite3
+// FTS3/FTS4 but with FTS5, the search index's module (V8's statements are
+// rewritten for it, see RewriteMigration). The cgo build uses mattn/go-sqlite3
 // (driver_mattn.go). Everything else of the dialect is shared by both.
 
 // liteDriverName names the driver (docs, errors, logs).
 const liteDriverName = "modernc.org/sqlite"
-
-// liteFTS is the full-text module of the search index (migration V8).
-const liteFTS = "fts5"
 
 // liteDriver returns the driver.
 func liteDriver() driver.Driver { return &sqlite.Driver{} }

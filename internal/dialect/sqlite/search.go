@@ -12,23 +12,31 @@ import (
 	"github.com/agentstore/agentstore/models"
 )
 
-// The message search index on SQLite (migration V8): an FTS4 table
-// message_fts holding each message's indexed text under a stable docid,
+// The message search index on SQLite (migrations V8 and V16): an FTS5
+// table message_fts holding each message's indexed text under a stable
+// docid (its rowid),
 // and message_search mapping (session_id, seq) to that docid, both kept
 // in step by triggers on the messages table, which run in the statement
 // (and so the transaction) that inserts, updates or deletes a message —
 // including the deletes of ON DELETE CASCADE.
 //
-// Why FTS4 and not FTS5: mattn/go-sqlite3 compiles FTS5 only with the
-// sqlite_fts5 build tag, so an FTS5 migration would fail in every program
-// built without it; FTS3/FTS4 are always compiled in. Why not an
-// external-content table over messages: its rowid is not an INTEGER
-// PRIMARY KEY and VACUUM may renumber it; message_search's docid is.
+// V8 made it an FTS4 table (mattn/go-sqlite3 compiles FTS5 only with the
+// sqlite_fts5 build tag) in a cgo build and an FTS5 table in a
+// CGO_ENABLED=0 one (modernc.org/sqlite has no FTS4). V16 makes it FTS5 in
+// both: the cgo build compiles FTS5 in itself (internal/sqlitefts5). FTS4
+// keeps a term's whole doclist in one leaf, and a lookup reads, in every
+// segment, the leaf where the term sorts: a rare word sorting after a
+// common one read that word's doclist, so its search grew with the
+// number of messages (7 ms at 1e6); FTS5 reads one page per segment. Why
+// not an external-content table over messages: its rowid is not an
+// INTEGER PRIMARY KEY and VACUUM may renumber it; message_search's docid
+// is.
 //
-// Relevance (FTS4 has no ranking function): the BM25 term-frequency part,
-// tf·(k1+1) / (tf + k1·(1−b+b·len/400)) with k1 = 1.2, b = 0.75, tf the
-// number of matched term occurrences (offsets()) and len the indexed
-// text's length in characters; no inverse document frequency.
+// Relevance (BM25's term-frequency part, as it was with FTS4, which has
+// no ranking function): tf·(k1+1) / (tf + k1·(1−b+b·len/400)) with k1 =
+// 1.2, b = 0.75, tf the number of matched phrase instances (highlight()'s
+// markers) and len the indexed text's length in characters; no inverse
+// document frequency.
 
 var _ dialect.Searcher = liteDialect{}
 
@@ -73,22 +81,28 @@ func liteSearchBackfill() []string {
 	}
 }
 
-// SearchDDL implements dialect.Searcher.
-func (liteDialect) SearchDDL() []string { return liteFTSStatements(liteSearchDDL()) }
+// SearchDDL implements dialect.Searcher: V8's statements as the builds
+// run them, the FTS5 table as V16 makes it (columnsize=0: FTS5 keeps no
+// token count per row, which neither the score, which uses the text's
+// length, nor highlight() needs; an append writes one row less).
+func (liteDialect) SearchDDL() []string {
+	stmts := liteFTSStatements(liteSearchDDL())
+	for i, st := range stmts {
+		stmts[i] = strings.Replace(st, "USING fts5(body, tokenize=unicode61)", "USING fts5(body, tokenize=unicode61, columnsize=0)", 1)
+	}
+	return stmts
+}
 
-// RewriteMigration implements dialect.MigrationRewriter: in a build whose
-// driver has FTS5 and not FTS4 (liteFTS, modernc.org/sqlite) V8's search
-// index is an FTS5 table of the same name, column and tokenizer, its
-// rows keyed by rowid (FTS5 has no docid alias); the cgo build's is V8
-// as written.
+// RewriteMigration implements dialect.MigrationRewriter: V8's search
+// index is an FTS5 table of the same name, column and tokenizer, its rows
+// keyed by rowid (FTS5 has no docid alias), in every build, so that a
+// fresh database never holds FTS4 (V16 turns the FTS4 index of a database
+// a cgo build migrated before V16 into this one).
 func (liteDialect) RewriteMigration(sql string) string { return liteFTSRewrite(sql) }
 
-// liteFTSRewrite turns the FTS4 statements of the search index into the
-// build's full-text module's (identity for FTS4).
+// liteFTSRewrite turns V8's FTS4 statements of the search index into
+// FTS5's.
 func liteFTSRewrite(sql string) string {
-	if liteFTS == "fts4" {
-		return sql
-	}
 	return strings.NewReplacer("USING fts4(", "USING fts5(", "(docid, body)", "(rowid, body)", "WHERE docid = ", "WHERE rowid = ").Replace(sql)
 }
 
@@ -107,71 +121,47 @@ func SearchBackfill() []string { return liteFTSStatements(liteSearchBackfill()) 
 // tables and triggers of their own, none on the models' tables.
 func (liteDialect) SearchObjects(string) (columns, indexes []string) { return nil, nil }
 
-// matchQuery renders the terms as a MATCH expression: each term a
-// double-quoted phrase (so no word is ever an operator), a prefix word
-// followed by *; terms separated by spaces (AND). FTS5 has prefixes only
-// at a phrase's end, so there a phrase is its words as one-word phrases
-// joined by + ("a" + "b" * + "c").
+// matchQuery renders the terms as an FTS5 MATCH expression: each word a
+// double-quoted string (so no word is ever an operator), a prefix word
+// followed by *, the words of a phrase joined by + (FTS5 has prefixes
+// only at a phrase's end, so a phrase is its words as one-word phrases:
+// "a" + "b" * + "c"); terms separated by spaces (AND).
 func matchQuery(terms []dialect.SearchTerm) string {
 	var b strings.Builder
 	for i, t := range terms {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		if liteFTS == "fts5" {
-			for j, w := range t.Words {
-				if j > 0 {
-					b.WriteString(" + ")
-				}
-				b.WriteString(`"` + strings.ReplaceAll(w.Text, `"`, `""`) + `"`)
-				if w.Prefix {
-					b.WriteString(" *")
-				}
-			}
-			continue
-		}
-		b.WriteByte('"')
 		for j, w := range t.Words {
 			if j > 0 {
-				b.WriteByte(' ')
+				b.WriteString(" + ")
 			}
-			b.WriteString(strings.ReplaceAll(w.Text, `"`, `""`))
+			b.WriteString(`"` + strings.ReplaceAll(w.Text, `"`, `""`) + `"`)
 			if w.Prefix {
-				b.WriteByte('*')
+				b.WriteString(" *")
 			}
 		}
-		b.WriteByte('"')
 	}
 	return b.String()
 }
 
 // liteScore is the relevance of the FTS row f (see the file comment); fc
-// is f's hidden column (the table's name). The matched term occurrences
-// are counted from offsets() (FTS4: four numbers per matched term) or
-// from highlight()'s markers (FTS5: one per matched phrase instance).
+// is f's hidden column (the table's name). The matched phrase instances
+// are counted from highlight()'s markers (one per instance).
 func liteScore(fc string) string {
-	tf := ""
-	if liteFTS == "fts5" {
-		h := `highlight(` + fc + `, 0, char(1), '')`
-		tf = `((length(` + h + `) - length(replace(` + h + `, char(1), ''))) * 1.0)`
-	} else {
-		o := `offsets(` + fc + `)`
-		tf = `((length(` + o + `) - length(replace(` + o + `, ' ', '')) + 1) / 4.0)`
-	}
+	h := `highlight(` + fc + `, 0, char(1), '')`
+	tf := `((length(` + h + `) - length(replace(` + h + `, char(1), ''))) * 1.0)`
 	return `(` + tf + ` * 2.2 / (` + tf + ` + 1.2 * (0.25 + 0.75 * COALESCE(length(f.body), 0) / 400.0)))`
 }
 
 // liteSnippet is the snippet of the FTS row (hidden column fc) with the
 // markers and ellipsis as the next three parameters, 30 tokens long.
 func liteSnippet(fc string) string {
-	if liteFTS == "fts5" {
-		return `snippet(` + fc + `, -1, ?, ?, ?, 30)`
-	}
-	return `snippet(` + fc + `, ?, ?, ?, -1, 30)`
+	return `snippet(` + fc + `, -1, ?, ?, ?, 30)`
 }
 
 // SearchPage implements dialect.Searcher in two statements: the page's
-// keys and scores (the full-text match first: CROSS JOIN keeps FTS4 as
+// keys and scores (the full-text match first: CROSS JOIN keeps FTS5 as
 // the outer loop, so its MATCH runs once), then the snippets of those
 // rows only.
 func (liteDialect) SearchPage(db *gorm.DB, env *dialect.Env, q *dialect.SearchQuery) ([]dialect.SearchRow, error) {

@@ -170,25 +170,30 @@ func (liteDialect) TranslateDriverError(err error) (error, bool) {
 			return &dialect.Fault{Kind: repo.ErrNotFound, Cause: err}, true
 		}
 	case codeError:
-		if strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") {
+		if strings.Contains(m, "no such table") || strings.Contains(m, "no such column") || strings.Contains(m, "has no column named") ||
+			strings.Contains(m, "no such function: highlight") || strings.Contains(m, "unable to use function highlight") {
+			// highlight(): a search of an FTS4 index (a cgo build's
+			// before V16), which has no such function (FTS5's)
 			return &dialect.Fault{Kind: dialect.ErrSchemaBehind, Cause: err}, true
 		}
 		if strings.Contains(m, "no such module: fts") {
-			// the search index was made by the other build's driver
+			// an FTS4 search index (a cgo build's before V16) reached by
+			// the CGO_ENABLED=0 build
 			return &dialect.Fault{Kind: errFTSMismatch, Cause: err}, true
 		}
 	}
 	return err, true
 }
 
-// errFTSMismatch is the fault of a write that reached a search index of
-// the other build's full-text module.
+// errFTSMismatch is the fault of a write that reached a search index of a
+// full-text module the build lacks.
 var errFTSMismatch = fmt.Errorf("%w: %s", dialect.ErrInvalidConfig, liteFTSMismatch)
 
-// liteFTSMismatch explains a database whose search index uses the
-// full-text module the other build's driver has (see liteFTS).
+// liteFTSMismatch explains a database whose search index uses a
+// full-text module the build lacks: FTS4, which a cgo build made before
+// schema version 16 (search.go) and modernc.org/sqlite does not have.
 const liteFTSMismatch = "the database's message search index uses a full-text module this build's SQLite driver (" + liteDriverName +
-	") lacks: a database migrated by a cgo build (FTS4) needs a cgo build, one migrated by a CGO_ENABLED=0 build (FTS5) needs CGO_ENABLED=0; see docs/sqlite-drivers.md"
+	") lacks: an FTS4 index (made by a cgo build before schema version 16) needs a cgo build to migrate it to version 16 (FTS5, which both builds have); see docs/sqlite-drivers.md"
 
 // DescribeOpenFailure explains why Open could not use the SQLite file (see
 // OpenError), naming its path: a file-system problem (see
