@@ -32,11 +32,12 @@ func importRules() map[string][]string {
 		"repo/duroxide":             {"repo"},
 		"internal/dialect":          {"models", "repo"},
 		"internal/dialect/postgres": {"internal/dialect", "models", "repo"},
-		"internal/dialect/sqlite":   {"internal/dialect", "models", "repo"},
+		"internal/sqlitefts5":       leaf,
+		"internal/dialect/sqlite":   {"internal/dialect", "models", "repo", "internal/sqlitefts5"},
 		"internal/dialect/mariadb":  {"internal/dialect", "models", "repo"},
 		"internal/engine":           {"internal/dialect", "models", "repo", "repo/duroxide", "migrations"},
 		".": {"internal/engine", "internal/dialect", "internal/dialect/postgres", "internal/dialect/sqlite", "internal/dialect/mariadb",
-			"models", "repo", "repo/duroxide", "migrations"},
+			"internal/sqlitefts5", "models", "repo", "repo/duroxide", "migrations"},
 	}
 }
 
