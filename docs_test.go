@@ -327,10 +327,11 @@ func TestVersionMatchesChangelog(t *testing.T) {
 	// docs/cli.md shows what `agentstore version` prints.
 	pg, err1 := migrations.Head(string(agentstore.Postgres))
 	lite, err2 := migrations.Head(string(agentstore.SQLite))
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
+	maria, err3 := migrations.Head(string(agentstore.MariaDB))
+	if err1 != nil || err2 != nil || err3 != nil {
+		t.Fatal(err1, err2, err3)
 	}
-	if want := fmt.Sprintf("agentstore %s (schema head: postgres V%d, sqlite V%d; ", agentstore.Version, pg, lite); !strings.Contains(readDoc(t, "docs/cli.md"), want) {
+	if want := fmt.Sprintf("agentstore %s (schema head: postgres V%d, sqlite V%d, mariadb V%d; ", agentstore.Version, pg, lite, maria); !strings.Contains(readDoc(t, "docs/cli.md"), want) {
 		t.Errorf("docs/cli.md does not show `agentstore version` as it prints: %q...", want)
 	}
 	if _, err := time.Parse(time.DateOnly, m[2]); err != nil {

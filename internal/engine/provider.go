@@ -120,6 +120,10 @@ type gormProvider struct {
 	// mechanism: LISTEN/NOTIFY, PRAGMA data_version); nil without
 	// CapWakeup.
 	waker dialect.Waker
+	// claimBounds maps a fetch transaction's connection (its gorm
+	// ConnPool) to its claimBound while the transaction runs
+	// (dialect.ClaimLockWaitSession).
+	claimBounds sync.Map
 }
 
 var (

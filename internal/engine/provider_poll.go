@@ -59,12 +59,19 @@ func (p *gormProvider) fetchTx(ctx context.Context, fn func(tx *gorm.DB) error) 
 	if lw, ok := p.s.d.(dialect.ClaimLockWaitSession); ok {
 		set, reset := lw.ClaimWaitSQL(durMS(p.claimWait()))
 		return p.tx(ctx, func(tx *gorm.DB) (err error) {
-			if err := tx.Exec(set).Error; err != nil {
-				return err
-			}
+			// The bound is set by the first claim step (boundedStep): a
+			// fetch that finds no candidate (its candidate query skips
+			// locked rows, never waits) costs no statement for it, which
+			// keeps an idle waiting fetch at one query per poll.
+			cb := &claimBound{set: set}
+			p.claimBounds.Store(tx.Statement.ConnPool, cb)
+			defer p.claimBounds.Delete(tx.Statement.ConnPool)
 			// the session's own bound back before the transaction ends,
 			// whether the fetch succeeded or not
 			defer func() {
+				if !cb.applied {
+					return
+				}
 				if rerr := tx.Exec(reset).Error; err == nil {
 					err = rerr
 				}
@@ -141,6 +148,14 @@ func (p *gormProvider) boundsClaimWaits() bool {
 	return ok
 }
 
+// claimBound is a fetch transaction's lock-wait bound on a
+// dialect.ClaimLockWaitSession dialect: set by the transaction's first
+// claim step (boundedStep), reset at its end when it was set.
+type claimBound struct {
+	set     string
+	applied bool
+}
+
 // maxBusySkips bounds the candidates one fetch attempt skips because a
 // lock wait on them exceeded claimWait (a table lock would make every
 // candidate wait): past it the attempt claims nothing and the poll goes on.
@@ -152,6 +167,14 @@ const maxBusySkips = 4
 // ErrLockTimeout the transaction rolls back to it and goes on (busy).
 // Elsewhere fn just runs.
 func (p *gormProvider) boundedStep(tx *gorm.DB, fn func() error) (busy bool, err error) {
+	if v, ok := p.claimBounds.Load(tx.Statement.ConnPool); ok {
+		if cb := v.(*claimBound); !cb.applied {
+			if err := tx.Exec(cb.set).Error; err != nil {
+				return false, err
+			}
+			cb.applied = true
+		}
+	}
 	if !p.skipsBusy() {
 		return false, fn()
 	}
