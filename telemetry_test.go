@@ -818,7 +818,14 @@ func TestPerfTelemetryGaugePlans(t *testing.T) {
 			"INSERT INTO " + q(models.TableOrchestratorQueue) + " (instance_id, work_item, visible_at, created_at, attempt_count)" +
 				" SELECT 'i' || g.i, '{}', g.i, g.i, 0 FROM " + series,
 		} {
-			if err := db.Exec(stmt).Error; err != nil {
+			// a fill that lost its snapshot to a concurrent write of the
+			// Store (SQLite's BUSY_SNAPSHOT, ErrConflict) runs again
+			err := db.Exec(stmt).Error
+			for i := 0; i < 3 && (errors.Is(err, agentstore.ErrConflict) || agentstore.IsRetryable(err)); i++ {
+				time.Sleep(50 * time.Millisecond)
+				err = db.Exec(stmt).Error
+			}
+			if err != nil {
 				t.Fatalf("fill: %v\n%s", err, stmt)
 			}
 		}
