@@ -128,6 +128,19 @@ func newSQLite(t *testing.T) *database {
 	if !cgoEnabled {
 		t.Skip("NOTICE: built with CGO_ENABLED=0; mattn/go-sqlite3 (used by agentstore, goose's and golang-migrate's runs here) needs cgo: skipping the SQLite half")
 	}
+	// The exported SQLite schema's search index is an FTS5 table (V16).
+	// mattn/go-sqlite3 compiles FTS5 only with -tags sqlite_fts5; a process
+	// that has opened an agentstore SQLite Store has agentstore's FTS5
+	// registered for every later connection, the tools' included
+	// (docs/sqlite-drivers.md). Open one before the tools run.
+	reg, err := agentstore.Open(context.Background(), "sqlite::memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SQLDB().Ping(); err != nil {
+		t.Fatal(err)
+	}
+	_ = reg.Close()
 	path := filepath.Join(t.TempDir(), "interop.db")
 	return &database{
 		Dialect:  agentstore.SQLite,
