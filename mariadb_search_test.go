@@ -147,11 +147,6 @@ func TestMariaDBVerifySearchIndex(t *testing.T) {
 	h := newHarness(t, agentstore.MariaDB)
 	st := h.New(t)
 	ctx := context.Background()
-	if _, err := st.Verify(ctx); err != nil && strings.Contains(err.Error(), "cannot report column types") {
-		// Verify on MariaDB needs its column-type mapping (the Schema
-		// area of mariadbNotYet, issue 26), merged separately.
-		t.Skipf("Verify does not run on MariaDB yet: %v", err)
-	}
 	search := func() []agentstore.SchemaIssue {
 		var out []agentstore.SchemaIssue
 		for _, is := range testkit.MustVerify(t, st).Issues {

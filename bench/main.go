@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/agentstore/agentstore"
 	"io"
 	"math"
 	"os"
@@ -300,17 +301,9 @@ func percentile(xs []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func redact(dsn string) string {
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		if j := strings.Index(dsn[i+3:], "@"); j >= 0 {
-			cred := dsn[i+3 : i+3+j]
-			if k := strings.Index(cred, ":"); k >= 0 {
-				return dsn[:i+3] + cred[:k] + ":***" + dsn[i+3+j:]
-			}
-		}
-	}
-	return dsn
-}
+// redact hides the password of dsn in any DSN form agentstore accepts
+// (URL forms and go-sql-driver's user:pw@tcp(...)/db).
+func redact(dsn string) string { return agentstore.RedactDSN(dsn) }
 
 // printMarkdown writes the results table, the ratio table and what did not run.
 func (b *bench) printMarkdown(w io.Writer, took time.Duration) {
