@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -220,18 +219,16 @@ func (ss *sessionStore) copyBranch(tx *gorm.DB, from, to uuid.UUID, seqs []int64
 	}
 	s := ss.s
 	d := newDirectTx(tx)
-	head := "SELECT " + messageCols + " FROM " + s.quoted(models.TableMessages) + " WHERE session_id = ? AND seq IN ("
+	q := "SELECT " + messageCols + " FROM " + s.quoted(models.TableMessages) + " WHERE session_id = ? AND seq >= ? AND seq <= ? ORDER BY seq"
 	rows := make([]models.Message, 0, min(len(seqs), forkCopyBatch))
 	for start := 0; start < len(seqs); start += forkCopyBatch {
 		batch := seqs[start:min(start+forkCopyBatch, len(seqs))]
 		rows = rows[:0]
-		args := make([]any, 0, len(batch)+1)
-		args = append(args, from)
-		for _, q := range batch {
-			args = append(args, q)
-		}
-		q := head + strings.Repeat("?, ", len(batch)-1) + "?) ORDER BY seq"
-		_, err := d.each(q, args, func(r *sql.Rows, _ int64) error {
+		// The batch's seq range: its messages and those of other branches
+		// between them, skipped (the batches' ranges do not overlap, so
+		// the reads take each message of the range at most once).
+		next := 0
+		_, err := d.each(q, []any{from, batch[0], batch[len(batch)-1]}, func(r *sql.Rows, _ int64) error {
 			var (
 				m                         models.Message
 				parent, model, reqID      sql.NullString
@@ -242,6 +239,10 @@ func (ss *sessionStore) copyBranch(tx *gorm.DB, from, to uuid.UUID, seqs []int64
 				&model, &reqID, &env, &created); err != nil {
 				return err
 			}
+			if next >= len(batch) || m.Seq != batch[next] {
+				return nil
+			}
+			next++
 			m.ParentID, m.Model, m.RequestID = nullString(parent), nullString(model), nullString(reqID)
 			m.Content, m.Usage, m.Metadata, m.Environment = models.VerbatimJSON(content), models.JSON(usage), models.JSON(meta), models.JSON(env)
 			m.CreatedAt = created.T
