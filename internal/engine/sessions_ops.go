@@ -74,13 +74,11 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 			atSeq = &forkedAt
 			slices.Sort(branch)
 		}
-		n := int64(len(branch))
 		child := models.Session{
 			ID: newID, ParentID: &src.ID, SessionType: string(repo.KindMain), TenantID: src.TenantID,
 			State: string(repo.StateCreated), Config: src.Config, Permissions: src.Permissions, Summary: src.Summary,
 			StaticContextHash: src.StaticContextHash, ForkedFromSessionID: &src.ID, ForkedFromSeq: atSeq,
 			TotalCostUSD: models.Decimal{}, CreatedAt: now, UpdatedAt: now, ExpiresAt: src.ExpiresAt, Version: 1,
-			LastSeq: n, MessageCount: n,
 		}
 		if at != "" {
 			child.CurrentLeafID = &at
@@ -96,8 +94,18 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 		if err := tx.Omit(clause.Associations).Create(&child).Error; err != nil {
 			return dbErr(err)
 		}
-		if err := ss.copyBranch(tx, sessionID, newID, branch); err != nil {
-			return err
+		if len(branch) > 0 {
+			if err := ss.copyBranch(tx, sessionID, newID, branch); err != nil {
+				return err
+			}
+			// The counters after the copies, as a write of its own: the
+			// change feed records the fork as created empty, then updated
+			// with messages (0, n], like a session appended to.
+			n := int64(len(branch))
+			if _, err := newDirectTx(tx).exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
+				n, n, newID); err != nil {
+				return err
+			}
 		}
 		// Read the fork back in the same transaction: if it cannot be
 		// read (a corrupt row on the branch), no fork is left behind.
