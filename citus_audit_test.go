@@ -57,10 +57,12 @@ const (
 )
 
 // citusHotOps are the operations on the hot paths (the append,
-// load, dequeue/complete, fetch/ack of one instance, KV reads): a
+// load, dequeue/complete, fetch/ack of one instance, KV reads; the
+// session branch operations Fork, Rewind, LoadBranch, Branches): a
 // statement they send that is not single-key must be in the committed
 // list.
-var citusHotOps = []string{"AppendMessages", "AppendMessagesWith", "Load", "Enqueue", "EnqueueWith", "Dequeue", "Complete",
+var citusHotOps = []string{"AppendMessages", "AppendMessagesWith", "Load", "Fork", "Rewind", "LoadBranch", "Branches",
+	"Enqueue", "EnqueueWith", "Dequeue", "Complete",
 	"Fail", "Release", "FetchOrchestrationItem", "AckOrchestrationItem", "AbandonOrchestrationItem",
 	"RenewOrchestrationItemLock", "FetchWorkItem", "AckWorkItem", "AbandonWorkItem", "RenewWorkItemLock",
 	"GetKVValue", "GetKVAllValues", "EnqueueForOrchestrator", "EnqueueForWorker"}

@@ -22,7 +22,8 @@ import (
 // control-load is Load of the whole session (every message with its
 // content), for comparison; load-branch-last-20 reads the last 20 messages
 // of a leaf's path (the recursive walk of the whole path, as Load with
-// CurrentBranch).
+// CurrentBranch); fork forks the session at its current leaf (a copy of
+// the whole path, about n messages, into a new session, read back).
 func BenchmarkSessionsBranches(b *testing.B) {
 	for _, d := range dialects {
 		for _, n := range []int{1000, 10000, 100000} {
@@ -76,6 +77,14 @@ func BenchmarkSessionsBranches(b *testing.B) {
 					for range b.N {
 						if _, err := r.Load(ctx, s.ID); err != nil {
 							b.Fatal(err)
+						}
+					}
+				})
+				b.Run("fork", func(b *testing.B) {
+					for range b.N {
+						f, err := r.Fork(ctx, s.ID, "")
+						if err != nil || len(f.Messages) < n/2 {
+							b.Fatalf("fork of %d messages, %v", len(f.Messages), err)
 						}
 					}
 				})

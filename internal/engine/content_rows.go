@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
@@ -61,55 +59,6 @@ func (s *Store) resealValue(table, column string, from, to uuid.UUID, rowKey str
 		return nil, err
 	}
 	return s.sealValue(table, column, to, rowKey, plain)
-}
-
-// resealForkedMessages re-encrypts the messages Fork copied from origin
-// into fork (their content and metadata were bound to origin's rows), one
-// UPDATE per message in Fork's transaction. Without a codec it does
-// nothing.
-func (ss *sessionStore) resealForkedMessages(tx *gorm.DB, origin, fork uuid.UUID) error {
-	s := ss.s
-	if s.cfg.codec == nil {
-		return nil
-	}
-	mt := s.quoted(models.TableMessages)
-	type copied struct {
-		seq           int64
-		id            string
-		content, meta []byte
-	}
-	var rows []copied
-	_, err := newDirectTx(tx).each("SELECT seq, id, content, metadata FROM "+mt+" WHERE session_id = ? ORDER BY seq", []any{fork},
-		func(r *sql.Rows, _ int64) error {
-			var c copied
-			if err := r.Scan(&c.seq, &c.id, &c.content, &c.meta); err != nil {
-				return err
-			}
-			rows = append(rows, c)
-			return nil
-		})
-	if err != nil {
-		return dbErr(err)
-	}
-	for _, c := range rows {
-		content, err := s.resealValue(models.TableMessages, encMsgContent, origin, fork, c.id, c.content)
-		if err != nil {
-			return err
-		}
-		var meta any
-		if len(c.meta) > 0 {
-			m, err := s.resealValue(models.TableMessages, encMsgMetadata, origin, fork, c.id, c.meta)
-			if err != nil {
-				return err
-			}
-			meta = jsonArg(models.JSON(m))
-		}
-		if _, err := newDirectTx(tx).exec("UPDATE "+mt+" SET content = ?, metadata = ? WHERE session_id = ? AND seq = ?",
-			jsonArg(models.JSON(content)), meta, fork, c.seq); err != nil {
-			return dbErr(err)
-		}
-	}
-	return nil
 }
 
 // errNoCodec is RotateContentKeys on a Store without a codec.

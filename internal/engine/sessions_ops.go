@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,6 +18,15 @@ import (
 )
 
 // Fork implements repo.Sessions.
+//
+// Every statement of a Fork touches one session (the origin's reads, the
+// fork's writes), so on Citus each is routed to one shard whatever the
+// distribution (docs/distributed.md): the origin's row is read and locked,
+// the branch is found by a walk in memory over the parent links of the
+// origin's messages (no recursive query), its rows are read by seq and
+// inserted into the fork (content re-encrypted on the way when the Store
+// has a codec), and the fork is read back, all in one transaction. It is
+// the one implementation on every dialect.
 func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessageID string) (*repo.Session, error) {
 	if ss.scopeErr != nil {
 		return nil, ss.scopeErr
@@ -30,37 +41,38 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 		return nil, fmt.Errorf("fork session %s: new id: %w", sessionID, err)
 	}
 	now := ss.s.now()
-	mt := ss.s.quoted(models.TableMessages)
 	var out *repo.Session
 	unlock := ss.writeLock(ctx)
 	err = ss.inTx(ctx, func(tx *gorm.DB) error {
 		// Lock the origin: a concurrent Delete of it waits for the fork
-		// or makes it ErrNotFound, never a foreign-key error.
-		if _, err := ss.lockHead(tx, sessionID); err != nil {
-			return err
-		}
-		var src models.Session
-		q := tx.Where("id = ?", sessionID)
-		if ss.tenant != nil {
-			q = q.Where("tenant_id = ?", *ss.tenant)
-		}
-		if err := q.Take(&src).Error; err != nil {
+		// or makes it ErrNotFound, never a foreign-key error; appends
+		// to it wait, so the branch read below is the one forked.
+		tc, targs := ss.tenantCond("tenant_id")
+		var srcs []models.Session
+		if err := tx.Raw("SELECT * FROM "+ss.s.quoted(models.TableSessions)+" WHERE id = ?"+tc+ss.lockSuffix(),
+			append([]any{sessionID}, targs...)...).Scan(&srcs).Error; err != nil {
 			return dbErr(err)
 		}
+		if len(srcs) == 0 {
+			return ss.notFound("session", sessionID)
+		}
+		src := &srcs[0]
 		at := atMessageID
 		if at == "" && src.CurrentLeafID != nil {
 			at = *src.CurrentLeafID
 		}
-		var atSeq *int64
+		var (
+			atSeq  *int64
+			branch []int64
+		)
 		if at != "" {
-			var seqs []int64
-			if err := tx.Model(&models.Message{}).Where("session_id = ? AND id = ?", sessionID, at).Pluck("seq", &seqs).Error; err != nil {
-				return dbErr(err)
+			var err error
+			if branch, err = ss.forkBranch(tx, sessionID, at, src.MessageCount+1); err != nil {
+				return err
 			}
-			if len(seqs) == 0 {
-				return fmt.Errorf("message %q: %w", clip(at), ErrNotFound)
-			}
-			atSeq = &seqs[0]
+			forkedAt := branch[0]
+			atSeq = &forkedAt
+			slices.Sort(branch)
 		}
 		child := models.Session{
 			ID: newID, ParentID: &src.ID, SessionType: string(repo.KindMain), TenantID: src.TenantID,
@@ -82,40 +94,16 @@ func (ss *sessionStore) Fork(ctx context.Context, sessionID uuid.UUID, atMessage
 		if err := tx.Omit(clause.Associations).Create(&child).Error; err != nil {
 			return dbErr(err)
 		}
-		if at != "" && !ss.s.has(CapFastPaths) && !ss.s.has(CapSingleWriter) {
-			n, err := ss.copyBranch(tx, sessionID, newID, at, src.MessageCount+1)
-			if err != nil {
+		if len(branch) > 0 {
+			if err := ss.copyBranch(tx, sessionID, newID, branch); err != nil {
 				return err
 			}
-			if err := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
-				n, n, newID).Error; err != nil {
-				return dbErr(err)
-			}
-			if err := ss.resealForkedMessages(tx, src.ID, newID); err != nil {
-				return err
-			}
-		} else if at != "" {
-			// INSERT ... WITH RECURSIVE ... SELECT: the form PostgreSQL,
-			// SQLite and MariaDB all accept
-			res := tx.Exec(`INSERT INTO `+mt+` (`+messageCols+`, session_id)
-WITH RECURSIVE branch(seq, parent_id, depth) AS (
- SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
- UNION ALL
- SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
- WHERE b.depth < ?)
-SELECT ROW_NUMBER() OVER (ORDER BY seq), id, parent_id, role, content, TRUE, is_compact_summary, "usage", metadata,
- model, request_id, environment, created_at, `+ss.param("uuid")+`
-FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
-				sessionID, at, sessionID, src.MessageCount+1, newID, sessionID)
-			if res.Error != nil {
-				return dbErr(res.Error)
-			}
-			n := res.RowsAffected
-			if err := tx.Exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
-				n, n, newID).Error; err != nil {
-				return dbErr(err)
-			}
-			if err := ss.resealForkedMessages(tx, src.ID, newID); err != nil {
+			// The counters after the copies, as a write of its own: the
+			// change feed records the fork as created empty, then updated
+			// with messages (0, n], like a session appended to.
+			n := int64(len(branch))
+			if _, err := newDirectTx(tx).exec("UPDATE "+ss.s.quoted(models.TableSessions)+" SET last_seq = ?, message_count = ? WHERE id = ?",
+				n, n, newID); err != nil {
 				return err
 			}
 		}
@@ -133,44 +121,172 @@ FROM `+mt+` WHERE session_id = ? AND seq IN (SELECT seq FROM branch)`,
 	return out, nil
 }
 
-// forkCopyBatch bounds the messages of one read and one insert of copyBranch.
-const forkCopyBatch = 500
+// forkCopyBatch bounds the messages of one read and one insert of
+// copyBranch.
+const forkCopyBatch = appendRowsPer
 
-// copyBranch copies the branch of session from ending at message at (at
-// most depth messages up its parent chain) into session to as its
-// messages 1..n, sidechain, and returns n. It is Fork's general path:
-// statements that each touch one session (the branch's seqs read by a
-// recursive query pinned to from, its rows read by seq, the copies
-// inserted into to), which Citus routes to one shard each. With
-// CapFastPaths, or on a single-writer database (never distributed), Fork
-// copies in one INSERT ... SELECT instead.
-func (ss *sessionStore) copyBranch(tx *gorm.DB, from, to uuid.UUID, at string, depth int64) (int64, error) {
+// forkBranch returns the seqs of the branch of session ending at message
+// at: at's seq first, then its parent's, and so on up the parent links
+// (at most depth+1 steps, as Load's CurrentBranch walk; a message already
+// on the walk ends it, so a cycle of parent ids written by hand ends
+// too). ErrNotFound when the session holds no message at.
+//
+// The links are read in one statement pinned to the session: those of the
+// messages up to at's seq (a message's parent is stored before it, except
+// in a batch or rows written by hand that name a later one), and, only if
+// the walk meets a parent that is not among them, those of every message
+// of the session. No recursive query: Citus routes a recursive CTE only
+// when it is router-plannable, and refuses one in an INSERT ... SELECT
+// under schema-based sharding.
+func (ss *sessionStore) forkBranch(tx *gorm.DB, sessionID uuid.UUID, at string, depth int64) ([]int64, error) {
 	mt := ss.s.quoted(models.TableMessages)
-	var seqs []int64
-	if err := tx.Raw(`WITH RECURSIVE branch(seq, parent_id, depth) AS (
- SELECT seq, parent_id, 0 FROM `+mt+` WHERE session_id = ? AND id = ?
- UNION ALL
- SELECT m.seq, m.parent_id, b.depth + 1 FROM `+mt+` m JOIN branch b ON m.session_id = ? AND m.id = b.parent_id
- WHERE b.depth < ?)
-SELECT seq FROM branch ORDER BY seq`, from, at, from, depth).Scan(&seqs).Error; err != nil {
-		return 0, dbErr(err)
+	d := newDirectTx(tx)
+	var atSeq int64
+	found, err := d.queryRow("SELECT seq FROM "+mt+" WHERE session_id = ? AND id = ?", []any{sessionID, at}, &atSeq)
+	if err != nil {
+		return nil, err
 	}
-	var n int64
+	if !found {
+		return nil, fmt.Errorf("message %q: %w", clip(at), ErrNotFound)
+	}
+	type link struct {
+		seq    int64
+		parent sql.NullString
+	}
+	read := func(bounded bool) (map[string]link, error) {
+		q := "SELECT seq, id, parent_id FROM " + mt + " WHERE session_id = ?"
+		args := []any{sessionID}
+		if bounded {
+			q += " AND seq <= ?"
+			args = append(args, atSeq)
+		}
+		links := make(map[string]link, min(atSeq, 100000))
+		_, err := d.each(q, args, func(rows *sql.Rows, _ int64) error {
+			var (
+				l  link
+				id string
+			)
+			if err := rows.Scan(&l.seq, &id, &l.parent); err != nil {
+				return err
+			}
+			links[id] = l
+			return nil
+		})
+		if err != nil {
+			return nil, dbErr(err)
+		}
+		return links, nil
+	}
+	links, err := read(true)
+	if err != nil {
+		return nil, err
+	}
+	// walk follows the parent links from at; missing is true when it
+	// stopped at a parent id the links do not hold.
+	walk := func() (seqs []int64, missing bool) {
+		seen := make(map[int64]bool, len(links))
+		id := at
+		for steps := int64(0); steps <= depth; steps++ {
+			l, ok := links[id]
+			if !ok {
+				return seqs, true
+			}
+			if seen[l.seq] {
+				break
+			}
+			seen[l.seq] = true
+			seqs = append(seqs, l.seq)
+			if !l.parent.Valid {
+				break
+			}
+			id = l.parent.String
+		}
+		return seqs, false
+	}
+	seqs, missing := walk()
+	if missing {
+		// a parent stored after at, or none of that id (a dangling
+		// link ends the branch, as the join of a recursive walk would)
+		if links, err = read(false); err != nil {
+			return nil, err
+		}
+		seqs, _ = walk()
+	}
+	return seqs, nil
+}
+
+// copyBranch copies the messages seqs (ascending) of session from into
+// session to as its messages 1..len(seqs), marked sidechain: a read of
+// the rows by seq from the origin and a multi-row insert into the fork per
+// forkCopyBatch messages, each statement on one session. With a content
+// codec the content and metadata are re-encrypted for the fork's rows
+// (they are bound to the origin's).
+func (ss *sessionStore) copyBranch(tx *gorm.DB, from, to uuid.UUID, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	s := ss.s
+	d := newDirectTx(tx)
+	q := "SELECT " + messageCols + " FROM " + s.quoted(models.TableMessages) + " WHERE session_id = ? AND seq >= ? AND seq <= ? ORDER BY seq"
+	rows := make([]models.Message, 0, min(len(seqs), forkCopyBatch))
 	for start := 0; start < len(seqs); start += forkCopyBatch {
-		var rows []models.Message
-		if err := tx.Where("session_id = ? AND seq IN ?", from, seqs[start:min(start+forkCopyBatch, len(seqs))]).
-			Order("seq").Find(&rows).Error; err != nil {
-			return 0, dbErr(err)
+		batch := seqs[start:min(start+forkCopyBatch, len(seqs))]
+		rows = rows[:0]
+		// The batch's seq range: its messages and those of other branches
+		// between them, skipped (the batches' ranges do not overlap, so
+		// the reads take each message of the range at most once).
+		next := 0
+		_, err := d.each(q, []any{from, batch[0], batch[len(batch)-1]}, func(r *sql.Rows, _ int64) error {
+			var (
+				m                         models.Message
+				parent, model, reqID      sql.NullString
+				created                   dbTime
+				content, usage, meta, env []byte
+			)
+			if err := r.Scan(&m.Seq, &m.ID, &parent, &m.Role, &content, &m.IsSidechain, &m.IsCompactSummary, &usage, &meta,
+				&model, &reqID, &env, &created); err != nil {
+				return err
+			}
+			if next >= len(batch) || m.Seq != batch[next] {
+				return nil
+			}
+			next++
+			m.ParentID, m.Model, m.RequestID = nullString(parent), nullString(model), nullString(reqID)
+			m.Content, m.Usage, m.Metadata, m.Environment = models.VerbatimJSON(content), models.JSON(usage), models.JSON(meta), models.JSON(env)
+			m.CreatedAt = created.T
+			rows = append(rows, m)
+			return nil
+		})
+		if err != nil {
+			return dbErr(err)
+		}
+		if len(rows) != len(batch) {
+			// the origin is locked: its messages cannot change under the fork
+			return fmt.Errorf("fork: %d of %d branch messages read: %w", len(rows), len(batch), ErrConflict)
 		}
 		for i := range rows {
-			n++
-			rows[i].SessionID, rows[i].Seq, rows[i].IsSidechain = to, n, true
+			m := &rows[i]
+			if s.cfg.codec != nil {
+				c, err := s.resealValue(models.TableMessages, encMsgContent, from, to, m.ID, m.Content)
+				if err != nil {
+					return err
+				}
+				m.Content = models.VerbatimJSON(c)
+				if len(m.Metadata) > 0 {
+					md, err := s.resealValue(models.TableMessages, encMsgMetadata, from, to, m.ID, m.Metadata)
+					if err != nil {
+						return err
+					}
+					m.Metadata = models.JSON(md)
+				}
+			}
+			m.SessionID, m.Seq, m.IsSidechain = to, int64(start+i+1), true
 		}
-		if err := insertMessages(tx, rows); err != nil {
-			return 0, err
+		if err := ss.appendRows(tx, rows); err != nil {
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // WithSessionLock implements repo.Sessions.
@@ -354,4 +470,12 @@ func (s *Store) deleteSessionsBelow(tx *gorm.DB, ids []uuid.UUID) (int64, error)
 		ids = next
 	}
 	return total, nil
+}
+
+// nullString returns the string of a non-NULL column, else nil.
+func nullString(v sql.NullString) *string {
+	if !v.Valid {
+		return nil
+	}
+	return &v.String
 }
