@@ -2,6 +2,7 @@ package agentstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -33,6 +34,11 @@ import (
 //   - SQLite: EXPLAIN QUERY PLAN, without statistics (a user's file has
 //     none unless the store ran PRAGMA optimize) and after ANALYZE. No
 //     full SCAN of a filled table: every access to one is a SEARCH.
+//   - MariaDB: ANALYZE FORMAT=JSON of the statement (arguments bound, in a
+//     transaction rolled back), without statistics and after ANALYZE
+//     TABLE. No access to a filled table may read more than
+//     planTrapMaxRows rows (r_rows × r_loops), and none is a full table
+//     scan (access_type ALL).
 //
 // The row counts are what make a trap visible in EXPLAIN ANALYZE; timings
 // are measured by bench -scale (BENCHMARKS.md), not here.
@@ -120,6 +126,20 @@ func checkPlanTrap(t *testing.T, h *harness, c planTrapCase) {
 	var tables []string
 	for _, base := range c.tables {
 		tables = append(tables, st.Table(base))
+	}
+	if st.Dialect() == agentstore.MariaDB {
+		cap := &stmtCapture{}
+		cap.install(t, st)
+		stmts := cap.run(func() { c.call(t, st) })
+		checkMariaDBPlans(t, st, "no statistics", stmts, tables)
+		for _, base := range c.tables {
+			if err := st.DB(ctx).Exec("ANALYZE TABLE " + quote(st, base)).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		stmts = cap.run(func() { c.call(t, st) })
+		checkMariaDBPlans(t, st, "after ANALYZE TABLE", stmts, tables)
+		return
 	}
 	if !pg {
 		// Without statistics first (a fresh file), then after ANALYZE on a
@@ -233,6 +253,9 @@ func planTrapCases() []planTrapCase {
 			tables: []string{models.TableSessions, models.TableQueue},
 			fill: func(t *testing.T, st *agentstore.Store, now int64) {
 				uuidExpr, ts := "gen_random_uuid()", "now()"
+				if st.Dialect() == agentstore.MariaDB {
+					uuidExpr = "uuid()"
+				}
 				if st.Dialect() == agentstore.SQLite {
 					uuidExpr, ts = "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-a' || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))", "CURRENT_TIMESTAMP"
 				}
@@ -261,8 +284,11 @@ func planTrapCases() []planTrapCase {
 					t.Fatal(err)
 				}
 				ts, typ := "now()", "json"
-				if st.Dialect() == agentstore.SQLite {
+				switch st.Dialect() {
+				case agentstore.SQLite:
 					ts, typ = "CURRENT_TIMESTAMP", "text"
+				case agentstore.MariaDB:
+					typ = "char"
 				}
 				// N messages (indexed by V8's triggers as they are inserted), 10 with the rare word.
 				fillSeries(t, st, "INSERT INTO "+quote(st, models.TableMessages)+" (session_id, seq, id, role, content, created_at)"+
@@ -294,13 +320,139 @@ func fillInstances(t *testing.T, st *agentstore.Store, now int64) {
 func fillSeries(t *testing.T, st *agentstore.Store, stmt string) {
 	t.Helper()
 	series := fmt.Sprintf("generate_series(1, %d) AS g(i)", planTrapRows)
-	if st.Dialect() == agentstore.SQLite {
+	switch st.Dialect() {
+	case agentstore.SQLite:
 		series = fmt.Sprintf("(WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d) SELECT i FROM s) AS g", planTrapRows)
+	case agentstore.MariaDB:
+		series = fmt.Sprintf("(SELECT seq AS i FROM seq_1_to_%d) AS g", planTrapRows)
 	}
 	q := fmt.Sprintf(stmt, series)
+	if st.Dialect() == agentstore.MariaDB {
+		// || concatenates with PIPES_AS_CONCAT, on this connection only
+		// (its sql_mode is restored before it goes back to the pool)
+		ctx := context.Background()
+		conn, err := st.SQLDB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var mode string
+		if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',PIPES_AS_CONCAT')"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.ExecContext(ctx, q)
+		if _, rerr := conn.ExecContext(ctx, "SET SESSION sql_mode = ?", mode); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err != nil {
+			t.Fatalf("fill: %v\n%s", err, q)
+		}
+		return
+	}
 	if err := st.DB(context.Background()).Exec(q).Error; err != nil {
 		t.Fatalf("fill: %v\n%s", err, q)
 	}
+}
+
+// checkMariaDBPlans runs ANALYZE FORMAT=JSON of every captured statement
+// (in a transaction rolled back) and fails when an access to a filled
+// table reads more than planTrapMaxRows rows or is a full table scan.
+func checkMariaDBPlans(t *testing.T, st *agentstore.Store, when string, stmts []capturedStmt, tables []string) {
+	t.Helper()
+	ctx := context.Background()
+	checked := 0
+	for _, s := range stmts {
+		up := strings.ToUpper(strings.TrimSpace(s.sql))
+		if !touches(s.sql, tables) || !explainable(s.sql) || strings.HasPrefix(up, "INSERT") {
+			continue // ANALYZE takes SELECT, UPDATE and DELETE
+		}
+		checked++
+		plan := mariadbPlan(ctx, t, st, s)
+		for _, a := range mariadbAccesses(plan) {
+			for _, tb := range tables {
+				if !mariadbNamesTable(a.table, tb, s.sql) {
+					continue
+				}
+				if read := a.rows * a.loops; read > planTrapMaxRows || a.access == "ALL" {
+					t.Errorf("%s: %s of %s (%s) reads %.0f rows (> %d):\n%s\nplan:\n%s", when, a.access, tb, a.table, read, planTrapMaxRows, s.sql, plan)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("%s: no captured statement reads %v (captured %d)", when, tables, len(stmts))
+	}
+}
+
+// mariadbPlan is ANALYZE FORMAT=JSON of s (its arguments interpolated by
+// the driver), in a transaction rolled back.
+func mariadbPlan(ctx context.Context, t *testing.T, st *agentstore.Store, s capturedStmt) string {
+	t.Helper()
+	tx, err := st.SQLDB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var plan string
+	if err := tx.QueryRowContext(ctx, "ANALYZE FORMAT=JSON "+s.sql, s.args...).Scan(&plan); err != nil {
+		t.Fatalf("analyze: %v\n%s", err, s.sql)
+	}
+	return plan
+}
+
+// mariadbAccess is one table access of a MariaDB ANALYZE FORMAT=JSON plan.
+type mariadbAccess struct {
+	table, access string
+	rows, loops   float64
+}
+
+// mariadbAccesses lists every "table" object of plan (at any depth).
+func mariadbAccesses(plan string) []mariadbAccess {
+	var doc any
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
+		return nil
+	}
+	var out []mariadbAccess
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if tb, ok := v["table"].(map[string]any); ok {
+				name, _ := tb["table_name"].(string)
+				access, _ := tb["access_type"].(string)
+				rows, _ := tb["r_rows"].(float64)
+				loops, _ := tb["r_loops"].(float64)
+				out = append(out, mariadbAccess{table: name, access: access, rows: rows, loops: loops})
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+	return out
+}
+
+// mariadbNamesTable reports whether a plan's table_name is table, or an
+// alias sql gives it.
+func mariadbNamesTable(name, table, sql string) bool {
+	if name == table {
+		return true
+	}
+	alias := regexp.MustCompile(regexp.QuoteMeta(table) + `"?\s+(?:AS\s+)?(\w+)`)
+	for _, m := range alias.FindAllStringSubmatch(sql, -1) {
+		if m[1] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSQLitePlans fails on a full SCAN of a filled table.
