@@ -134,7 +134,7 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 				// (no full scan, no filesort of the queue: with SKIP LOCKED
 				// an unordered read locks every row it reads); the walk's
 				// levels read the queue through ranges and lookups (no
-				// full table or index scan)
+				// full scan: at most a few hundred rows read)
 				for name, sql := range claims {
 					for _, r := range mariadbExplain(t, st, sql) {
 						if r["table"] == "q" || r["table"] == st.TablePrefix()+tables[name] {
@@ -145,9 +145,13 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 					}
 				}
 				for name, sql := range levels {
-					for _, r := range mariadbExplain(t, st, sql) {
-						if r["table"] == "q" && (r["type"] == "ALL" || r["type"] == "index") {
-							t.Errorf("%s (%s): %s access of the queue (%s), want ranges and lookups", name, phase, r["type"], r["Extra"])
+					// (ANALYZE: with one message per instance the optimizer
+					// may read the walk's 257 ids by an ordered index scan
+					// stopping at the LIMIT rather than a loose scan)
+					plan := mariadbPlan(ctx, t, st, capturedStmt{sql: sql})
+					for _, a := range mariadbAccesses(plan) {
+						if a.table == "q" && (a.access == "ALL" || a.rows*a.loops > 1000) {
+							t.Errorf("%s (%s): %s access of the queue reads %.0f rows, want ranges and lookups:\n%s", name, phase, a.access, a.rows*a.loops, plan)
 						}
 					}
 				}

@@ -212,6 +212,18 @@ func planTrapCases() []planTrapCase {
 			call:   pollWork(nil, duroxide.TagFilter{}),
 		},
 		{
+			// each kind alone leaves MariaDB a selective single-column
+			// index (tag IS NULL, session_id IS NULL); together only the
+			// plain claim's own index keeps the poll off them (V18)
+			name:   "untagged worker poll, tagged and session-bound work",
+			tables: []string{models.TableWorkerQueue},
+			fill: func(t *testing.T, st *agentstore.Store, now int64) {
+				workFill("tag='gpu'", past)(t, st, now)
+				workFill("session_id='s-' || (g.i % 100)", past)(t, st, now)
+			},
+			call: pollWork(nil, duroxide.TagFilter{}),
+		},
+		{
 			name:   "orchestrator poll, future-visible messages",
 			tables: []string{models.TableOrchestratorQueue},
 			fill: func(t *testing.T, st *agentstore.Store, now int64) {
