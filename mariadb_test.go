@@ -278,7 +278,7 @@ func TestMariaDBWorkerReadyIndex(t *testing.T) {
 		` AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.visible_at, q.id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range mariadbAccesses(plan) {
+	for _, a := range mariadbAccesses(t, plan) {
 		if a.rows*a.loops > 0 || a.access != "range" {
 			t.Fatalf("plain claim: %s access reading %.0f rows, want a range reading none:\n%s", a.access, a.rows*a.loops, plan)
 		}

@@ -149,7 +149,7 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 					// may read the walk's 257 ids by an ordered index scan
 					// stopping at the LIMIT rather than a loose scan)
 					plan := mariadbPlan(ctx, t, st, capturedStmt{sql: sql})
-					for _, a := range mariadbAccesses(plan) {
+					for _, a := range mariadbAccesses(t, plan) {
 						if a.table == "q" && (a.access == "ALL" || a.rows*a.loops > 1000) {
 							t.Errorf("%s (%s): %s access of the queue reads %.0f rows, want ranges and lookups:\n%s", name, phase, a.access, a.rows*a.loops, plan)
 						}

@@ -2,7 +2,6 @@ package agentstore_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -102,6 +101,9 @@ type planTrapCase struct {
 	tables []string // the filled tables (base names)
 	fill   func(t *testing.T, st *agentstore.Store, now int64)
 	call   func(t *testing.T, st *agentstore.Store)
+	// skip names the dialects whose checker cannot judge the case, each
+	// with its reason
+	skip map[agentstore.Dialect]string
 }
 
 func TestPlanTraps(t *testing.T) {
@@ -118,6 +120,9 @@ func TestPlanTraps(t *testing.T) {
 }
 
 func checkPlanTrap(t *testing.T, h *harness, c planTrapCase) {
+	if why, ok := c.skip[h.Dialect]; ok {
+		t.Skip(why)
+	}
 	ctx := context.Background()
 	st := h.New(t)
 	now := time.Now().UnixMilli()
@@ -236,6 +241,29 @@ func planTrapCases() []planTrapCase {
 					t.Fatalf("poll: %v, %v; want nothing", it, err)
 				}
 			},
+		},
+		{
+			// the candidate walk steps over the locked instance (MariaDB:
+			// by a loose index scan, dialect.GroupWalker; its recursive
+			// step read the whole backlog)
+			name:   "orchestrator poll, a locked instance's backlog",
+			tables: []string{models.TableOrchestratorQueue},
+			fill: func(t *testing.T, st *agentstore.Store, now int64) {
+				ms := strconv.FormatInt(now, 10)
+				if err := st.DB(context.Background()).Exec("INSERT INTO " + quote(st, models.TableInstanceLocks) + " (instance_id, lock_token, locked_until, locked_at)" +
+					" VALUES ('busy', 'held', " + strconv.FormatInt(now+86_400_000, 10) + ", " + ms + ")").Error; err != nil {
+					t.Fatal(err)
+				}
+				fillSeries(t, st, "INSERT INTO "+quote(st, models.TableOrchestratorQueue)+" (instance_id, work_item, visible_at, created_at, attempt_count)"+
+					" SELECT 'busy', '{}', "+past(now)+", "+ms+", 0 FROM %s")
+			},
+			call: func(t *testing.T, st *agentstore.Store) {
+				it, err := st.Provider().FetchOrchestrationItem(context.Background(), time.Minute, 0, nil)
+				if err != nil || it != nil {
+					t.Fatalf("poll: %v, %v; want nothing", it, err)
+				}
+			},
+			skip: map[agentstore.Dialect]string{agentstore.SQLite: "EXPLAIN QUERY PLAN shows the walk's first id (ORDER BY instance_id LIMIT 1) as a SCAN of the index, which stops at its first row: the checker cannot tell it from a full scan (TestScaleFetchLockedBacklogDecades measures SQLite)"},
 		},
 		{
 			name:   "ListInstancesByStatus of a rare status",
@@ -383,7 +411,7 @@ func checkMariaDBPlans(t *testing.T, st *agentstore.Store, when string, stmts []
 		}
 		checked++
 		plan := mariadbPlan(ctx, t, st, s)
-		for _, a := range mariadbAccesses(plan) {
+		for _, a := range mariadbAccesses(t, plan) {
 			for _, tb := range tables {
 				if !mariadbNamesTable(a.table, tb, s.sql) {
 					continue
@@ -421,36 +449,47 @@ type mariadbAccess struct {
 	rows, loops   float64
 }
 
-// mariadbAccesses lists every "table" object of plan (at any depth).
-func mariadbAccesses(plan string) []mariadbAccess {
-	var doc any
-	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
-		return nil
-	}
+// mariadbAccesses lists every table access of plan (at any depth). The
+// text is read with patterns, not as JSON: MariaDB 10.11's ANALYZE
+// FORMAT=JSON is not always valid JSON (a derived table's
+// "attached_condition" lacks its comma; a condition's double-quoted
+// identifiers are not escaped). A table object lists table_name, then
+// access_type, then its own r_loops and r_rows before any nested object.
+// A plan with no access it can read fails t.
+func mariadbAccesses(t testing.TB, plan string) []mariadbAccess {
+	t.Helper()
+	starts := mariadbTableRe.FindAllStringSubmatchIndex(plan, -1)
 	var out []mariadbAccess
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if tb, ok := v["table"].(map[string]any); ok {
-				name, _ := tb["table_name"].(string)
-				access, _ := tb["access_type"].(string)
-				rows, _ := tb["r_rows"].(float64)
-				loops, _ := tb["r_loops"].(float64)
-				out = append(out, mariadbAccess{table: name, access: access, rows: rows, loops: loops})
-			}
-			for _, c := range v {
-				walk(c)
-			}
-		case []any:
-			for _, c := range v {
-				walk(c)
-			}
+	for k, m := range starts {
+		end := len(plan)
+		if k+1 < len(starts) {
+			end = starts[k+1][0]
 		}
+		seg := plan[m[1]:end]
+		a := mariadbAccess{table: plan[m[2]:m[3]]}
+		if mm := mariadbAccessRe.FindStringSubmatch(seg); mm != nil {
+			a.access = mm[1]
+		}
+		if mm := mariadbLoopsRe.FindStringSubmatch(seg); mm != nil {
+			a.loops, _ = strconv.ParseFloat(mm[1], 64)
+		}
+		if mm := mariadbRowsRe.FindStringSubmatch(seg); mm != nil {
+			a.rows, _ = strconv.ParseFloat(mm[1], 64)
+		}
+		out = append(out, a)
 	}
-	walk(doc)
+	if len(out) == 0 && !strings.Contains(plan, "No tables used") {
+		t.Fatalf("no table access in the plan:\n%s", plan)
+	}
 	return out
 }
+
+var (
+	mariadbTableRe  = regexp.MustCompile(`"table_name": "([^"]*)"`)
+	mariadbAccessRe = regexp.MustCompile(`"access_type": "([^"]*)"`)
+	mariadbLoopsRe  = regexp.MustCompile(`"r_loops": ([0-9.e+-]+)`)
+	mariadbRowsRe   = regexp.MustCompile(`"r_rows": ([0-9.e+-]+)`)
+)
 
 // mariadbNamesTable reports whether a plan's table_name is table, or an
 // alias sql gives it.
