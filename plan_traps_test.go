@@ -366,32 +366,7 @@ func fillSeries(t *testing.T, st *agentstore.Store, stmt string) {
 	case agentstore.MariaDB:
 		series = fmt.Sprintf("(SELECT seq AS i FROM seq_1_to_%d) AS g", planTrapRows)
 	}
-	q := fmt.Sprintf(stmt, series)
-	if st.Dialect() == agentstore.MariaDB {
-		// || concatenates with PIPES_AS_CONCAT, on this connection only
-		// (its sql_mode is restored before it goes back to the pool)
-		ctx := context.Background()
-		conn, err := st.SQLDB().Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		var mode string
-		if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',PIPES_AS_CONCAT')"); err != nil {
-			t.Fatal(err)
-		}
-		_, err = conn.ExecContext(ctx, q)
-		if _, rerr := conn.ExecContext(ctx, "SET SESSION sql_mode = ?", mode); rerr != nil {
-			t.Fatal(rerr)
-		}
-		if err != nil {
-			t.Fatalf("fill: %v\n%s", err, q)
-		}
-		return
-	}
+	q := fmt.Sprintf(stmt, series) // (|| concatenates on MariaDB too: Open sets PIPES_AS_CONCAT)
 	if err := st.DB(context.Background()).Exec(q).Error; err != nil {
 		t.Fatalf("fill: %v\n%s", err, q)
 	}
