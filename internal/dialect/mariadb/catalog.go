@@ -169,13 +169,13 @@ func loadIndexes(db *gorm.DB, nsp string, names []string, tables map[string]*dia
 	return nil
 }
 
-// readyPredicateCols lead MariaDB's stand-in for the worker queue's
+// readyPredicateCols returns the columns that lead MariaDB's stand-in for the worker queue's
 // partial index "ready" ((visible_at, id) WHERE session_id IS NULL AND tag
 // IS NULL elsewhere; V18): the full index (session_id, tag, visible_at,
 // id), whose range (NULL, NULL, ..now] is the plain claim's rows in its
 // order. NormalizeDDL creates it so; the catalog reports it as the models'
 // (visible_at, id).
-var readyPredicateCols = []string{"session_id", "tag"}
+func readyPredicateCols() []string { return []string{"session_id", "tag"} }
 
 // isReadyIndex reports whether index iname of table is the worker queue's
 // "ready" index (any table prefix).
@@ -188,8 +188,9 @@ func isReadyIndex(table, iname string) bool {
 // schema before V18: (visible_at, id) holding every row) as a full index,
 // WHERE TRUE, which Verify finds different from the models' and rebuilds.
 func readyModelIndex(li dialect.LiveIndex) dialect.LiveIndex {
-	n := len(readyPredicateCols)
-	if len(li.Cols) > n && slices.Equal(li.Cols[:n], readyPredicateCols) {
+	lead := readyPredicateCols()
+	n := len(lead)
+	if len(li.Cols) > n && slices.Equal(li.Cols[:n], lead) {
 		li.Cols = slices.Clone(li.Cols[n:])
 		return li
 	}
