@@ -236,9 +236,7 @@ var dollarParamRE = regexp.MustCompile(`\$[0-9]+`)
 func mariadbRootNotYet() map[string]string {
 	const verify = "Verify on MariaDB (expected types in MariaDB's spelling, MODIFY COLUMN fixes) is not written yet"
 	return map[string]string{
-		"TestPlanTraps":                "fills with PostgreSQL/SQLite row generators and checks their query plans; MariaDB's growth is measured by bench -scale (its steep rows are listed in docs/mariadb.md: an empty worker fetch beside tagged work among them)",
-		"TestSchemaBehindIsTyped":      "MariaDB's chain starts at the schema of version 11 (its V1): a V2 database already has the column the test removes by migrating to V2",
-		"TestPerfClaimPlansUseIndexes": "checks PostgreSQL's and SQLite's query plans; MariaDB's claims are checked by TestMariaDBConcurrentClaimersAllGetWork and bench -scale",
-		"TestPerfTelemetryGaugePlans":  "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",
+		"TestSchemaBehindIsTyped":     "MariaDB's chain starts at the schema of version 11 (its V1): a V2 database already has the column the test removes by migrating to V2",
+		"TestPerfTelemetryGaugePlans": "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -233,4 +235,71 @@ func mustTarget(t *testing.T, dsn string) string {
 		t.Fatal(err)
 	}
 	return target
+}
+
+// TestMariaDBWorkerReadyIndex: MariaDB's stand-in for the plain claim's
+// partial index (V18) is (session_id, tag, visible_at, id), which Verify
+// reports as the models' (visible_at, id): a fresh schema has no issue; the
+// index before V18 ((visible_at, id) over every row) is a mismatch whose
+// fix rebuilds the stand-in; and the plain claim reads only the plain rows
+// (ANALYZE: with 20,000 visible tagged and 20,000 visible session-bound
+// items, an untagged poll reads none of them).
+func TestMariaDBWorkerReadyIndex(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, agentstore.MariaDB)
+	ctx := context.Background()
+	st := h.New(t)
+	if rep := testkit.MustVerify(t, st); len(rep.Issues) != 0 {
+		t.Fatalf("fresh schema: %s", rep)
+	}
+	wq, idx := quote(st, models.TableWorkerQueue), "idx_"+st.TablePrefix()+models.TableWorkerQueue+"_ready"
+	cols := func() string {
+		var got []string
+		if err := st.DB(ctx).Raw(`SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ? ORDER BY seq_in_index`,
+			st.TablePrefix()+models.TableWorkerQueue, idx).Scan(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(got, ",")
+	}
+	if got := cols(); got != "session_id,tag,visible_at,id" {
+		t.Fatalf("ready index columns %q, want session_id,tag,visible_at,id", got)
+	}
+	// the plain claim beside tagged and session-bound work
+	if err := st.DB(ctx).Exec(`INSERT INTO ` + wq + ` (work_item, visible_at, created_at, attempt_count, instance_id, tag, session_id)` +
+		` SELECT '{}', seq, seq, 0, '', CASE WHEN seq % 2 = 0 THEN 'gpu' END, CASE WHEN seq % 2 = 1 THEN CONCAT('s-', seq % 100) END FROM seq_1_to_40000`).Error; err != nil {
+		t.Fatal(err)
+	}
+	l, err := st.Provider().FetchWorkItem(ctx, time.Minute, 0, nil, duroxide.TagFilter{})
+	if err != nil || l != nil {
+		t.Fatalf("untagged poll: %v, %v; want nothing", l, err)
+	}
+	var plan string
+	if err := st.SQLDB().QueryRowContext(ctx, `ANALYZE FORMAT=JSON SELECT q.id FROM `+wq+` q WHERE q.visible_at <= 1000000 AND (q.lock_token IS NULL OR q.locked_until <= 1000000)`+
+		` AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.visible_at, q.id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range mariadbAccesses(t, plan) {
+		if a.rows*a.loops > 0 || a.access != "range" {
+			t.Fatalf("plain claim: %s access reading %.0f rows, want a range reading none:\n%s", a.access, a.rows*a.loops, plan)
+		}
+	}
+	// the schema before V18
+	if err := st.DB(ctx).Exec(`ALTER TABLE ` + wq + ` DROP INDEX "` + idx + `", ADD INDEX "` + idx + `" ("visible_at","id")`).Error; err != nil {
+		t.Fatal(err)
+	}
+	rep := testkit.MustVerify(t, st)
+	if len(rep.Issues) != 1 || rep.Issues[0].Kind != agentstore.IssueIndexMismatch || rep.Issues[0].Object != idx || rep.Issues[0].Fix == "" {
+		t.Fatalf("index before V18: %s", rep)
+	}
+	for _, stmt := range strings.Split(rep.Issues[0].Fix, ";\n") {
+		if err := st.DB(ctx).Exec(stmt).Error; err != nil {
+			t.Fatalf("fix %q: %v", stmt, err)
+		}
+	}
+	if got := cols(); got != "session_id,tag,visible_at,id" {
+		t.Fatalf("ready index after the fix %q, want session_id,tag,visible_at,id", got)
+	}
+	if rep := testkit.MustVerify(t, st); len(rep.Issues) != 0 {
+		t.Fatalf("after the fix: %s", rep)
+	}
 }

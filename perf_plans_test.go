@@ -2,6 +2,7 @@ package agentstore_test
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 
@@ -25,6 +26,7 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 		ctx := context.Background()
 		db := st.DB(ctx)
 		pg := st.Dialect() == agentstore.Postgres
+		maria := st.Dialect() == agentstore.MariaDB
 		q := func(base string) string { return quote(st, base) }
 		sess := repo.NewSession()
 		if err := st.Sessions().Save(ctx, sess); err != nil {
@@ -33,13 +35,19 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 		sid := sess.ID.String()
 		now := "1700000000000"
 		var series string
-		if pg {
+		switch {
+		case pg:
 			series = "generate_series(1, 100000) AS g(i)"
-		} else {
+		case maria:
+			series = "(SELECT seq AS i FROM seq_1_to_100000) AS g"
+		default:
 			series = "(WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 100000) SELECT i FROM s) AS g"
 		}
-		uuidExpr := "gen_random_uuid()"
-		if !pg {
+		uuidExpr, instanceID := "gen_random_uuid()", "'i' || g.i"
+		switch {
+		case maria:
+			uuidExpr, instanceID = "uuid()", "CONCAT('i', g.i)"
+		case !pg:
 			uuidExpr = "lower(hex(randomblob(16)))"
 		}
 		fill := []string{
@@ -49,7 +57,7 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 				" CASE WHEN g.i % 2 = 0 THEN CURRENT_TIMESTAMP END FROM " + series,
 			"INSERT INTO " + q(models.TableWorkerQueue) + " (work_item, visible_at, created_at, attempt_count, instance_id) SELECT '{}', g.i, g.i, 0, '' FROM " + series,
 			"INSERT INTO " + q(models.TableOrchestratorQueue) + " (instance_id, work_item, visible_at, created_at, attempt_count)" +
-				" SELECT 'i' || g.i, '{}', g.i, g.i, 0 FROM " + series,
+				" SELECT " + instanceID + ", '{}', g.i, g.i, 0 FROM " + series,
 		}
 		for _, stmt := range fill {
 			if err := db.Exec(stmt).Error; err != nil {
@@ -60,17 +68,20 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 		if err := db.Raw("SELECT COUNT(*) FROM " + q(models.TableWorkerQueue)).Scan(&count).Error; err != nil || count != n {
 			t.Fatalf("worker queue holds %d rows (%v), want %d", count, err, n)
 		}
-		lock := ""
-		if pg {
+		lock, lockOf := "", ""
+		if pg || maria {
 			lock = " FOR UPDATE SKIP LOCKED"
+			lockOf = lock
+		}
+		if pg {
+			lockOf = " FOR UPDATE OF q SKIP LOCKED"
 		}
 		claims := map[string]string{
 			"session queue dequeue": "SELECT seq, priority FROM " + q(models.TableQueue) + " WHERE session_id = '" + sid +
 				"' AND processed_at IS NULL AND (status = 'pending' OR (status = 'processing' AND leased_until < " + now + "))" +
 				" ORDER BY priority DESC, seq LIMIT 1" + lock,
 			"worker queue plain claim": "SELECT q.id FROM " + q(models.TableWorkerQueue) + " q WHERE q.visible_at <= " + now +
-				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.visible_at, q.id LIMIT 1" +
-				strings.Replace(lock, "UPDATE", "UPDATE OF q", 1),
+				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND q.session_id IS NULL AND q.tag IS NULL ORDER BY q.visible_at, q.id LIMIT 1" + lockOf,
 			"orchestrator queue candidate": "SELECT q.instance_id FROM " + q(models.TableOrchestratorQueue) + " q WHERE q.visible_at <= " + now +
 				" AND (q.lock_token IS NULL OR q.locked_until <= " + now + ") AND NOT EXISTS (SELECT 1 FROM " + q(models.TableInstanceLocks) +
 				" il WHERE il.instance_id = q.instance_id AND il.locked_until > " + now + ") ORDER BY q.visible_at, q.id LIMIT 1",
@@ -101,10 +112,50 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 				" FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)" +
 				" UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u ORDER BY u.ph, u.va, u.hid LIMIT 1",
 		}
+		if maria {
+			// the walk as MariaDB runs it (dialect.GroupWalker): a GROUP BY
+			// loose index scan and = probes
+			levels["orchestrator candidate walk"] = "WITH ids0 AS (SELECT q.instance_id AS iid FROM " + oq + " q GROUP BY q.instance_id ORDER BY q.instance_id LIMIT 257)," +
+				" ids AS (SELECT iid FROM ids0 UNION ALL SELECT NULL FROM DUAL WHERE (SELECT COUNT(*) FROM ids0) < 257)," +
+				" h AS (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM " + oq + " q" +
+				" WHERE q.instance_id = ids.iid AND q.visible_at <= " + now + " AND (q.lock_token IS NULL OR q.locked_until <= " + now + ")" +
+				" ORDER BY q.visible_at, q.id LIMIT 1) END AS hid FROM ids WHERE ids.iid IS NULL OR (1 = 1" + notLocked("ids.iid") + "))" +
+				" SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM " + oq + " q WHERE q.id = h.hid) AS va, h.hid" +
+				" FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)" +
+				" UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u ORDER BY u.ph, u.va, u.hid LIMIT 1"
+		}
 		// Both without statistics (a fresh burst) and after ANALYZE.
 		for _, phase := range []string{"no statistics", "analysed"} {
 			if phase == "analysed" {
 				analyzeQueues(t, st)
+			}
+			if maria {
+				// MariaDB's EXPLAIN: a claim reads an index in claim order
+				// (no full scan, no filesort of the queue: with SKIP LOCKED
+				// an unordered read locks every row it reads); the walk's
+				// levels read the queue through ranges and lookups (no
+				// full scan: at most a few hundred rows read)
+				for name, sql := range claims {
+					for _, r := range mariadbExplain(t, st, sql) {
+						if r["table"] == "q" || r["table"] == st.TablePrefix()+tables[name] {
+							if r["type"] == "ALL" || r["type"] == "index" || strings.Contains(r["Extra"], "filesort") {
+								t.Errorf("%s (%s): %s access of %s (%s), want an index read in claim order", name, phase, r["type"], r["table"], r["Extra"])
+							}
+						}
+					}
+				}
+				for name, sql := range levels {
+					// (ANALYZE: with one message per instance the optimizer
+					// may read the walk's 257 ids by an ordered index scan
+					// stopping at the LIMIT rather than a loose scan)
+					plan := mariadbPlan(ctx, t, st, capturedStmt{sql: sql})
+					for _, a := range mariadbAccesses(t, plan) {
+						if a.table == "q" && (a.access == "ALL" || a.rows*a.loops > 1000) {
+							t.Errorf("%s (%s): %s access of the queue reads %.0f rows, want ranges and lookups:\n%s", name, phase, a.access, a.rows*a.loops, plan)
+						}
+					}
+				}
+				continue
 			}
 			for name, sql := range claims {
 				plan := explain(t, st, sql)
@@ -143,9 +194,13 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 func analyzeQueues(t *testing.T, st *agentstore.Store) {
 	t.Helper()
 	stmts := []string{"ANALYZE"}
-	if st.Dialect() == agentstore.Postgres {
+	if st.Dialect() != agentstore.SQLite {
 		stmts = nil
 		for _, base := range []string{models.TableQueue, models.TableWorkerQueue, models.TableOrchestratorQueue, models.TableInstanceLocks} {
+			if st.Dialect() == agentstore.MariaDB {
+				stmts = append(stmts, "ANALYZE TABLE "+quote(st, base))
+				continue
+			}
 			stmts = append(stmts, "ANALYZE "+quote(st, base))
 		}
 	}
@@ -201,4 +256,36 @@ func explain(t *testing.T, st *agentstore.Store, sql string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// mariadbExplain returns MariaDB's tabular EXPLAIN of sql, a row per
+// access, by column name (table, type, key, Extra, ...).
+func mariadbExplain(t *testing.T, st *agentstore.Store, stmt string) []map[string]string {
+	t.Helper()
+	rows, err := st.SQLDB().QueryContext(context.Background(), "EXPLAIN "+stmt)
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, stmt)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []map[string]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		r := map[string]string{}
+		for i, c := range cols {
+			r[c] = vals[i].String
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -33,6 +33,11 @@ import (
 //   - SQLite: EXPLAIN QUERY PLAN, without statistics (a user's file has
 //     none unless the store ran PRAGMA optimize) and after ANALYZE. No
 //     full SCAN of a filled table: every access to one is a SEARCH.
+//   - MariaDB: ANALYZE FORMAT=JSON of the statement (arguments bound, in a
+//     transaction rolled back), without statistics and after ANALYZE
+//     TABLE. No access to a filled table may read more than
+//     planTrapMaxRows rows (r_rows × r_loops), and none is a full table
+//     scan (access_type ALL).
 //
 // The row counts are what make a trap visible in EXPLAIN ANALYZE; timings
 // are measured by bench -scale (BENCHMARKS.md), not here.
@@ -96,6 +101,9 @@ type planTrapCase struct {
 	tables []string // the filled tables (base names)
 	fill   func(t *testing.T, st *agentstore.Store, now int64)
 	call   func(t *testing.T, st *agentstore.Store)
+	// skip names the dialects whose checker cannot judge the case, each
+	// with its reason
+	skip map[agentstore.Dialect]string
 }
 
 func TestPlanTraps(t *testing.T) {
@@ -112,6 +120,9 @@ func TestPlanTraps(t *testing.T) {
 }
 
 func checkPlanTrap(t *testing.T, h *harness, c planTrapCase) {
+	if why, ok := c.skip[h.Dialect]; ok {
+		t.Skip(why)
+	}
 	ctx := context.Background()
 	st := h.New(t)
 	now := time.Now().UnixMilli()
@@ -120,6 +131,20 @@ func checkPlanTrap(t *testing.T, h *harness, c planTrapCase) {
 	var tables []string
 	for _, base := range c.tables {
 		tables = append(tables, st.Table(base))
+	}
+	if st.Dialect() == agentstore.MariaDB {
+		cap := &stmtCapture{}
+		cap.install(t, st)
+		stmts := cap.run(func() { c.call(t, st) })
+		checkMariaDBPlans(t, st, "no statistics", stmts, tables)
+		for _, base := range c.tables {
+			if err := st.DB(ctx).Exec("ANALYZE TABLE " + quote(st, base)).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		stmts = cap.run(func() { c.call(t, st) })
+		checkMariaDBPlans(t, st, "after ANALYZE TABLE", stmts, tables)
+		return
 	}
 	if !pg {
 		// Without statistics first (a fresh file), then after ANALYZE on a
@@ -192,6 +217,18 @@ func planTrapCases() []planTrapCase {
 			call:   pollWork(nil, duroxide.TagFilter{}),
 		},
 		{
+			// each kind alone leaves MariaDB a selective single-column
+			// index (tag IS NULL, session_id IS NULL); together only the
+			// plain claim's own index keeps the poll off them (V18)
+			name:   "untagged worker poll, tagged and session-bound work",
+			tables: []string{models.TableWorkerQueue},
+			fill: func(t *testing.T, st *agentstore.Store, now int64) {
+				workFill("tag='gpu'", past)(t, st, now)
+				workFill("session_id='s-' || (g.i % 100)", past)(t, st, now)
+			},
+			call: pollWork(nil, duroxide.TagFilter{}),
+		},
+		{
 			name:   "orchestrator poll, future-visible messages",
 			tables: []string{models.TableOrchestratorQueue},
 			fill: func(t *testing.T, st *agentstore.Store, now int64) {
@@ -204,6 +241,29 @@ func planTrapCases() []planTrapCase {
 					t.Fatalf("poll: %v, %v; want nothing", it, err)
 				}
 			},
+		},
+		{
+			// the candidate walk steps over the locked instance (MariaDB:
+			// by a loose index scan, dialect.GroupWalker; its recursive
+			// step read the whole backlog)
+			name:   "orchestrator poll, a locked instance's backlog",
+			tables: []string{models.TableOrchestratorQueue},
+			fill: func(t *testing.T, st *agentstore.Store, now int64) {
+				ms := strconv.FormatInt(now, 10)
+				if err := st.DB(context.Background()).Exec("INSERT INTO " + quote(st, models.TableInstanceLocks) + " (instance_id, lock_token, locked_until, locked_at)" +
+					" VALUES ('busy', 'held', " + strconv.FormatInt(now+86_400_000, 10) + ", " + ms + ")").Error; err != nil {
+					t.Fatal(err)
+				}
+				fillSeries(t, st, "INSERT INTO "+quote(st, models.TableOrchestratorQueue)+" (instance_id, work_item, visible_at, created_at, attempt_count)"+
+					" SELECT 'busy', '{}', "+past(now)+", "+ms+", 0 FROM %s")
+			},
+			call: func(t *testing.T, st *agentstore.Store) {
+				it, err := st.Provider().FetchOrchestrationItem(context.Background(), time.Minute, 0, nil)
+				if err != nil || it != nil {
+					t.Fatalf("poll: %v, %v; want nothing", it, err)
+				}
+			},
+			skip: map[agentstore.Dialect]string{agentstore.SQLite: "EXPLAIN QUERY PLAN shows the walk's first id (ORDER BY instance_id LIMIT 1) as a SCAN of the index, which stops at its first row: the checker cannot tell it from a full scan (TestScaleFetchLockedBacklogDecades measures SQLite)"},
 		},
 		{
 			name:   "ListInstancesByStatus of a rare status",
@@ -233,6 +293,9 @@ func planTrapCases() []planTrapCase {
 			tables: []string{models.TableSessions, models.TableQueue},
 			fill: func(t *testing.T, st *agentstore.Store, now int64) {
 				uuidExpr, ts := "gen_random_uuid()", "now()"
+				if st.Dialect() == agentstore.MariaDB {
+					uuidExpr = "uuid()"
+				}
 				if st.Dialect() == agentstore.SQLite {
 					uuidExpr, ts = "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-a' || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))", "CURRENT_TIMESTAMP"
 				}
@@ -261,8 +324,11 @@ func planTrapCases() []planTrapCase {
 					t.Fatal(err)
 				}
 				ts, typ := "now()", "json"
-				if st.Dialect() == agentstore.SQLite {
+				switch st.Dialect() {
+				case agentstore.SQLite:
 					ts, typ = "CURRENT_TIMESTAMP", "text"
+				case agentstore.MariaDB:
+					typ = "char"
 				}
 				// N messages (indexed by V8's triggers as they are inserted), 10 with the rare word.
 				fillSeries(t, st, "INSERT INTO "+quote(st, models.TableMessages)+" (session_id, seq, id, role, content, created_at)"+
@@ -294,13 +360,125 @@ func fillInstances(t *testing.T, st *agentstore.Store, now int64) {
 func fillSeries(t *testing.T, st *agentstore.Store, stmt string) {
 	t.Helper()
 	series := fmt.Sprintf("generate_series(1, %d) AS g(i)", planTrapRows)
-	if st.Dialect() == agentstore.SQLite {
+	switch st.Dialect() {
+	case agentstore.SQLite:
 		series = fmt.Sprintf("(WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d) SELECT i FROM s) AS g", planTrapRows)
+	case agentstore.MariaDB:
+		series = fmt.Sprintf("(SELECT seq AS i FROM seq_1_to_%d) AS g", planTrapRows)
 	}
-	q := fmt.Sprintf(stmt, series)
+	q := fmt.Sprintf(stmt, series) // (|| concatenates on MariaDB too: Open sets PIPES_AS_CONCAT)
 	if err := st.DB(context.Background()).Exec(q).Error; err != nil {
 		t.Fatalf("fill: %v\n%s", err, q)
 	}
+}
+
+// checkMariaDBPlans runs ANALYZE FORMAT=JSON of every captured statement
+// (in a transaction rolled back) and fails when an access to a filled
+// table reads more than planTrapMaxRows rows or is a full table scan.
+func checkMariaDBPlans(t *testing.T, st *agentstore.Store, when string, stmts []capturedStmt, tables []string) {
+	t.Helper()
+	ctx := context.Background()
+	checked := 0
+	for _, s := range stmts {
+		up := strings.ToUpper(strings.TrimSpace(s.sql))
+		if !touches(s.sql, tables) || !explainable(s.sql) || strings.HasPrefix(up, "INSERT") {
+			continue // ANALYZE takes SELECT, UPDATE and DELETE
+		}
+		checked++
+		plan := mariadbPlan(ctx, t, st, s)
+		for _, a := range mariadbAccesses(t, plan) {
+			for _, tb := range tables {
+				if !mariadbNamesTable(a.table, tb, s.sql) {
+					continue
+				}
+				if read := a.rows * a.loops; read > planTrapMaxRows || a.access == "ALL" {
+					t.Errorf("%s: %s of %s (%s) reads %.0f rows (> %d):\n%s\nplan:\n%s", when, a.access, tb, a.table, read, planTrapMaxRows, s.sql, plan)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("%s: no captured statement reads %v (captured %d)", when, tables, len(stmts))
+	}
+}
+
+// mariadbPlan is ANALYZE FORMAT=JSON of s (its arguments interpolated by
+// the driver), in a transaction rolled back.
+func mariadbPlan(ctx context.Context, t *testing.T, st *agentstore.Store, s capturedStmt) string {
+	t.Helper()
+	tx, err := st.SQLDB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var plan string
+	if err := tx.QueryRowContext(ctx, "ANALYZE FORMAT=JSON "+s.sql, s.args...).Scan(&plan); err != nil {
+		t.Fatalf("analyze: %v\n%s", err, s.sql)
+	}
+	return plan
+}
+
+// mariadbAccess is one table access of a MariaDB ANALYZE FORMAT=JSON plan.
+type mariadbAccess struct {
+	table, access string
+	rows, loops   float64
+}
+
+// mariadbAccesses lists every table access of plan (at any depth). The
+// text is read with patterns, not as JSON: MariaDB 10.11's ANALYZE
+// FORMAT=JSON is not always valid JSON (a derived table's
+// "attached_condition" lacks its comma; a condition's double-quoted
+// identifiers are not escaped). A table object lists table_name, then
+// access_type, then its own r_loops and r_rows before any nested object.
+// A plan with no access it can read fails t.
+func mariadbAccesses(t testing.TB, plan string) []mariadbAccess {
+	t.Helper()
+	starts := mariadbTableRe.FindAllStringSubmatchIndex(plan, -1)
+	var out []mariadbAccess
+	for k, m := range starts {
+		end := len(plan)
+		if k+1 < len(starts) {
+			end = starts[k+1][0]
+		}
+		seg := plan[m[1]:end]
+		a := mariadbAccess{table: plan[m[2]:m[3]]}
+		if mm := mariadbAccessRe.FindStringSubmatch(seg); mm != nil {
+			a.access = mm[1]
+		}
+		if mm := mariadbLoopsRe.FindStringSubmatch(seg); mm != nil {
+			a.loops, _ = strconv.ParseFloat(mm[1], 64)
+		}
+		if mm := mariadbRowsRe.FindStringSubmatch(seg); mm != nil {
+			a.rows, _ = strconv.ParseFloat(mm[1], 64)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 && !strings.Contains(plan, "No tables used") {
+		t.Fatalf("no table access in the plan:\n%s", plan)
+	}
+	return out
+}
+
+var (
+	mariadbTableRe  = regexp.MustCompile(`"table_name": "([^"]*)"`)
+	mariadbAccessRe = regexp.MustCompile(`"access_type": "([^"]*)"`)
+	mariadbLoopsRe  = regexp.MustCompile(`"r_loops": ([0-9.e+-]+)`)
+	mariadbRowsRe   = regexp.MustCompile(`"r_rows": ([0-9.e+-]+)`)
+)
+
+// mariadbNamesTable reports whether a plan's table_name is table, or an
+// alias sql gives it.
+func mariadbNamesTable(name, table, sql string) bool {
+	if name == table {
+		return true
+	}
+	alias := regexp.MustCompile(regexp.QuoteMeta(table) + `"?\s+(?:AS\s+)?(\w+)`)
+	for _, m := range alias.FindAllStringSubmatch(sql, -1) {
+		if m[1] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSQLitePlans fails on a full SCAN of a filled table.

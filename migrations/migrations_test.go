@@ -62,6 +62,12 @@ var released = map[string]int32{
 	"mariadb/V16__message_search_fts5.sql":                         1942390811,  // issue 27: SQLite search index FTS5 in every build (unreleased)
 	"postgres/V16__message_search_fts5.sql":                        -901135369,  // issue 27: SQLite search index FTS5 in every build (unreleased)
 	"sqlite/V16__message_search_fts5.sql":                          1303778923,  // issue 27: SQLite search index FTS5 in every build (unreleased)
+	"mariadb/V17__placeholder.sql":                                 958929392,   // placeholder of another branch's V17 (replaced at merge)
+	"postgres/V17__placeholder.sql":                                324723579,   // placeholder of another branch's V17 (replaced at merge)
+	"sqlite/V17__placeholder.sql":                                  1397391866,  // placeholder of another branch's V17 (replaced at merge)
+	"mariadb/V18__worker_queue_plain_claim_index.sql":              -531244478,  // issue 24: MariaDB's stand-in for the plain claim's partial index (unreleased)
+	"postgres/V18__worker_queue_plain_claim_index.sql":             -375454484,  // issue 24: version only (unreleased)
+	"sqlite/V18__worker_queue_plain_claim_index.sql":               1033719049,  // issue 24: version only (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

@@ -189,6 +189,23 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append(append([]any{now, now}, args...), now)
 	case orchCandWalk:
 		j, w, args := eligible("ids.iid")
+		if _, grouped := p.s.d.(dialect.GroupWalker); grouped {
+			// the same walk where an outer reference bounds no range
+			// (dialect.GroupWalker): the first orchCandidateWalkMax+1
+			// instance ids by a loose index scan (GROUP BY), the end row
+			// (iid NULL) when there are no more, and each instance's head
+			// by instance_id = (a lookup of its index, in its order)
+			lim := strconv.Itoa(orchCandidateWalkMax + 1)
+			return `WITH ids0 AS (SELECT q.instance_id AS iid FROM ` + oq + ` q GROUP BY q.instance_id ORDER BY q.instance_id LIMIT ` + lim + `),` +
+				` ids AS (SELECT iid FROM ids0 UNION ALL SELECT NULL FROM DUAL WHERE (SELECT COUNT(*) FROM ids0) < ` + lim + `),` +
+				` h AS (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
+				` WHERE q.instance_id = ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
+				` ORDER BY q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
+				` SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid) AS va, h.hid` +
+				` FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)` +
+				` UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u` +
+				` ORDER BY u.ph, u.va, u.hid LIMIT 1`, append([]any{now, now}, args...)
+		}
 		return `WITH RECURSIVE ids(iid, n) AS (SELECT (SELECT q.instance_id FROM ` + oq + ` q ORDER BY q.instance_id LIMIT 1), 1` +
 			` UNION ALL SELECT (SELECT q.instance_id FROM ` + oq + ` q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1), ids.n + 1` +
 			` FROM ids WHERE ids.iid IS NOT NULL AND ids.n <= ` + strconv.Itoa(orchCandidateWalkMax) + `),` +

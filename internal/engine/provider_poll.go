@@ -361,9 +361,19 @@ func (p *gormProvider) orchNextDue(ctx context.Context, since int64) (int64, boo
 // worker-queue item, or activity-session lease expiry, after since.
 func (p *gormProvider) workNextDue(ctx context.Context, since int64) (int64, bool, error) {
 	wq, as := p.q(models.TableWorkerQueue), p.q(models.TableActivitySessions)
-	return p.minDue(ctx, `SELECT MIN(x.t) AS t FROM (SELECT MIN(visible_at) AS t FROM `+wq+` WHERE visible_at > ?`+
+	vis, args := `SELECT MIN(visible_at) AS t FROM `+wq+` WHERE visible_at > ?`, []any{since}
+	if !p.s.has(CapPartialIndexes) {
+		// MariaDB's "ready" index leads with (session_id, tag) (V18): the
+		// plain rows' first due time is its first entry after since, the
+		// others' a walk of the tagged and session-bound rows only
+		vis = `SELECT MIN(visible_at) AS t FROM ` + wq + ` WHERE session_id IS NULL AND tag IS NULL AND visible_at > ?` +
+			` UNION ALL SELECT MIN(visible_at) AS t FROM ` + wq + ` WHERE session_id IS NOT NULL AND visible_at > ?` +
+			` UNION ALL SELECT MIN(visible_at) AS t FROM ` + wq + ` WHERE session_id IS NULL AND tag IS NOT NULL AND visible_at > ?`
+		args = []any{since, since, since}
+	}
+	return p.minDue(ctx, `SELECT MIN(x.t) AS t FROM (`+vis+
 		` UNION ALL SELECT MIN(locked_until) AS t FROM `+wq+` WHERE lock_token IS NOT NULL AND locked_until > ?`+
-		` UNION ALL SELECT MIN(locked_until) AS t FROM `+as+` WHERE locked_until > ?) x`, since, since, since)
+		` UNION ALL SELECT MIN(locked_until) AS t FROM `+as+` WHERE locked_until > ?) x`, append(args, since, since)...)
 }
 
 // Lease validity. A claim computes its lease end from a clock read before

@@ -2,6 +2,7 @@ package mariadb
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"gorm.io/gorm"
@@ -158,7 +159,43 @@ func loadIndexes(db *gorm.DB, nsp string, names []string, tables map[string]*dia
 		li.Constraint = strings.HasPrefix(r.IndexName, "fk_")
 		t.Indexes[r.IndexName] = li
 	}
+	for name, t := range tables {
+		for iname, li := range t.Indexes {
+			if isReadyIndex(name, iname) {
+				t.Indexes[iname] = readyModelIndex(li)
+			}
+		}
+	}
 	return nil
+}
+
+// readyPredicateCols returns the columns that lead MariaDB's stand-in for the worker queue's
+// partial index "ready" ((visible_at, id) WHERE session_id IS NULL AND tag
+// IS NULL elsewhere; V18): the full index (session_id, tag, visible_at,
+// id), whose range (NULL, NULL, ..now] is the plain claim's rows in its
+// order. NormalizeDDL creates it so; the catalog reports it as the models'
+// (visible_at, id).
+func readyPredicateCols() []string { return []string{"session_id", "tag"} }
+
+// isReadyIndex reports whether index iname of table is the worker queue's
+// "ready" index (any table prefix).
+func isReadyIndex(table, iname string) bool {
+	return strings.HasSuffix(table, "worker_queue") && iname == "idx_"+table+"_ready"
+}
+
+// readyModelIndex returns the models' view of the live "ready" index li:
+// the stand-in without its leading predicate columns; any other shape (a
+// schema before V18: (visible_at, id) holding every row) as a full index,
+// WHERE TRUE, which Verify finds different from the models' and rebuilds.
+func readyModelIndex(li dialect.LiveIndex) dialect.LiveIndex {
+	lead := readyPredicateCols()
+	n := len(lead)
+	if len(li.Cols) > n && slices.Equal(li.Cols[:n], lead) {
+		li.Cols = slices.Clone(li.Cols[n:])
+		return li
+	}
+	li.Where = "TRUE"
+	return li
 }
 
 func (mdCatalog) LoadIndexes(db *gorm.DB, nsp string, names []string) (map[string]*dialect.LiveTable, error) {

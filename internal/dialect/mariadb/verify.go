@@ -144,12 +144,18 @@ var reIndexWhere = regexp.MustCompile(`(?is)^(CREATE (?:UNIQUE )?INDEX .*?\)) WH
 // (on the generated column in the chain) once its predicate is gone.
 var reOneActive = regexp.MustCompile("(?s)^(CREATE UNIQUE INDEX `[^`]*_one_active` ON `[^`]*`)\\(`session_id`\\)$")
 
+// reReady matches the worker queue's "ready" index (its CREATE INDEX once
+// the predicate is gone, or inside a CREATE TABLE) up to its columns.
+var reReady = regexp.MustCompile("(INDEX `idx_[^`]*worker_queue_ready`(?: ON `[^`]*worker_queue`)? ?)\\(`visible_at`,\\s*`id`\\)")
+
 // reCreateTable matches a CREATE TABLE GORM rendered (no table options).
 var reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE .*\)$`)
 
 // NormalizeDDL: GORM's mysql DDL uses backquotes, which work whatever the
 // sql_mode. A partial index is a full index here (the predicate dropped),
 // the one-active-plan index is over the generated column active_session_id,
+// the worker queue's "ready" index leads with its predicate's columns
+// (session_id, tag: see readyPredicateCols),
 // and a table gets the chain's options (InnoDB, utf8mb4_bin: byte order).
 func (mdDialect) NormalizeDDL(stmt string) string {
 	if m := reIndexWhere.FindStringSubmatch(stmt); m != nil {
@@ -158,6 +164,7 @@ func (mdDialect) NormalizeDDL(stmt string) string {
 			stmt = o[1] + "(`active_session_id`)"
 		}
 	}
+	stmt = reReady.ReplaceAllString(stmt, "${1}(`session_id`,`tag`,`visible_at`,`id`)")
 	if reCreateTable.MatchString(stmt) {
 		stmt = reOneActiveInline.ReplaceAllString(stmt, oneActiveColumn+",${1}(`active_session_id`)")
 		stmt += " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
