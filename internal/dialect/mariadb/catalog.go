@@ -28,6 +28,20 @@ func generatedIndexColumn(col string) (string, bool) {
 	return "", false
 }
 
+// queueLiveIndex ends the name of the session queue's live-items index,
+// which the models declare (session_id, priority DESC, seq) WHERE
+// processed_at IS NULL and the chain (V17) creates as (session_id,
+// processed_at, priority DESC, seq): the predicate's column second, so the
+// live items are one range of the index in the claim's order.
+const queueLiveIndex = "_queue_session_status"
+
+// predicateColumn reports whether col, the column at position pos of the
+// live index named index, stands in for a partial index's predicate (and
+// is not one of the columns the models index).
+func predicateColumn(index string, pos int, col string) bool {
+	return strings.HasSuffix(index, queueLiveIndex) && pos == 1 && col == "processed_at"
+}
+
 // SchemaName: the database the connection uses ("" is not possible: the
 // DSN names one).
 func (mdCatalog) SchemaName(db *gorm.DB, configured string) (string, error) {
@@ -147,10 +161,13 @@ func loadIndexes(db *gorm.DB, nsp string, names []string, tables map[string]*dia
 		if m, ok := generatedIndexColumn(col); ok {
 			col = m
 		}
+		li := t.Indexes[r.IndexName]
+		if predicateColumn(r.IndexName, len(li.Cols), col) {
+			continue // the partial index's predicate, as a column (V17)
+		}
 		if r.Collation != nil && *r.Collation == "D" {
 			col += " DESC"
 		}
-		li := t.Indexes[r.IndexName]
 		li.Unique = r.NonUnique == 0
 		li.Cols = append(li.Cols, col)
 		// a foreign key's own index (named after the constraint) is not one
