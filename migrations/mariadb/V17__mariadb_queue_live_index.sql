@@ -12,5 +12,5 @@
 -- client get it here).
 SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES');
 ALTER TABLE "agentstore_queue" DROP INDEX IF EXISTS "idx_agentstore_queue_session_status",
-  ADD INDEX IF NOT EXISTS "idx_agentstore_queue_session_status" ("session_id", "processed_at", "priority" DESC, "seq");
+  ADD INDEX "idx_agentstore_queue_session_status" ("session_id", "processed_at", "priority" DESC, "seq");
 INSERT INTO "agentstore_schema_version" (version, applied_at) VALUES (17, CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE version = version;

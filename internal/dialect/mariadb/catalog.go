@@ -35,11 +35,19 @@ func generatedIndexColumn(col string) (string, bool) {
 // live items are one range of the index in the claim's order.
 const queueLiveIndex = "_queue_session_status"
 
-// predicateColumn reports whether col, the column at position pos of the
-// live index named index, stands in for a partial index's predicate (and
-// is not one of the columns the models index).
-func predicateColumn(index string, pos int, col string) bool {
-	return strings.HasSuffix(index, queueLiveIndex) && pos == 1 && col == "processed_at"
+// liveIndexCols returns the columns of the live-items index as the models
+// declare them: without processed_at when it is second (the chain's form),
+// else marked, so that Verify reports the index (one made before V17, or
+// by hand) and its fix makes the chain's form.
+func liveIndexCols(cols []string) []string {
+	if len(cols) >= 2 && cols[1] == "processed_at" {
+		return append(cols[:1:1], cols[2:]...)
+	}
+	out := append([]string(nil), cols...)
+	if len(out) > 0 {
+		out[0] += " (processed_at not second)"
+	}
+	return out
 }
 
 // SchemaName: the database the connection uses ("" is not possible: the
@@ -162,9 +170,6 @@ func loadIndexes(db *gorm.DB, nsp string, names []string, tables map[string]*dia
 			col = m
 		}
 		li := t.Indexes[r.IndexName]
-		if predicateColumn(r.IndexName, len(li.Cols), col) {
-			continue // the partial index's predicate, as a column (V17)
-		}
 		if r.Collation != nil && *r.Collation == "D" {
 			col += " DESC"
 		}
@@ -174,6 +179,14 @@ func loadIndexes(db *gorm.DB, nsp string, names []string, tables map[string]*dia
 		// of the models' indexes
 		li.Constraint = strings.HasPrefix(r.IndexName, "fk_")
 		t.Indexes[r.IndexName] = li
+	}
+	for _, t := range tables {
+		for name, li := range t.Indexes {
+			if strings.HasSuffix(name, queueLiveIndex) {
+				li.Cols = liveIndexCols(li.Cols)
+				t.Indexes[name] = li
+			}
+		}
 	}
 	return nil
 }

@@ -158,11 +158,12 @@ func (mdDialect) NormalizeDDL(stmt string) string {
 		if o := reOneActive.FindStringSubmatch(stmt); o != nil {
 			stmt = o[1] + "(`active_session_id`)"
 		}
-		stmt = reQueueLive.ReplaceAllString(stmt, "${1}`processed_at`,")
 	}
+	// GORM's mysql CREATE INDEX has no predicate: the live-items index is
+	// recognised by its name, alone or inside a CREATE TABLE
+	stmt = reQueueLive.ReplaceAllString(stmt, "${1}`processed_at`,")
 	if reCreateTable.MatchString(stmt) {
 		stmt = reOneActiveInline.ReplaceAllString(stmt, oneActiveColumn+",${1}(`active_session_id`)")
-		stmt = reQueueLive.ReplaceAllString(stmt, "${1}`processed_at`,")
 		stmt += " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 	}
 	return stmt
