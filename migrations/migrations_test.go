@@ -62,6 +62,9 @@ var released = map[string]int32{
 	"mariadb/V16__message_search_fts5.sql":                         1942390811,  // issue 27: SQLite search index FTS5 in every build (unreleased)
 	"postgres/V16__message_search_fts5.sql":                        -901135369,  // issue 27: SQLite search index FTS5 in every build (unreleased)
 	"sqlite/V16__message_search_fts5.sql":                          1303778923,  // issue 27: SQLite search index FTS5 in every build (unreleased)
+	"mariadb/V17__mariadb_queue_live_index.sql":                    1849238714,  // issue 26: MariaDB session queue live-items index (unreleased)
+	"postgres/V17__mariadb_queue_live_index.sql":                   -769180082,  // issue 26: MariaDB session queue live-items index (the version only here) (unreleased)
+	"sqlite/V17__mariadb_queue_live_index.sql":                     580654670,   // issue 26: MariaDB session queue live-items index (the version only here) (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its
