@@ -16,7 +16,6 @@ import (
 	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3" (raw baseline, River)
 
 	"github.com/agentstore/agentstore"
-	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -286,18 +285,6 @@ func (b *bench) sessionQueue(ctx context.Context, d, sync string, groupCommit bo
 	st, cleanup, err := b.openQueueStore(ctx, d, "squeue"+sync, sync, groupCommit)
 	if err != nil {
 		return queueSubject{}, err
-	}
-	if d == "mariadb" && os.Getenv("BENCH_MARIADB_QUEUE_INDEX") != "" {
-		// experiment, not a migration (the proposed MariaDB V16): the live
-		// items' index with processed_at after session_id, the MariaDB form
-		// of the other dialects' partial index WHERE processed_at IS NULL,
-		// so the claim's ordered walk no longer steps over finished items
-		qt := st.Table(models.TableQueue)
-		if err := st.DB(ctx).Exec(`ALTER TABLE ` + qt + ` DROP INDEX "idx_agentstore_queue_session_status",` +
-			` ADD INDEX "idx_agentstore_queue_session_status" (session_id, processed_at, priority DESC, seq)`).Error; err != nil {
-			cleanup()
-			return queueSubject{}, err
-		}
 	}
 	s := repo.NewSession()
 	if err := st.Sessions().Save(ctx, s); err != nil {

@@ -47,3 +47,17 @@ type KeysetExpander interface {
 type GroupWalker interface {
 	GroupWalk()
 }
+
+// PlanHinter is implemented by a dialect whose optimizer picks a plan that
+// grows with the table for a statement the engine knows a bounded plan of,
+// and which has hints to ask for that plan (MariaDB 10.11). ForceIndex
+// returns the table-reference suffix that makes the optimizer read a table
+// by the index named index (already quoted), " FORCE INDEX (index)".
+// JoinInOrder returns the join keyword that joins its two tables in the
+// order written, the left one first (STRAIGHT_JOIN). A dialect whose
+// optimizer finds those plans itself does not implement it; the engine
+// then writes no hint and a plain JOIN.
+type PlanHinter interface {
+	ForceIndex(index string) string
+	JoinInOrder() string
+}

@@ -204,3 +204,23 @@ func (s *Store) updateReturning(tx *gorm.DB, dest any, update, cols string, args
 	}
 	return tx.Raw("SELECT "+cols+" "+reread, rereadArgs...).Scan(dest).Error
 }
+
+// forceIndex returns the table-reference suffix that makes the dialect's
+// optimizer read a table by index (its unprefixed name, e.g.
+// "sessions_tenant_updated" for idx_<prefix>sessions_tenant_updated), or ""
+// (dialect.PlanHinter).
+func (s *Store) forceIndex(index string) string {
+	if h, ok := s.d.(dialect.PlanHinter); ok {
+		return h.ForceIndex(`"idx_` + s.cfg.Prefix + index + `"`)
+	}
+	return ""
+}
+
+// joinInOrder returns the join keyword that joins its tables in the order
+// written (dialect.PlanHinter), else "JOIN".
+func (s *Store) joinInOrder() string {
+	if h, ok := s.d.(dialect.PlanHinter); ok {
+		return h.JoinInOrder()
+	}
+	return "JOIN"
+}

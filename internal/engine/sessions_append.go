@@ -321,7 +321,7 @@ func (a *appendJob) runStatement(ctx context.Context) error {
 func (a *appendJob) runTx(ctx context.Context) error {
 	ss := a.ss
 	if ss.s.groupCommit() && ss.tx == nil {
-		return ss.s.gc.appends.do(ctx, ss.s.gcFlushes(), ss.s.gc.appendSeq.Add(1), appendReq{ss: ss, apply: a.apply, wrote: &a.wrote},
+		return ss.s.gc.appends.do(ctx, ss.s.gcFlushes(), ss.s.gc.appendSeq.Add(1), appendReq{ss: ss, apply: a.apply, wrote: &a.wrote, job: a},
 			func(ctx context.Context, r appendReq) error { return r.ss.inTx(ctx, r.apply) },
 			ss.s.appendBatch)
 	}
@@ -334,16 +334,40 @@ func (a *appendJob) runTx(ctx context.Context) error {
 // the session row instead of the read drops a statement, but on SQLite
 // its RETURNING costs more than the read: 180-200 vs 150-170 µs per append
 // in the same loop.)
-func (a *appendJob) apply(tx *gorm.DB) error {
+func (a *appendJob) apply(tx *gorm.DB) error { return a.applyIn(tx, nil) }
+
+// applyIn is apply, in a flush of several appends when f is not nil: the
+// head of a session that an earlier append of the flush advanced (in the
+// same view) is f's, not read again (this transaction holds the row's lock
+// since that read, so the row is as the flush left it), and the message
+// rows wait in f to be inserted with the other rows of their session at
+// the flush's end (appendFlush.insert). Before a read that must see the
+// flush's earlier rows (notAdvanced's replay check) those are inserted.
+func (a *appendJob) applyIn(tx *gorm.DB, f *appendFlush) error {
 	a.wrote, a.replayed = false, nil
 	var err error
-	a.h, err = a.ss.lockHead(tx, a.sessionID)
+	key := appendKey{session: a.sessionID}
+	if t := a.ss.tenant; t != nil {
+		key.tenant, key.scoped = *t, true
+	}
+	h, known := f.head(key)
+	if known {
+		a.h = h
+	} else {
+		a.h, err = a.ss.lockHead(tx, a.sessionID)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
+		if err := f.insert(tx); err != nil {
+			return err
+		}
 		return a.notAdvanced(tx)
 	case err != nil:
 		return err
 	case a.o.ExpectedVersion > 0 && a.h.Version != a.o.ExpectedVersion:
+		if err := f.insert(tx); err != nil {
+			return err
+		}
 		return a.notAdvanced(tx)
 	}
 	a.wrote = true
@@ -362,12 +386,74 @@ func (a *appendJob) apply(tx *gorm.DB) error {
 			a.rows[0].ParentID = &l
 		}
 	}
+	if f != nil {
+		f.add(key, a)
+		return nil
+	}
 	if err := a.ss.appendRows(tx, a.rows); err != nil {
 		if errors.Is(err, ErrDuplicate) {
 			return errBatchStored
 		}
 		return err
 	}
+	return nil
+}
+
+// appendKey is a session in a view (its tenant scope).
+type appendKey struct {
+	session uuid.UUID
+	tenant  string
+	scoped  bool
+}
+
+// appendFlush is what a flush of several appends (appendBatch) keeps
+// between them: the head each session's row has after the flush's appends
+// so far, and their message rows not inserted yet, by session in append
+// order. A nil *appendFlush keeps nothing (an append alone).
+type appendFlush struct {
+	heads map[appendKey]sessionHead
+	order []appendKey
+	rows  map[appendKey][]models.Message
+	ss    map[appendKey]*sessionStore
+}
+
+// head returns the head of key's row as the flush left it.
+func (f *appendFlush) head(key appendKey) (sessionHead, bool) {
+	if f == nil {
+		return sessionHead{}, false
+	}
+	h, ok := f.heads[key]
+	return h, ok
+}
+
+// add records a's advance of key's row (as apply's UPDATE made it) and
+// keeps its rows for insert.
+func (f *appendFlush) add(key appendKey, a *appendJob) {
+	k := int64(len(a.rows))
+	f.heads[key] = sessionHead{LastSeq: a.h.LastSeq + k, MessageCount: a.h.MessageCount + k, Version: a.h.Version + 1,
+		CurrentLeafID: sql.NullString{String: a.out[len(a.out)-1].ID, Valid: true}}
+	if _, ok := f.rows[key]; !ok {
+		f.order = append(f.order, key)
+		f.ss[key] = a.ss
+	}
+	f.rows[key] = append(f.rows[key], a.rows...)
+}
+
+// insert inserts the rows kept so far, each session's in one statement
+// (appendRows; a session's rows only, so Citus routes it to one shard).
+func (f *appendFlush) insert(tx *gorm.DB) error {
+	if f == nil {
+		return nil
+	}
+	for _, key := range f.order {
+		if rows := f.rows[key]; len(rows) > 0 {
+			if err := f.ss[key].appendRows(tx, rows); err != nil {
+				return err
+			}
+		}
+		delete(f.rows, key)
+	}
+	f.order = f.order[:0]
 	return nil
 }
 
@@ -527,6 +613,7 @@ type appendReq struct {
 	ss    *sessionStore
 	apply func(tx *gorm.DB) error
 	wrote *bool
+	job   *appendJob
 }
 
 // appendBatch runs several appends in one write transaction (one commit,
@@ -539,16 +626,33 @@ type appendReq struct {
 // its session row) — rolls the whole transaction back and returns the
 // error, so that every call of the flush runs again alone (see
 // committer.flush) and gets the outcome of its own transaction.
+//
+// Where the database has row locks and no one-statement append
+// (CapRowLocks without CapFastPaths: MariaDB), the flush reads a session's
+// row once, however many of its appends it holds, and inserts each
+// session's messages in one statement at its end (appendFlush): for k
+// appends to one session BEGIN, the read, k UPDATEs (one session.updated
+// change each), one INSERT and COMMIT, where one append alone is BEGIN,
+// read, UPDATE, INSERT, COMMIT.
 func (s *Store) appendBatch(ctx context.Context, reqs []*gcReq[uint64, appendReq]) error {
+	var f *appendFlush
+	if s.has(CapRowLocks) && !s.has(CapFastPaths) {
+		f = &appendFlush{heads: map[appendKey]sessionHead{}, rows: map[appendKey][]models.Message{}, ss: map[appendKey]*sessionStore{}}
+	}
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for _, r := range reqs {
-			err := r.in.apply(tx)
+			var err error
+			if f != nil && r.in.job != nil {
+				err = r.in.job.applyIn(tx, f)
+			} else {
+				err = r.in.apply(tx)
+			}
 			var stale *repo.StaleVersionError
 			if err != nil && (*r.in.wrote || !(errors.Is(err, ErrNotFound) || errors.As(err, &stale))) {
 				return err
 			}
 			r.err = err
 		}
-		return nil
+		return f.insert(tx)
 	})
 }

@@ -151,6 +151,14 @@ func (ss *sessionStore) listQuery(ctx context.Context, p repo.ListParams, order 
 		// A row-value comparison: one range of the (col, id) index.
 		cond, args := ss.s.keysetAfter(col, "id", at.UTC().Truncate(time.Microsecond), p.After.ID)
 		q = q.Where(cond, args...)
+		if tenant != nil && col == "updated_at" && p.ParentID == nil {
+			// one range of the (tenant_id, updated_at) index, whose
+			// entries end with the primary key id (dialect.PlanHinter:
+			// MariaDB otherwise filters the tenant's rows before the cursor)
+			if h := ss.s.forceIndex("sessions_tenant_updated"); h != "" {
+				q = q.Table(ss.s.quoted(models.TableSessions) + h)
+			}
+		}
 	}
 	return q.Session(&gorm.Session{}), col, nil // reused by every fetch
 }

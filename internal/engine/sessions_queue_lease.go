@@ -253,11 +253,7 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 	dest := append([]any{&tok}, c.dest()...)
 	claimed := make(map[*gcReq[uint64, dequeueReq]]bool, len(g))
 	unlock := sq.writeLock(ctx)
-	scan := func(rows *sql.Rows, _ int64) error {
-		c = claimedRow{}
-		if err := rows.Scan(dest...); err != nil {
-			return err
-		}
+	put := func(tok uuid.UUID, c *claimedRow) error {
 		r, ok := byToken[tok]
 		if !ok {
 			return fmt.Errorf("claim returned an unknown lease token")
@@ -269,9 +265,15 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 	var err error
 	if s.has(CapUpdateReturning) {
 		stmt, args := s.claimSQL(g)
-		_, err = newDirectTx(sq.db(ctx)).each(stmt, args, scan)
+		_, err = newDirectTx(sq.db(ctx)).each(stmt, args, func(rows *sql.Rows, _ int64) error {
+			c = claimedRow{}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			return put(tok, &c)
+		})
 	} else {
-		err = s.claimGeneral(sq.db(ctx), g, scan)
+		err = s.claimGeneral(sq.db(ctx), g, put)
 	}
 	unlock()
 	if err != nil {
@@ -351,46 +353,54 @@ func (s *Store) claimPick(g []*gcReq[uint64, dequeueReq]) (func(cols string) str
 
 // claimGeneral is claimSQL's statement in the general form, for a
 // database without UPDATE ... RETURNING: in one transaction (a savepoint
-// inside the application's), the pick, one UPDATE giving each picked item
-// its call's lease (a primary-key UPDATE for one, CASE by seq for several),
-// and a SELECT of the leased rows by their new tokens, passed to scan as
-// claimSQL's rows are.
-func (s *Store) claimGeneral(db *gorm.DB, g []*gcReq[uint64, dequeueReq], scan func(*sql.Rows, int64) error) error {
+// inside the application's), the pick, which reads the picked items'
+// claimCols (the rows are locked FOR UPDATE from then on, so what it read
+// is what they hold when the transaction ends), and one UPDATE giving each
+// picked item its call's lease (a primary-key UPDATE for one, CASE by seq
+// for several). The i-th picked item goes to the i-th call, through put
+// with that call's token and the item as the UPDATE left it (attempts
+// one more than read). On MariaDB that is BEGIN, the pick, the UPDATE and
+// COMMIT: the raw SKIP LOCKED claim's four round trips (a SELECT of the
+// leased rows after the UPDATE, the fifth, is not needed).
+func (s *Store) claimGeneral(db *gorm.DB, g []*gcReq[uint64, dequeueReq], put func(tok uuid.UUID, c *claimedRow) error) error {
 	qt := s.quoted(models.TableQueue)
 	pick, pickArgs := s.claimPick(g)
 	session := g[0].in.session
 	return db.Transaction(func(tx *gorm.DB) error {
-		var seqs []int64
-		if err := tx.Raw(pick("seq"), pickArgs...).Scan(&seqs).Error; err != nil {
+		var picked []claimedRow
+		_, err := newDirectTx(tx).each(pick(claimCols), pickArgs, func(rows *sql.Rows, _ int64) error {
+			var c claimedRow
+			if err := rows.Scan(c.dest()...); err != nil {
+				return err
+			}
+			picked = append(picked, c)
+			return nil
+		})
+		if err != nil || len(picked) == 0 {
 			return err
 		}
-		if len(seqs) == 0 {
-			return nil
-		}
-		toks := make([]any, 0, len(seqs)+1)
-		toks = append(toks, session)
-		if len(seqs) == 1 {
+		if len(picked) == 1 {
 			r := g[0].in
 			if err := tx.Exec("UPDATE "+qt+" SET status = 'processing', lease_token = ?, lease_owner = ?, leased_until = ?,"+
 				" attempts = attempts + 1 WHERE session_id = ? AND seq = ?",
-				r.token, nilIfEmpty(r.owner), r.nowMS+r.lease.Milliseconds(), session, seqs[0]).Error; err != nil {
+				r.token, nilIfEmpty(r.owner), r.nowMS+r.lease.Milliseconds(), session, picked[0].it.Seq).Error; err != nil {
 				return err
 			}
-			toks = append(toks, r.token)
 		} else {
 			// one UPDATE giving each picked item its call's lease (CASE by
-			// seq: three statements whatever the batch's size)
+			// seq: the same round trips whatever the batch's size)
 			var tokCase, ownerCase, untilCase strings.Builder
 			var tokArgs, ownerArgs, untilArgs []any
-			for i, seq := range seqs {
+			seqs := make([]int64, len(picked))
+			for i, c := range picked {
 				r := g[i].in
+				seqs[i] = c.it.Seq
 				tokCase.WriteString(" WHEN ? THEN ?")
 				ownerCase.WriteString(" WHEN ? THEN ?")
 				untilCase.WriteString(" WHEN ? THEN ?")
-				tokArgs = append(tokArgs, seq, r.token)
-				ownerArgs = append(ownerArgs, seq, nilIfEmpty(r.owner))
-				untilArgs = append(untilArgs, seq, r.nowMS+r.lease.Milliseconds())
-				toks = append(toks, r.token)
+				tokArgs = append(tokArgs, c.it.Seq, r.token)
+				ownerArgs = append(ownerArgs, c.it.Seq, nilIfEmpty(r.owner))
+				untilArgs = append(untilArgs, c.it.Seq, r.nowMS+r.lease.Milliseconds())
 			}
 			args := append(append(append(tokArgs, ownerArgs...), untilArgs...), session, seqs)
 			if err := tx.Exec("UPDATE "+qt+" SET status = 'processing', lease_token = CASE seq"+tokCase.String()+" END,"+
@@ -399,9 +409,13 @@ func (s *Store) claimGeneral(db *gorm.DB, g []*gcReq[uint64, dequeueReq], scan f
 				return err
 			}
 		}
-		_, err := newDirectTx(tx).each("SELECT lease_token, "+claimCols+" FROM "+qt+" WHERE session_id = ? AND lease_token IN ("+
-			placeholders(len(seqs))+")", toks, scan)
-		return err
+		for i := range picked {
+			picked[i].it.Attempts++
+			if err := put(g[i].in.token, &picked[i]); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -551,7 +565,11 @@ func (sq *sessionQueue) leaseMiss(ctx context.Context, op string, l repo.Lease) 
 // flush running completes at once on its own (after yielding the processor
 // once, which lets calls arriving at the same moment join it); calls that
 // arrive while one runs are completed together in the next, each checked
-// against its own lease and told its own outcome. A call whose ctx ends
+// against its own lease and told its own outcome. Without
+// CapUpdateReturning (MariaDB) there is no statement that ends several
+// leases and says which it ended, so every Complete is its own autocommit
+// UPDATE, as the raw baseline's acknowledgement (concurrent commits share
+// the database's own log flushes). A call whose ctx ends
 // before its item is taken into a flush returns the context's error
 // without completing it; once taken, it waits for that flush's outcome.
 func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
@@ -559,7 +577,7 @@ func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
 		return sq.scopeErr
 	}
 	r := sq.leaseCall(l)
-	if !sq.s.groupCommit() || sq.tx != nil {
+	if !sq.s.groupCommit() || sq.tx != nil || !sq.s.has(CapUpdateReturning) {
 		return sq.endLease(ctx, "complete", r, completeSet)
 	}
 	err := sq.s.gc.complete.do(ctx, sq.s.gcFlushes(), l.ItemID, r,

@@ -29,6 +29,28 @@ func generatedIndexColumn(col string) (string, bool) {
 	return "", false
 }
 
+// queueLiveIndex ends the name of the session queue's live-items index,
+// which the models declare (session_id, priority DESC, seq) WHERE
+// processed_at IS NULL and the chain (V17) creates as (session_id,
+// processed_at, priority DESC, seq): the predicate's column second, so the
+// live items are one range of the index in the claim's order.
+const queueLiveIndex = "_queue_session_status"
+
+// liveIndexCols returns the columns of the live-items index as the models
+// declare them: without processed_at when it is second (the chain's form),
+// else marked, so that Verify reports the index (one made before V17, or
+// by hand) and its fix makes the chain's form.
+func liveIndexCols(cols []string) []string {
+	if len(cols) >= 2 && cols[1] == "processed_at" {
+		return append(cols[:1:1], cols[2:]...)
+	}
+	out := append([]string(nil), cols...)
+	if len(out) > 0 {
+		out[0] += " (processed_at not second)"
+	}
+	return out
+}
+
 // SchemaName: the database the connection uses ("" is not possible: the
 // DSN names one).
 func (mdCatalog) SchemaName(db *gorm.DB, configured string) (string, error) {
@@ -148,10 +170,10 @@ func loadIndexes(db *gorm.DB, nsp string, names []string, tables map[string]*dia
 		if m, ok := generatedIndexColumn(col); ok {
 			col = m
 		}
+		li := t.Indexes[r.IndexName]
 		if r.Collation != nil && *r.Collation == "D" {
 			col += " DESC"
 		}
-		li := t.Indexes[r.IndexName]
 		li.Unique = r.NonUnique == 0
 		li.Cols = append(li.Cols, col)
 		// a foreign key's own index (named after the constraint) is not one
@@ -161,8 +183,12 @@ func loadIndexes(db *gorm.DB, nsp string, names []string, tables map[string]*dia
 	}
 	for name, t := range tables {
 		for iname, li := range t.Indexes {
-			if isReadyIndex(name, iname) {
+			switch {
+			case isReadyIndex(name, iname):
 				t.Indexes[iname] = readyModelIndex(li)
+			case strings.HasSuffix(iname, queueLiveIndex):
+				li.Cols = liveIndexCols(li.Cols)
+				t.Indexes[iname] = li
 			}
 		}
 	}

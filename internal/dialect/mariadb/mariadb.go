@@ -465,3 +465,22 @@ func (mdDialect) KeysetAfter(a, b string) string {
 // step), and GROUP BY instance_id as a loose index scan
 // (using_index_for_group_by, one probe per instance).
 func (mdDialect) GroupWalk() {}
+
+// ForceIndex implements dialect.PlanHinter. MariaDB 10.11 reads a page of
+// one tenant's sessions after a cursor, tenant_id = ? AND (updated_at > ?
+// OR (updated_at = ? AND id > ?)), as a ref access on tenant_id alone
+// through the (tenant_id, updated_at) index, filtering the whole tenant
+// before the cursor (EXPLAIN ANALYZE at 100,000 sessions: 448 pages for
+// 101 rows, 25-60 ms); with the index forced it is a range over all three
+// key parts (tenant_id, updated_at and the primary key id the index ends
+// with): 0.3 ms.
+func (mdDialect) ForceIndex(index string) string { return " FORCE INDEX (" + index + ")" }
+
+// JoinInOrder implements dialect.PlanHinter: in a recursive CTE's step
+// "FROM sessions c JOIN d ON c.parent_id = d.id" MariaDB 10.11 puts the
+// sessions table first and reads all of it (an index scan, 100,020 rows at
+// 100,000 sessions, for 20 expired ones); STRAIGHT_JOIN with d first reads
+// the (parent_id, ...) index once per row of d.
+func (mdDialect) JoinInOrder() string { return "STRAIGHT_JOIN" }
+
+var _ dialect.PlanHinter = mdDialect{}

@@ -153,6 +153,7 @@ var reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE .*\)$`)
 
 // NormalizeDDL: GORM's mysql DDL uses backquotes, which work whatever the
 // sql_mode. A partial index is a full index here (the predicate dropped),
+// the session queue's live-items index has processed_at second (V17),
 // the one-active-plan index is over the generated column active_session_id,
 // the worker queue's "ready" index leads with its predicate's columns
 // (session_id, tag: see readyPredicateCols),
@@ -165,12 +166,21 @@ func (mdDialect) NormalizeDDL(stmt string) string {
 		}
 	}
 	stmt = reReady.ReplaceAllString(stmt, "${1}(`session_id`,`tag`,`visible_at`,`id`)")
+	// GORM's mysql CREATE INDEX has no predicate: the live-items index is
+	// recognised by its name, alone or inside a CREATE TABLE
+	stmt = reQueueLive.ReplaceAllString(stmt, "${1}`processed_at`,")
 	if reCreateTable.MatchString(stmt) {
 		stmt = reOneActiveInline.ReplaceAllString(stmt, oneActiveColumn+",${1}(`active_session_id`)")
 		stmt += " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 	}
 	return stmt
 }
+
+// reQueueLive matches the start of the session queue's live-items index
+// up to its first column (CREATE INDEX or inside CREATE TABLE), where the
+// chain (V17) puts processed_at: the stand-in for its predicate
+// processed_at IS NULL (catalog.go, predicateColumn).
+var reQueueLive = regexp.MustCompile("(INDEX `[^`]*" + queueLiveIndex + "` (?:ON `[^`]*`)?\\(`session_id`,)")
 
 // reOneActiveInline matches the one-active-plan index inside GORM's CREATE
 // TABLE of the plans table (GORM drops its predicate there).
