@@ -217,8 +217,11 @@ func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
 			return 0, err
 		}
 	}
+	startsTook := time.Since(t0)
 	infos, werr := orchloop.Wait(wctx, st.ProviderAdmin(), ids, 10*time.Millisecond)
 	el := time.Since(t0)
+	// the starts alone against the whole run: which side limits the rate
+	b.logf("   agentstore: starts took %v of %v", startsTook.Round(time.Millisecond), el.Round(time.Millisecond))
 	endCPU()
 	stop()
 	if err := g.Wait(); err != nil {
@@ -450,10 +453,12 @@ func (b *bench) dbosQueue(ctx context.Context) (float64, error) {
 			}
 			handles <- h
 		}
+		startsTook := time.Since(t0)
 		close(handles)
 		wg.Wait()
 		el := time.Since(t0)
 		endCPU()
+		b.logf("   DBOS: starts took %v of %v", startsTook.Round(time.Millisecond), el.Round(time.Millisecond))
 		if firstErr != nil {
 			return firstErr
 		}
