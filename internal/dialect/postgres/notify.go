@@ -33,7 +33,7 @@ import (
 // Store's own listener has LISTENed on the channel (a listener connection
 // runs nothing after its LISTEN, so that is its query text, whatever
 // agentstore version or process it belongs to), and keeps the answer for
-// presenceTTL. While the answer is "alone" kinds are flagged, not sent; the
+// presenceTTL ("another session listens": presenceKeep). While the answer is "alone" kinds are flagged, not sent; the
 // answer is asked again when it is presenceTTL old and something was
 // skipped meanwhile, and if a listener appeared in that time the skipped
 // kinds are sent then. So a Store that starts listening is woken at most
@@ -78,6 +78,11 @@ type pgNotifier struct {
 // presenceTTL is how long the publisher trusts its last answer to "does
 // any other session listen on the channel?" (see the package comment).
 const presenceTTL = 50 * time.Millisecond
+
+// presenceKeep is how long the publisher keeps the answer "another
+// session listens": acting on it when it is out of date only sends a
+// NOTIFY nobody needed, so it is asked again less often.
+const presenceKeep = time.Second
 
 // presenceSQL counts, in the activity view, the client sessions other than
 // $2 whose query is a LISTEN on channel $1 (their last statement), the
@@ -170,7 +175,11 @@ func (n *pgNotifier) publisher() {
 		if len(kinds) == 0 && len(skipped) == 0 {
 			continue
 		}
-		if time.Since(checked) >= presenceTTL {
+		ttl := presenceTTL
+		if !isAlone {
+			ttl = presenceKeep // sending when nobody listens only costs a NOTIFY
+		}
+		if time.Since(checked) >= ttl {
 			// asked after the enqueues flagged so far committed: a
 			// session that starts listening after this answer reads
 			// them with its first fetch (a listener wakes its Store's
