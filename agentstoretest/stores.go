@@ -321,13 +321,14 @@ func (b *storeBackend) openCounted(t testing.TB, cfg Config, sl *stmtLogger) (*a
 
 // roundTripTracer is a pgx query tracer: it reports every statement sent
 // on the wire, BEGIN and COMMIT included (pgx sends them as statements),
-// except the coalesced LISTEN/NOTIFY publisher's, which runs in the
-// background off the calls' paths.
+// except the coalesced LISTEN/NOTIFY publisher's (its NOTIFY and its
+// presence query on pg_stat_activity), which runs in the background off
+// the calls' paths.
 type roundTripTracer func(Statement)
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (f roundTripTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !strings.Contains(d.SQL, "pg_notify") {
+	if !strings.Contains(d.SQL, "pg_notify") && !strings.Contains(d.SQL, "pg_stat_activity") {
 		up := strings.ToUpper(strings.TrimSpace(d.SQL))
 		f(Statement{Text: d.SQL,
 			TxControl: up == "BEGIN" || strings.HasPrefix(up, "BEGIN ") || up == "COMMIT" || strings.HasPrefix(up, "SET LOCAL")})

@@ -32,6 +32,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -85,11 +86,14 @@ type bench struct {
 	sz       sizes
 	quick    bool
 	rounds   int
-	only     map[string]bool
-	dialects []string
-	results  []Result
-	skips    []skip
-	log      io.Writer
+	// orchLoops, orchWorkers: the agentstore orchestration's orchestrator
+	// and worker loops (-orch-loops)
+	orchLoops, orchWorkers int
+	only                   map[string]bool
+	dialects               []string
+	results                []Result
+	skips                  []skip
+	log                    io.Writer
 	// orchSpent is the CPU the last orchestration round spent (orch.go)
 	orchSpent cpuSpan
 }
@@ -113,6 +117,7 @@ func run() error {
 	queueItems := flag.Int("queue-items", 0, "override the queue scenario's item count")
 	scale := flag.Bool("scale", false, "scale mode: measure the issue-15 operations at N = 1e3, 1e4, ... up to -scale-max rows and print the growth per decade (the other scenarios do not run)")
 	scaleMax := flag.Float64("scale-max", 1e5, "largest N of -scale (1e6 takes several more minutes)")
+	orchLoops := flag.String("orch-loops", "2+2", "the agentstore orchestration's orchestrator + worker loops")
 	rounds := flag.Int("rounds", 0, "repetitions of each queue/orchestration comparison (queue: rate over all rounds; orchestration: median) (default 3, 1 with -quick)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -153,6 +158,14 @@ func run() error {
 		b.rounds = 1
 	default:
 		b.rounds = 3
+	}
+	if o, w, ok := strings.Cut(*orchLoops, "+"); ok {
+		b.orchLoops, _ = strconv.Atoi(o)
+		b.orchWorkers, _ = strconv.Atoi(w)
+	}
+	if b.orchLoops < 1 || b.orchWorkers < 1 {
+		fmt.Fprintf(os.Stderr, "-orch-loops %q: want N+M, both at least 1\n", *orchLoops)
+		os.Exit(2)
 	}
 	if *scenarios != "" {
 		b.only = map[string]bool{}

@@ -31,7 +31,7 @@ import (
 
 // benchOrchestration: N orchestrations, each start -> one activity ->
 // complete. agentstore runs the orchloop (examples/orchestration) with 2
-// orchestrator and 2 worker loops; go-workflows v1.2.0 runs the same
+// orchestrator and 2 worker loops (-orch-loops); go-workflows v1.2.0 runs the same
 // workflow on SQLite (with its SQLite run) and on MySQL/MariaDB (with the
 // PostgreSQL run); DBOS v1.8.0 runs it through its durable queue on
 // PostgreSQL (8 workers, 10 ms poll); with -dialects mariadb agentstore
@@ -47,7 +47,7 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 		if err != nil {
 			b.skipf(sc, d, "agentstore", "%v", err)
 		} else {
-			b.add(sc, d, fmt.Sprintf("agentstore orchloop, 2 orchestrator + 2 worker loops, %d wf", n), as, "wf/s")
+			b.add(sc, d, fmt.Sprintf("agentstore orchloop, %d orchestrator + %d worker loops, %d wf", b.orchLoops, b.orchWorkers, n), as, "wf/s")
 		}
 		gw, err := b.medianOf(func() (float64, error) { return b.goWorkflows(ctx, "sqlite") })
 		if err != nil {
@@ -78,7 +78,7 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 		if as == 0 {
 			b.skipf(sc, d, "agentstore", "%v", asErr)
 		} else {
-			b.add(sc, d, fmt.Sprintf("agentstore orchloop, 2 orchestrator + 2 worker loops, %d wf", n), as, "wf/s")
+			b.add(sc, d, fmt.Sprintf("agentstore orchloop, %d orchestrator + %d worker loops, %d wf", b.orchLoops, b.orchWorkers, n), as, "wf/s")
 		}
 		if !slices.Contains(b.dialects, "mariadb") { // else beside agentstore on MariaDB
 			gw, err := b.goWorkflows(ctx, "mysql")
@@ -119,7 +119,7 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 		if as == 0 {
 			b.skipf(sc, d, "agentstore", "%v", asErr)
 		} else {
-			b.add(sc, d, fmt.Sprintf("agentstore orchloop, 2 orchestrator + 2 worker loops, %d wf", n), as, "wf/s")
+			b.add(sc, d, fmt.Sprintf("agentstore orchloop, %d orchestrator + %d worker loops, %d wf", b.orchLoops, b.orchWorkers, n), as, "wf/s")
 		}
 		if gw == 0 {
 			b.skipf(sc, d, "go-workflows v1.2.0 mysql", "%v", gwErr)
@@ -202,8 +202,10 @@ func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(loopCtx)
-	for range 2 {
+	for range b.orchLoops {
 		g.Go(func() error { return eng.RunOrchestrator(gctx) })
+	}
+	for range b.orchWorkers {
 		g.Go(func() error { return eng.RunWorker(gctx) })
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -217,8 +219,11 @@ func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
 			return 0, err
 		}
 	}
+	startsTook := time.Since(t0)
 	infos, werr := orchloop.Wait(wctx, st.ProviderAdmin(), ids, 10*time.Millisecond)
 	el := time.Since(t0)
+	// the starts alone against the whole run: which side limits the rate
+	b.logf("   agentstore: starts took %v of %v", startsTook.Round(time.Millisecond), el.Round(time.Millisecond))
 	endCPU()
 	stop()
 	if err := g.Wait(); err != nil {
@@ -450,10 +455,12 @@ func (b *bench) dbosQueue(ctx context.Context) (float64, error) {
 			}
 			handles <- h
 		}
+		startsTook := time.Since(t0)
 		close(handles)
 		wg.Wait()
 		el := time.Since(t0)
 		endCPU()
+		b.logf("   DBOS: starts took %v of %v", startsTook.Round(time.Millisecond), el.Round(time.Millisecond))
 		if firstErr != nil {
 			return firstErr
 		}

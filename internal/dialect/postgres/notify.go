@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,21 @@ import (
 // flags the kind and nudges one background goroutine, which sends a single
 // NOTIFY (asynchronous commit, no fsync wait) for everything flagged since
 // its last send, so a burst of enqueues costs one NOTIFY. Publish errors
-// are ignored: the fallback re-check still finds the work. The listener's
+// are ignored: the fallback re-check still finds the work.
+//
+// A NOTIFY nobody else listens to is skipped: before it sends, the
+// publisher asks pg_stat_activity whether any session other than this
+// Store's own listener has LISTENed on the channel (a listener connection
+// runs nothing after its LISTEN, so that is its query text, whatever
+// agentstore version or process it belongs to), and keeps the answer for
+// presenceTTL ("another session listens": presenceKeep). While the answer is "alone" kinds are flagged, not sent; the
+// answer is asked again when it is presenceTTL old and something was
+// skipped meanwhile, and if a listener appeared in that time the skipped
+// kinds are sent then. So a Store that starts listening is woken at most
+// presenceTTL late, once; one that was listening at the check is woken as
+// before. Where the activity view cannot show that (another role's
+// sessions hidden from this one, track_activities off, no such view) the
+// publisher always sends. The listener's
 // losses, reconnects and its absence (behind PgBouncer without
 // WithDirectDSN, a pool under 3 connections) are logged (WithSlog).
 
@@ -53,6 +68,42 @@ type pgNotifier struct {
 	// attempts since it was last up.
 	up       atomic.Bool
 	lostRuns atomic.Int64
+	// listenerPID is the server process id of this Store's LISTEN
+	// session (0 while it has none).
+	listenerPID atomic.Int64
+	// sent counts the NOTIFY statements sent (tests).
+	sent atomic.Int64
+}
+
+// presenceTTL is how long the publisher trusts its last answer to "does
+// any other session listen on the channel?" (see the package comment).
+const presenceTTL = 50 * time.Millisecond
+
+// presenceKeep is how long the publisher keeps the answer "another
+// session listens": acting on it when it is out of date only sends a
+// NOTIFY nobody needed, so it is asked again less often.
+const presenceKeep = time.Second
+
+// presenceSQL counts, in the activity view, the client sessions other than
+// $2 whose query is a LISTEN on channel $1 (their last statement), the
+// client sessions whose query this role may not see, and whether this
+// session's own query is visible (else track_activities is off and
+// nothing can be concluded).
+const presenceSQL = `SELECT COUNT(*) FILTER (WHERE pid <> $2 AND query ILIKE 'listen%' AND strpos(query, $1) > 0),` +
+	` COUNT(*) FILTER (WHERE query = '<insufficient privilege>'),` +
+	` COUNT(*) FILTER (WHERE pid = pg_backend_pid() AND query ILIKE '%pg_stat_activity%')` +
+	` FROM pg_stat_activity WHERE backend_type = 'client backend'`
+
+// alone reports whether no session other than this Store's own listener
+// listens on the channel; false whenever that cannot be established.
+func (n *pgNotifier) alone() bool {
+	ctx, cancel := context.WithTimeout(n.env.BG, 5*time.Second)
+	defer cancel()
+	var others, hidden, self int64
+	if err := n.env.SQLDB.QueryRowContext(ctx, presenceSQL, n.channel, n.listenerPID.Load()).Scan(&others, &hidden, &self); err != nil {
+		return false
+	}
+	return others == 0 && hidden == 0 && self > 0
 }
 
 // notifyChannel names the channel of a schema and prefix (an identifier
@@ -90,11 +141,29 @@ func (n *pgNotifier) Publish(kind string) {
 
 func (n *pgNotifier) publisher() {
 	defer n.wg.Done()
+	// isAlone is the last presence answer, asked at checked; skipped holds
+	// the kinds not sent since, because of it.
+	var checked time.Time
+	isAlone := false
+	skipped := map[string]bool{}
 	for {
+		var recheck *time.Timer
+		var due <-chan time.Time
+		if len(skipped) > 0 {
+			recheck = time.NewTimer(time.Until(checked.Add(presenceTTL)))
+			due = recheck.C
+		}
 		select {
 		case <-n.env.BG.Done():
+			if recheck != nil {
+				recheck.Stop()
+			}
 			return
 		case <-n.kick:
+		case <-due:
+		}
+		if recheck != nil {
+			recheck.Stop()
 		}
 		n.mu.Lock()
 		kinds := make([]string, 0, len(n.pending))
@@ -103,7 +172,36 @@ func (n *pgNotifier) publisher() {
 		}
 		clear(n.pending)
 		n.mu.Unlock()
+		if len(kinds) == 0 && len(skipped) == 0 {
+			continue
+		}
+		ttl := presenceTTL
+		if !isAlone {
+			ttl = presenceKeep // sending when nobody listens only costs a NOTIFY
+		}
+		if time.Since(checked) >= ttl {
+			// asked after the enqueues flagged so far committed: a
+			// session that starts listening after this answer reads
+			// them with its first fetch (a listener wakes its Store's
+			// fetchers once it is up)
+			isAlone, checked = n.alone(), time.Now()
+			if !isAlone {
+				for k := range skipped {
+					if !slices.Contains(kinds, k) {
+						kinds = append(kinds, k)
+					}
+				}
+			}
+			clear(skipped)
+		}
+		if isAlone {
+			for _, k := range kinds {
+				skipped[k] = true
+			}
+			continue
+		}
 		for _, k := range kinds {
+			n.sent.Add(1)
 			ctx, cancel := context.WithTimeout(n.env.BG, 5*time.Second)
 			_, _ = n.env.SQLDB.ExecContext(ctx,
 				`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, n.channel, k+":"+n.self)
@@ -228,6 +326,8 @@ func (n *pgNotifier) serve(pc *pgx.Conn) error {
 	if _, err := pc.Exec(n.env.BG, `LISTEN "`+n.channel+`"`); err != nil {
 		return err
 	}
+	n.listenerPID.Store(int64(pc.PgConn().PID()))
+	defer n.listenerPID.Store(0)
 	n.up.Store(true)
 	if runs := n.lostRuns.Swap(0); runs > 0 {
 		n.env.Config.Slog.Info("agentstore: LISTEN connection up again", "component", "agentstore",
