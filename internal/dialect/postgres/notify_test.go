@@ -20,15 +20,28 @@ import (
 // listener up.
 func notifierForTest(t *testing.T) (*pgNotifier, string) {
 	t.Helper()
+	// The README's default server unless AGENTSTORE_TEST_POSTGRES_DSN names
+	// another; unreachable, the test skips, or fails under
+	// AGENTSTORE_REQUIRE_POSTGRES=1 (CI).
 	dsn := os.Getenv("AGENTSTORE_TEST_POSTGRES_DSN")
 	if dsn == "" {
-		t.Skip("AGENTSTORE_TEST_POSTGRES_DSN not set")
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal("AGENTSTORE_TEST_POSTGRES_DSN does not parse")
 	}
 	db := stdlib.OpenDB(*pc)
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	perr := db.PingContext(pctx)
+	pcancel()
+	if perr != nil {
+		_ = db.Close()
+		if os.Getenv("AGENTSTORE_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("PostgreSQL required (AGENTSTORE_REQUIRE_POSTGRES=1) but not reachable")
+		}
+		t.Skip("PostgreSQL not reachable")
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	schema := fmt.Sprintf("notify_test_%d", time.Now().UnixNano())
 	env := &dialect.Env{Config: &dialect.Config{Schema: schema, Prefix: "agentstore_", Slog: slog.New(slog.DiscardHandler)}, SQLDB: db, BG: bg}
