@@ -469,9 +469,11 @@ var (
 // mariadbNamesTable reports whether a plan's table_name is table, or an
 // alias sql gives it.
 func mariadbNamesTable(name, table, sql string) bool {
-	if name == table {
-		return true
-	}
+	return name == table || aliasedIn(name, table, sql)
+}
+
+// aliasedIn reports whether sql gives table the alias name.
+func aliasedIn(name, table, sql string) bool {
 	alias := regexp.MustCompile(regexp.QuoteMeta(table) + `"?\s+(?:AS\s+)?(\w+)`)
 	for _, m := range alias.FindAllStringSubmatch(sql, -1) {
 		if m[1] == name {
@@ -519,16 +521,7 @@ func scansTable(line, table, sql string) bool {
 		return false
 	}
 	name := strings.Trim(rest[0], `"`)
-	if name == table || strings.HasSuffix(name, "."+table) {
-		return true
-	}
-	alias := regexp.MustCompile(regexp.QuoteMeta(table) + `"?\s+(?:AS\s+)?(\w+)`)
-	for _, m := range alias.FindAllStringSubmatch(sql, -1) {
-		if m[1] == name {
-			return true
-		}
-	}
-	return false
+	return name == table || strings.HasSuffix(name, "."+table) || aliasedIn(name, table, sql)
 }
 
 // partialIndexRows is how many rows a SCAN line reads: the entries of the
