@@ -434,83 +434,101 @@ func checkHistory(hist []duroxide.Event) string {
 // append to the same session (batches of 1-3 messages). Afterwards every
 // message is stored exactly once, sequence numbers are 1..n without gaps,
 // each writer's messages keep their order, and the session row's counters
-// match.
+// match. The same with 4 sessions, each written by 4 writers on 4
+// different handles, so one handle's coalesced flush holds appends to
+// several sessions (on MariaDB one read locks all their rows).
 func TestReliabilityConcurrentAppendsOneSession(t *testing.T) {
 	requireLongTests(t)
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const writers, handles = 16, 4
 		per := scaled(t, 100, 20)
 		st := h.New(t, relPool())
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		s := repo.NewSession()
-		if err := st.Sessions().Save(ctx, s); err != nil {
-			t.Fatal(err)
-		}
 		var ss []repo.Sessions
 		for range handles {
 			ss = append(ss, h.Open(t, relPool()).Sessions())
 		}
-		var retries atomic.Int64
-		start := time.Now()
-		g, gctx := errgroup.WithContext(ctx)
-		for w := range writers {
-			store := ss[w%handles]
-			g.Go(func() error {
-				var r retryCounter
-				defer func() { retries.Add(r.n) }()
-				for i := 0; i < per; {
-					k := min(per-i, 1+(w+i)%3)
-					var msgs []repo.Message
-					for j := range k {
-						msgs = append(msgs, repo.Message{ID: fmt.Sprintf("w%02d-m%04d", w, i+j), Role: repo.RoleUser,
-							Content: []byte(fmt.Sprintf(`[{"writer":%d,"n":%d}]`, w, i+j))})
-					}
-					if err := r.do(gctx, func() error { _, e := store.AppendMessages(gctx, s.ID, msgs...); return e }); err != nil {
-						return fmt.Errorf("writer %d append: %w", w, err)
-					}
-					i += k
+		for _, nSessions := range []int{1, 4} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			sessions := make([]uuid.UUID, nSessions)
+			for i := range sessions {
+				s := repo.NewSession()
+				if err := st.Sessions().Save(ctx, s); err != nil {
+					t.Fatal(err)
 				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		elapsed := time.Since(start)
-		got, err := st.Sessions().Load(ctx, s.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := writers * per
-		if len(got.Messages) != n || got.MessageCount != int64(n) || got.LastSeq != int64(n) {
-			t.Fatalf("%d messages, count %d, last seq %d; want %d each", len(got.Messages), got.MessageCount, got.LastSeq, n)
-		}
-		seen := map[string]int64{}
-		last := make([]int, writers)
-		for i := range last {
-			last[i] = -1
-		}
-		gaps := 0
-		for i, m := range got.Messages {
-			if m.Seq != int64(i+1) {
-				gaps++
-				t.Errorf("message %d has seq %d: gap or duplicate", i, m.Seq)
+				sessions[i] = s.ID
 			}
-			if prev, dup := seen[m.ID]; dup {
-				t.Errorf("message %s stored twice (seq %d and %d)", m.ID, prev, m.Seq)
+			// writer w: handle w % handles, session (w / handles) % nSessions
+			sessionOf := func(w int) uuid.UUID { return sessions[(w/handles)%nSessions] }
+			var retries atomic.Int64
+			start := time.Now()
+			g, gctx := errgroup.WithContext(ctx)
+			for w := range writers {
+				store, sid := ss[w%handles], sessionOf(w)
+				g.Go(func() error {
+					var r retryCounter
+					defer func() { retries.Add(r.n) }()
+					for i := 0; i < per; {
+						k := min(per-i, 1+(w+i)%3)
+						var msgs []repo.Message
+						for j := range k {
+							msgs = append(msgs, repo.Message{ID: fmt.Sprintf("w%02d-m%04d", w, i+j), Role: repo.RoleUser,
+								Content: []byte(fmt.Sprintf(`[{"writer":%d,"n":%d}]`, w, i+j))})
+						}
+						if err := r.do(gctx, func() error { _, e := store.AppendMessages(gctx, sid, msgs...); return e }); err != nil {
+							return fmt.Errorf("writer %d append: %w", w, err)
+						}
+						i += k
+					}
+					return nil
+				})
 			}
-			seen[m.ID] = m.Seq
-			var w, k int
-			if _, err := fmt.Sscanf(m.ID, "w%02d-m%04d", &w, &k); err != nil {
-				t.Fatalf("unexpected message id %q", m.ID)
+			if err := g.Wait(); err != nil {
+				t.Fatal(err)
 			}
-			if k != last[w]+1 {
-				t.Errorf("writer %d: message %d follows %d (order lost)", w, k, last[w])
+			elapsed := time.Since(start)
+			stored, distinct, gaps := 0, 0, 0
+			for si, sid := range sessions {
+				got, err := st.Sessions().Load(ctx, sid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := writers / nSessions * per
+				if len(got.Messages) != n || got.MessageCount != int64(n) || got.LastSeq != int64(n) {
+					t.Fatalf("%d sessions, session %d: %d messages, count %d, last seq %d; want %d each",
+						nSessions, si, len(got.Messages), got.MessageCount, got.LastSeq, n)
+				}
+				seen := map[string]int64{}
+				last := make([]int, writers)
+				for i := range last {
+					last[i] = -1
+				}
+				for i, m := range got.Messages {
+					if m.Seq != int64(i+1) {
+						gaps++
+						t.Errorf("session %d: message %d has seq %d: gap or duplicate", si, i, m.Seq)
+					}
+					if prev, dup := seen[m.ID]; dup {
+						t.Errorf("session %d: message %s stored twice (seq %d and %d)", si, m.ID, prev, m.Seq)
+					}
+					seen[m.ID] = m.Seq
+					var w, k int
+					if _, err := fmt.Sscanf(m.ID, "w%02d-m%04d", &w, &k); err != nil {
+						t.Fatalf("unexpected message id %q", m.ID)
+					}
+					if sessionOf(w) != sid {
+						t.Errorf("session %d holds writer %d's message %s", si, w, m.ID)
+					}
+					if k != last[w]+1 {
+						t.Errorf("session %d: writer %d: message %d follows %d (order lost)", si, w, k, last[w])
+					}
+					last[w] = k
+				}
+				stored += len(got.Messages)
+				distinct += len(seen)
 			}
-			last[w] = k
+			relLogf(t, "appends: %d writers on %d handles x %d messages to %d session(s): stored %d, distinct %d, seq gaps %d, retries %d, %.1fs",
+				writers, handles, per, nSessions, stored, distinct, gaps, retries.Load(), elapsed.Seconds())
 		}
-		relLogf(t, "appends: %d writers on %d handles x %d messages to one session: stored %d, distinct %d, seq gaps %d, retries %d, %.1fs",
-			writers, handles, per, len(got.Messages), len(seen), gaps, retries.Load(), elapsed.Seconds())
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm/logger"
 
 	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
@@ -430,12 +432,39 @@ func TestCommitterStress(t *testing.T) {
 // content), the transaction is rolled back and every call runs again
 // alone: that one gets ErrDuplicate, the others succeed. SQLite (the
 // dialect that claims CapGroupCommit).
+//
+// On every dialect whose appends take the transaction path (SQLite,
+// PostgreSQL without CapFastPaths, MariaDB). On MariaDB (no one-statement
+// append in the dialect) the flush reads and locks the rows of its
+// sessions in one statement (appendFlush.lockHeads); a PostgreSQL Store
+// with the fast paths switched off does not (one session per statement).
 func TestAppendGroupCommit(t *testing.T) {
-	ctx := context.Background()
-	st := gcStores(t)["sqlite"]
-	if !st.groupCommit() {
-		t.Fatal("SQLite does not claim CapGroupCommit")
+	gc := gcStores(t)
+	stores := map[string]*Store{"sqlite": gc["sqlite"]}
+	if st := gc["postgres-general"]; st != nil {
+		stores["postgres-general"] = st
 	}
+	lockLog := &sqlLog{}
+	if st := gcMariaDB(t, WithLogger(lockLog)); st != nil {
+		stores["mariadb"] = st
+	}
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			if !st.groupCommit() {
+				t.Fatalf("%s does not claim CapGroupCommit", name)
+			}
+			lockLog.reset()
+			appendGroupCommit(t, st)
+			locks := lockLog.matching("SELECT id, tenant_id, last_seq")
+			if want := name == "mariadb"; (locks == 2) != want || (!want && locks != 0) {
+				t.Fatalf("%s: %d flush-wide session reads, want %d", name, locks, map[bool]int{true: 2}[want])
+			}
+		})
+	}
+}
+
+func appendGroupCommit(t *testing.T, st *Store) {
+	ctx := context.Background()
 	r := st.Sessions()
 	text := func(id, body string) repo.Message {
 		return repo.Message{ID: id, Role: repo.RoleUser, Content: json.RawMessage(`[{"type":"text","text":"` + body + `"}]`)}
@@ -543,6 +572,95 @@ func TestAppendGroupCommit(t *testing.T) {
 }
 
 func isNil(err error) bool { return err == nil }
+
+// sqlLog is a gorm logger that keeps every statement it traces.
+type sqlLog struct {
+	mu    sync.Mutex
+	stmts []string
+}
+
+func (l *sqlLog) LogMode(logger.LogLevel) logger.Interface { return l }
+func (l *sqlLog) Info(context.Context, string, ...any)     {}
+func (l *sqlLog) Warn(context.Context, string, ...any)     {}
+func (l *sqlLog) Error(context.Context, string, ...any)    {}
+func (l *sqlLog) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+	q, _ := fc()
+	l.mu.Lock()
+	l.stmts = append(l.stmts, q)
+	l.mu.Unlock()
+}
+
+func (l *sqlLog) reset() {
+	l.mu.Lock()
+	l.stmts = nil
+	l.mu.Unlock()
+}
+
+// matching counts the statements that start with prefix.
+func (l *sqlLog) matching(prefix string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, q := range l.stmts {
+		if strings.HasPrefix(q, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// gcMariaDB opens and migrates a Store in a fresh database of the MariaDB
+// server of AGENTSTORE_TEST_MARIADB_DSN (the README's default when unset),
+// dropped at the end of the test; nil (logged) when the server is
+// unreachable, a failure under AGENTSTORE_REQUIRE_MARIADB=1.
+func gcMariaDB(t *testing.T, opts ...Option) *Store {
+	t.Helper()
+	ctx := context.Background()
+	dsn := os.Getenv("AGENTSTORE_TEST_MARIADB_DSN")
+	if dsn == "" {
+		dsn = "mysql://root@127.0.0.1:3306/test"
+	}
+	unreachable := func(err error) *Store {
+		if os.Getenv("AGENTSTORE_REQUIRE_MARIADB") == "1" {
+			t.Fatalf("MariaDB required: %v", err)
+		}
+		t.Logf("NOTICE: MariaDB unreachable (%v); its half does not run", err)
+		return nil
+	}
+	admin, err := testOpen(ctx, dsn)
+	if err == nil {
+		err = admin.db.WithContext(ctx).Exec("SELECT 1").Error
+	}
+	if err != nil {
+		if admin != nil {
+			_ = admin.Close()
+		}
+		return unreachable(err)
+	}
+	name := "t_gc_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+	if err := admin.db.WithContext(ctx).Exec("CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin").Error; err != nil {
+		_ = admin.Close()
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = admin.db.Exec("DROP DATABASE IF EXISTS `" + name + "`").Error
+		_ = admin.Close()
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	st, err := testOpen(ctx, u.String(), opts...)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("mariadb: migrate: %v", err)
+	}
+	return st
+}
 
 // TestDequeueBatchStatement runs the coalesced Dequeue (dequeueBatch)
 // directly on every dialect with calls of several sessions and views: the

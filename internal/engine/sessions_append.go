@@ -415,6 +415,13 @@ type appendFlush struct {
 	order []appendKey
 	rows  map[appendKey][]models.Message
 	ss    map[appendKey]*sessionStore
+	// cross: one statement may concern several sessions (lockHeads reads
+	// every session of the flush at once, insert writes every session's
+	// rows in one INSERT). Only where the dialect itself has no
+	// one-statement append (MariaDB): a PostgreSQL Store with
+	// CapFastPaths switched off keeps one session per statement, so a
+	// Citus deployment routes each to one shard.
+	cross bool
 }
 
 // head returns the head of key's row as the flush left it.
@@ -439,11 +446,76 @@ func (f *appendFlush) add(key appendKey, a *appendJob) {
 	f.rows[key] = append(f.rows[key], a.rows...)
 }
 
-// insert inserts the rows kept so far, each session's in one statement
-// (appendRows; a session's rows only, so Citus routes it to one shard).
+// lockHeads reads and row-locks, in one statement, the session row of
+// every append of reqs that runs through applyIn, in id order (the order
+// in which any other flush or single append of the row would lock it, so
+// two flushes of several Stores do not deadlock each other on it), and
+// records each row as the head of the keys that see it (an unscoped view,
+// or a view of the row's tenant). A key whose row is missing or outside
+// its view is left unknown: applyIn then reads it as an append alone does
+// and reports ErrNotFound.
+func (f *appendFlush) lockHeads(tx *gorm.DB, reqs []*gcReq[uint64, appendReq]) error {
+	if f == nil || !f.cross {
+		return nil
+	}
+	var ss *sessionStore
+	keys := map[uuid.UUID][]appendKey{}
+	var ids []any
+	for _, r := range reqs {
+		a := r.in.job
+		if a == nil {
+			continue
+		}
+		ss = a.ss
+		key := appendKey{session: a.sessionID}
+		if t := a.ss.tenant; t != nil {
+			key.tenant, key.scoped = *t, true
+		}
+		if _, ok := keys[key.session]; !ok {
+			ids = append(ids, a.sessionID)
+		}
+		keys[key.session] = append(keys[key.session], key)
+	}
+	if len(ids) < 2 {
+		return nil // one session: applyIn's own read is the same statement
+	}
+	_, err := newDirectTx(tx).each("SELECT id, tenant_id, last_seq, message_count, version, current_leaf_id FROM "+ss.s.quoted(models.TableSessions)+
+		" WHERE id IN ("+placeholders(len(ids))+") ORDER BY id"+ss.lockSuffix(), ids, func(rows *sql.Rows, _ int64) error {
+		var id uuid.UUID
+		var tenant sql.NullString
+		var h sessionHead
+		if err := rows.Scan(&id, &tenant, &h.LastSeq, &h.MessageCount, &h.Version, &h.CurrentLeafID); err != nil {
+			return err
+		}
+		for _, key := range keys[id] {
+			if !key.scoped || (tenant.Valid && tenant.String == key.tenant) {
+				f.heads[key] = h
+			}
+		}
+		return nil
+	})
+	return dbErr(err)
+}
+
+// insert inserts the rows kept so far: each session's in one statement
+// (appendRows; a session's rows only, so Citus routes it to one shard),
+// or with cross every session's in one.
 func (f *appendFlush) insert(tx *gorm.DB) error {
 	if f == nil {
 		return nil
+	}
+	if f.cross && len(f.order) > 1 {
+		var all []models.Message
+		for _, key := range f.order {
+			all = append(all, f.rows[key]...)
+			delete(f.rows, key)
+		}
+		ss := f.ss[f.order[0]]
+		f.order = f.order[:0]
+		if len(all) == 0 {
+			return nil
+		}
+		return ss.appendRows(tx, all)
 	}
 	for _, key := range f.order {
 		if rows := f.rows[key]; len(rows) > 0 {
@@ -633,13 +705,21 @@ type appendReq struct {
 // session's messages in one statement at its end (appendFlush): for k
 // appends to one session BEGIN, the read, k UPDATEs (one session.updated
 // change each), one INSERT and COMMIT, where one append alone is BEGIN,
-// read, UPDATE, INSERT, COMMIT.
+// read, UPDATE, INSERT, COMMIT. Where the dialect itself has no
+// one-statement append (MariaDB; appendFlush.cross), a flush of appends to
+// several sessions reads and locks all their rows in one statement (in id
+// order) and inserts all their messages in one: for k appends to n
+// sessions BEGIN, one read, k UPDATEs, one INSERT, COMMIT.
 func (s *Store) appendBatch(ctx context.Context, reqs []*gcReq[uint64, appendReq]) error {
 	var f *appendFlush
 	if s.has(CapRowLocks) && !s.has(CapFastPaths) {
-		f = &appendFlush{heads: map[appendKey]sessionHead{}, rows: map[appendKey][]models.Message{}, ss: map[appendKey]*sessionStore{}}
+		f = &appendFlush{heads: map[appendKey]sessionHead{}, rows: map[appendKey][]models.Message{}, ss: map[appendKey]*sessionStore{},
+			cross: !s.d.Capabilities().Has(CapFastPaths)}
 	}
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := f.lockHeads(tx, reqs); err != nil {
+			return err
+		}
 		for _, r := range reqs {
 			var err error
 			if f != nil && r.in.job != nil {
