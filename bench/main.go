@@ -111,7 +111,7 @@ func run() error {
 	jsonOut := flag.String("json", "", "write the results as a JSON array to this file")
 	mysqlDSN := flag.String("mysql", "root@tcp(127.0.0.1:3306)/", "MariaDB/MySQL server for go-workflows' mysql backend (go-sql-driver DSN, no database)")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of append,load,queue,orchestration,append_parallel,wakeup (default: all)")
-	dialects := flag.String("dialects", "sqlite,postgres", "comma-separated subset of sqlite,postgres,mariadb")
+	dialects := flag.String("dialects", "sqlite,postgres,mariadb", "comma-separated subset of sqlite,postgres,mariadb (an unreachable server's rows are reported as skipped)")
 	mariaDSN := flag.String("mariadb", "", "MariaDB DSN of the mariadb dialect (default: $AGENTSTORE_TEST_MARIADB_DSN or "+defaultMariaDBDSN+"); the bench creates and drops databases "+mariaPrefix+"*")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	queueItems := flag.Int("queue-items", 0, "override the queue scenario's item count")

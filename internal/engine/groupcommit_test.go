@@ -430,8 +430,7 @@ func TestCommitterStress(t *testing.T) {
 // a *StaleVersionError, and they leave the others alone. When one append
 // of the flush fails after writing (a message id stored with other
 // content), the transaction is rolled back and every call runs again
-// alone: that one gets ErrDuplicate, the others succeed. SQLite (the
-// dialect that claims CapGroupCommit).
+// alone: that one gets ErrDuplicate, the others succeed.
 //
 // On every dialect whose appends take the transaction path (SQLite,
 // PostgreSQL without CapFastPaths, MariaDB). On MariaDB (no one-statement
