@@ -234,7 +234,6 @@ var dollarParamRE = regexp.MustCompile(`\$[0-9]+`)
 // run on MariaDB yet, each with its reason (as mariadbNotYet for the
 // conformance suite); the list only shrinks.
 func mariadbRootNotYet() map[string]string {
-	const verify = "Verify on MariaDB (expected types in MariaDB's spelling, MODIFY COLUMN fixes) is not written yet"
 	return map[string]string{
 		"TestSchemaBehindIsTyped":     "MariaDB's chain starts at the schema of version 11 (its V1): a V2 database already has the column the test removes by migrating to V2",
 		"TestPerfTelemetryGaugePlans": "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",
