@@ -192,24 +192,25 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE (SELECT COUNT(*) FROM w) >= ` + strconv.Itoa(orchCandidateWindow) + `) u` +
 			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append([]any{now, now}, args...)
 	}
-	// the scan: the excluded instances by joins on instance_id (the lock
-	// row, the instance's current execution), no subquery
-	joins := ` LEFT JOIN ` + il + ` il ON il.instance_id = q.instance_id AND il.locked_until > ?`
-	args := []any{now}
-	where := ` WHERE il.instance_id IS NULL AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)`
-	wargs := []any{now, now}
+	// the scan: the queue table itself is the outer query, so the lock
+	// check may be a subquery correlated by instance_id alone (co-located
+	// with the queue: Citus pushes it down to each shard; MariaDB then
+	// keeps the visible index's order, where an anti-join sorts)
+	joins, where := ``, ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)`+
+		` AND NOT EXISTS (SELECT 1 FROM `+il+` il WHERE il.instance_id = q.instance_id AND il.locked_until > ?)`
+	args := []any{now, now, now}
 	if filter != nil {
-		joins += ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
+		joins = ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
 			` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
 		c, cargs := capabilitySQL(filter)
 		where += ` AND ` + c
-		wargs = append(wargs, cargs...)
+		args = append(args, cargs...)
 	}
 	if len(tried) > 0 {
 		where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
-		wargs = append(wargs, strArgs(tried)...)
+		args = append(args, strArgs(tried)...)
 	}
-	return `SELECT q.instance_id FROM ` + oq + ` q` + joins + where + ` ORDER BY q.visible_at, q.id LIMIT 1`, append(args, wargs...)
+	return `SELECT q.instance_id FROM ` + oq + ` q` + joins + where + ` ORDER BY q.visible_at, q.id LIMIT 1`, args
 }
 
 // orchNamedCandidateSQL is the candidate query naming instance (the walk's
