@@ -117,11 +117,13 @@ func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) 
 
 // The orchestration candidate comes from three levels; each of the first
 // two answers "undecided" when it cannot decide, and the fetch asks the
-// next level. No level's statement is recursive or has a correlated
-// subquery (Citus refuses both on row-distributed tables,
-// docs/distributed.md): the excluded instances are read by uncorrelated
-// subqueries restricted to the instances at hand, or by a join on
-// instance_id with the queue table itself.
+// next level. No level's statement is recursive, and none has a
+// correlated subquery but the scan's lock check, pinned by instance_id to
+// the queue row of its outer query (Citus refuses recursive CTEs and
+// other correlated subqueries on row-distributed tables, and pushes that
+// one down to each shard; docs/distributed.md): the window and the walk
+// read the excluded instances by uncorrelated subqueries restricted to
+// the instances at hand. TestOrchFetchStatementsCitusShapes checks it.
 const (
 	// orchCandWindow looks at the first orchCandidateWindow visible
 	// messages of the visible index (visible_at, id) only.
