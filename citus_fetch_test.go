@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 
@@ -235,4 +236,39 @@ func TestCitusFetchShapeChecker(t *testing.T) {
 			t.Errorf("%s: flagged %v, want %v (%s)", c.sql, got, c.bad, citusFetchShapeProblem(c.sql))
 		}
 	}
+}
+
+// TestOrchWalkOldestAcrossReads: the walk (the window full of a locked
+// instance's messages) reads the queue in instance order, 256 entries at
+// a time; the oldest eligible message wins even when its instance comes
+// after the read that found another eligible one (a, read first, is
+// younger than y, read after busy's 512 messages), and the reads skip
+// busy's backlog after its first entries.
+func TestOrchWalkOldestAcrossReads(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		e := newPEnv(t, h)
+		for _, inst := range []string{"a", "busy", "y"} {
+			e.StartInstance(t, inst, nil)
+		}
+		e.Enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+		_ = e.Fetch(t) // busy stays locked
+		e.Enqueue(t, &duroxide.ExternalRaised{Instance: "busy", Name: "x", Data: "d"})
+		oq := e.st.Table(models.TableOrchestratorQueue)
+		for range 9 { // 512 unclaimed messages of busy
+			e.exec(t, `INSERT INTO `+oq+` (instance_id, work_item, visible_at, created_at, attempt_count)`+
+				` SELECT instance_id, work_item, visible_at, created_at, 0 FROM `+oq+` WHERE instance_id = 'busy' AND lock_token IS NULL`)
+		}
+		e.Clock.Advance(time.Millisecond)
+		e.Enqueue(t, &duroxide.ExternalRaised{Instance: "y", Name: "x", Data: "d"})
+		e.Clock.Advance(time.Millisecond)
+		e.Enqueue(t, &duroxide.ExternalRaised{Instance: "a", Name: "x", Data: "d"})
+		for _, want := range []string{"y", "a"} {
+			it := e.Fetch(t)
+			if it.Instance != want {
+				t.Fatalf("fetched %s, want %s (the oldest eligible message's instance)", it.Instance, want)
+			}
+			e.Ack(t, it, duroxide.OrchestrationAck{Metadata: testkit.RunningMeta(nil)})
+		}
+		e.FetchNone(t)
+	})
 }
