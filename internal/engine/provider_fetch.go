@@ -115,8 +115,8 @@ func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) 
 	return b.String(), args
 }
 
-// The orchestration candidate comes from three levels; each of the first
-// two answers "undecided" when it cannot decide, and the fetch asks the
+// The orchestration candidate comes from four levels; each of the first
+// three answers "undecided" when it cannot decide, and the fetch asks the
 // next level. No level's statement is recursive, and none has a
 // correlated subquery but the scan's lock check, pinned by instance_id to
 // the queue row of its outer query (Citus refuses recursive CTEs and
@@ -128,6 +128,11 @@ const (
 	// orchCandWindow looks at the first orchCandidateWindow visible
 	// messages of the visible index (visible_at, id) only.
 	orchCandWindow = iota
+	// orchCandWalkOne is the walk's first read (orchCandWalk) as a
+	// candidate query: it decides when the read holds the whole queue
+	// (fewer than orchWalkSlice entries), so that the claim statement
+	// that embeds it needs no round trip of its own.
+	orchCandWalkOne
 	// orchCandWalk reads the (instance_id, visible_at, id) index in
 	// bounded slices from the client (walkOrchCandidate): each slice
 	// ends with an instance whose remaining messages the next slice
@@ -173,17 +178,25 @@ func (p *gormProvider) orchExcluded(src string, now int64, filter *duroxide.Disp
 	return w, args
 }
 
-// orchCandidateSQL returns the query, at level orchCandWindow or
-// orchCandScan, for the oldest visible, unclaimed message of an unlocked,
-// compatible instance not in tried (one instance_id column, at most one
-// row), taken without row locks so a failed candidate blocks nobody. The
-// window returns a row with a NULL instance_id when it cannot decide (the
-// window is full of excluded instances' messages): walk next
-// (walkOrchCandidate), and scan when the walk gives up. Every level picks
-// the message the plain ORDER BY visible_at, id over every eligible
-// message would.
+// orchCandidateSQL returns the query, at level orchCandWindow,
+// orchCandWalkOne or orchCandScan, for the oldest visible, unclaimed
+// message of an unlocked, compatible instance not in tried (one
+// instance_id column, at most one row), taken without row locks so a
+// failed candidate blocks nobody. The window returns a row with a NULL
+// instance_id when it cannot decide (the window is full of excluded
+// instances' messages), the walk's first read when the queue is longer
+// than the read: walk on (walkOrchCandidate), and scan when the walk gives
+// up. Every level picks the message the plain ORDER BY visible_at, id
+// over every eligible message would.
 func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level int) (string, []any) {
 	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
+	if level == orchCandWalkOne {
+		b, best, args := p.orchWalkParts(now, filter, tried, nil)
+		n := strconv.Itoa(orchWalkSlice)
+		return b + ` SELECT u.instance_id FROM (SELECT 0 AS ph, c.instance_id FROM ` + best + ` c WHERE (SELECT COUNT(*) FROM b) < ` + n +
+			// the read-full row
+			` UNION ALL SELECT 1, NULL WHERE (SELECT COUNT(*) FROM b) >= ` + n + `) u ORDER BY u.ph LIMIT 1`, args
+	}
 	if level == orchCandWindow {
 		w, args := p.orchExcluded("w", now, filter, tried)
 		return `WITH w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
@@ -221,27 +234,37 @@ func (p *gormProvider) orchNamedCandidateSQL(instance string) (string, []any) {
 	return `SELECT ` + p.s.castParam("text") + ` AS instance_id`, []any{instance}
 }
 
-// orchWalkSQL returns one walk read: the next orchWalkSlice entries of the
-// (instance_id, visible_at, id) index after instance after (from the
-// start when nil), and from them a row (k 0: instance_id, visible_at, id)
-// with the oldest visible, unclaimed message of an eligible instance, if
-// any, and a row (k 1) with the last instance id read and how many entries
-// were read (in visible_at).
-func (p *gormProvider) orchWalkSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, after *string) (string, []any) {
-	from, args := ``, []any{}
+// orchWalkParts returns the parts of a walk read after instance after
+// (from the start when nil): the WITH clause of CTE b, the next
+// orchWalkSlice entries of the (instance_id, visible_at, id) index, and a
+// derived table (instance_id, visible_at, id) with the oldest visible,
+// unclaimed message of an eligible instance among them (none if there is
+// none), with the arguments of both.
+func (p *gormProvider) orchWalkParts(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, after *string) (with, best string, args []any) {
+	from := ``
 	if after != nil {
 		from, args = ` WHERE q.instance_id > ?`, []any{*after}
 	}
 	w, wargs := p.orchExcluded("b", now, filter, tried)
 	args = append(append(args, now, now), wargs...)
 	return `WITH b AS (SELECT q.instance_id, q.visible_at, q.id, q.lock_token, q.locked_until FROM ` + p.q(models.TableOrchestratorQueue) + ` q` + from +
-		` ORDER BY q.instance_id, q.visible_at, q.id LIMIT ` + strconv.Itoa(orchWalkSlice) + `)` +
-		` SELECT 0 AS k, c.instance_id, c.visible_at, c.id FROM (SELECT b.instance_id, b.visible_at, b.id FROM b` +
-		` WHERE b.visible_at <= ? AND (b.lock_token IS NULL OR b.locked_until <= ?)` + w + ` ORDER BY b.visible_at, b.id LIMIT 1) c` +
+			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT ` + strconv.Itoa(orchWalkSlice) + `)`,
+		`(SELECT b.instance_id, b.visible_at, b.id FROM b WHERE b.visible_at <= ? AND (b.lock_token IS NULL OR b.locked_until <= ?)` + w +
+			` ORDER BY b.visible_at, b.id LIMIT 1)`, args
+}
+
+// orchWalkSQL returns one walk read (orchWalkParts): a row (k 0:
+// instance_id, visible_at, id) with the oldest visible, unclaimed message
+// of an eligible instance, if any, and a row (k 1) with the last instance
+// id read and how many entries were read (in visible_at).
+func (p *gormProvider) orchWalkSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, after *string) (string, []any) {
+	with, best, args := p.orchWalkParts(now, filter, tried, after)
+	return with + ` SELECT 0 AS k, c.instance_id, c.visible_at, c.id FROM ` + best + ` c` +
 		` UNION ALL SELECT 1, MAX(b.instance_id), COUNT(*), NULL FROM b`, args
 }
 
-// walkOrchCandidate is the walk level: it reads the queue in instance
+// walkOrchCandidate is the walk level (after orchCandWalkOne found the
+// queue longer than one read): it reads the queue in instance
 // order, orchWalkSlice index entries at a time (orchWalkSQL), each read
 // after the last instance of the one before (the rest of that instance's
 // messages is skipped: its oldest ones, which decide its candidate, were
