@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -31,10 +32,17 @@ var (
 )
 
 // signal is an in-process broadcast: wait returns a channel closed by the
-// next notify.
+// next notify. A wake-up for items any plain fetcher can take (handOff)
+// instead goes to as many of the plain fetchers waiting as there are
+// items, longest waiting first (the others keep waiting: woken, they
+// would each send a claim that finds nothing).
 type signal struct {
 	mu  sync.Mutex
 	cur *sigGen
+	// plain: the plain fetchers enlisted (longPoll with plain set), in
+	// the order they enlisted; each is woken by its own hand-off or by
+	// the broadcast
+	plain []*handoff
 	// publish, when set (CapWakeup), also tells other Stores and
 	// processes; it is not called for wake-ups that came from them.
 	publish func()
@@ -100,10 +108,86 @@ func (s *signal) wake() { s.wakeGen(false) }
 
 func (s *signal) wakeGen(ready bool) {
 	s.mu.Lock()
+	s.broadcastLocked(ready)
+	s.mu.Unlock()
+}
+
+func (s *signal) broadcastLocked(ready bool) {
 	g := s.cur
 	g.ready = ready
 	close(g.ch)
 	s.cur = &sigGen{ch: make(chan struct{})}
+}
+
+// handoff is one plain fetcher's enlistment: ch is closed when a wake-up
+// is handed to it (handed set first).
+type handoff struct {
+	ch     chan struct{}
+	handed bool
+}
+
+// enlist adds a plain fetcher to the hand-off list; it must leave.
+func (s *signal) enlist() *handoff {
+	h := &handoff{ch: make(chan struct{})}
+	s.mu.Lock()
+	s.plain = append(s.plain, h)
+	s.mu.Unlock()
+	return h
+}
+
+// leave takes h off the list and reports whether a wake-up was handed to
+// it (then it is the fetcher's to use, or to pass on).
+func (s *signal) leave(h *handoff) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.handed {
+		return true
+	}
+	if i := slices.Index(s.plain, h); i >= 0 {
+		s.plain = slices.Delete(s.plain, i, i+1)
+	}
+	return false
+}
+
+// handOff wakes this Store's fetchers for n new items (n > 0) that are
+// visible at once and that any plain fetcher can take (no tag, no
+// session; an orchestrator message, for a fetch without a capability
+// filter): up to n plain fetchers enlisted, longest waiting first; when
+// fewer are enlisted, every waiting fetcher (the broadcast, ready as
+// notifyReady's when ready is set). It publishes the wake-up to other
+// Stores as notify does.
+func (s *signal) handOff(n int, ready bool) {
+	s.mu.Lock()
+	for n > 0 && len(s.plain) > 0 {
+		h := s.plain[0]
+		s.plain = slices.Delete(s.plain, 0, 1)
+		h.handed = true
+		close(h.ch)
+		n--
+	}
+	if n > 0 {
+		s.broadcastLocked(ready)
+	}
+	s.mu.Unlock()
+	if s.publish != nil {
+		s.publish()
+	}
+}
+
+// passOn gives a wake-up handed to a fetcher that will not use it (it
+// returned without claiming after the hand-off) to the next plain
+// fetcher enlisted, or to every waiting fetcher when none is. In-process
+// only: the item's enqueue published it already.
+func (s *signal) passOn() {
+	s.mu.Lock()
+	if len(s.plain) > 0 {
+		h := s.plain[0]
+		s.plain = slices.Delete(s.plain, 0, 1)
+		h.handed = true
+		close(h.ch)
+	} else {
+		s.broadcastLocked(false)
+	}
 	s.mu.Unlock()
 }
 

@@ -261,6 +261,19 @@ const idleRecheck = time.Second
 // fetcher that loses an item to another.
 func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady bool,
 	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
+	return longPollAs(ctx, sig, due, keepOnReady, false, pollTimeout, fallback, try)
+}
+
+// longPollAs is longPoll for a fetcher that, with plain set, can take any
+// item a hand-off announces (signal.handOff): it enlists before each try
+// and is woken by a hand-off of its own as well as by the broadcast, so a
+// new item wakes one waiting fetcher, not all (the others' claims would
+// find nothing). A hand-off it received but will not use (it returns:
+// a claim, an error, the end of its poll or of ctx) goes on to the next
+// plain fetcher (signal.passOn), so no item waits for a re-check because
+// its wake-up went to a fetcher that left.
+func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady, plain bool,
+	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
 	nextDue := sig.nextDue
 	if nextDue != nil && due != nil {
 		nextDue = due
@@ -276,13 +289,28 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 	dueOK, fresh, answered := false, true, false
 	for {
 		g := sig.gen()
+		var h *handoff
+		var hch <-chan struct{}
+		if plain {
+			h = sig.enlist()
+			hch = h.ch
+		}
+		// leave takes this fetcher off the hand-off list when it returns,
+		// passing on a hand-off it will not use
+		leave := func() {
+			if h != nil && sig.leave(h) {
+				sig.passOn()
+			}
+		}
 		since := time.Now().UnixMilli()
 		v, err := try(retryBound)
 		if err != nil || v != nil {
+			leave()
 			return v, err
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
+			leave()
 			return nil, nil
 		}
 		wait := fallback
@@ -320,6 +348,11 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 		case <-g.ch:
 			fresh = fresh || !(keepOnReady && g.ready && answered)
 			sig.woke(ctx)
+		case <-hch:
+			// handed off: items visible at once (ready), as notifyReady's
+			// when the signal's hand-offs are ready ones
+			fresh = fresh || !(keepOnReady && answered)
+			sig.woke(ctx)
 		case <-t.C:
 		}
 		t.Stop()
@@ -327,7 +360,12 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 			sig.waiting(-1)
 		}
 		if err := ctx.Err(); err != nil {
+			leave()
 			return nil, err
+		}
+		// a hand-off received meanwhile is used by the next try
+		if h != nil {
+			sig.leave(h)
 		}
 	}
 }
