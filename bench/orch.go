@@ -65,7 +65,9 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 		var asVals, dbVals []float64
 		var asErr, dbErr error
 		for r := range b.rounds {
-			if v, err := b.orchCPU(fmt.Sprintf("agentstore round %d", r+1), func() (float64, error) { return labelled("agentstore", func() (float64, error) { return b.agentstoreOrch(ctx, d) }) }); err != nil {
+			if v, err := b.orchCPU(fmt.Sprintf("agentstore round %d", r+1), func() (float64, error) {
+				return labelled("agentstore", func() (float64, error) { return b.agentstoreOrch(ctx, d) })
+			}); err != nil {
 				asErr = err
 			} else {
 				asVals = append(asVals, v)

@@ -95,9 +95,9 @@ func (t *orchTrace) call(ctx context.Context, op string, fn func(ctx context.Con
 // LogMode, Info, Warn, Error, Trace: a gorm logger that sums statement
 // time per statement shape and per provider call.
 func (t *orchTrace) LogMode(logger.LogLevel) logger.Interface { return t }
-func (t *orchTrace) Info(context.Context, string, ...any)      {}
-func (t *orchTrace) Warn(context.Context, string, ...any)      {}
-func (t *orchTrace) Error(context.Context, string, ...any)     {}
+func (t *orchTrace) Info(context.Context, string, ...any)     {}
+func (t *orchTrace) Warn(context.Context, string, ...any)     {}
+func (t *orchTrace) Error(context.Context, string, ...any)    {}
 func (t *orchTrace) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), _ error) {
 	el := time.Since(begin)
 	if acc, ok := ctx.Value(traceKey{}).(*callAcc); ok {

@@ -43,6 +43,12 @@ type signal struct {
 	// the order they enlisted; each is woken by its own hand-off or by
 	// the broadcast
 	plain []*handoff
+	// seq counts wake-ups (broadcasts and hand-offs), epoch broadcasts
+	// only (every wake-up but a hand-off: another Store's, a notify).
+	seq, epoch uint64
+	// quiet is what the last empty claim of a quiet fetcher (longPollAs
+	// with quiet set) learnt, kept across calls: see quietSkip.
+	quiet quietState
 	// publish, when set (CapWakeup), also tells other Stores and
 	// processes; it is not called for wake-ups that came from them.
 	publish func()
@@ -113,6 +119,8 @@ func (s *signal) wakeGen(ready bool) {
 }
 
 func (s *signal) broadcastLocked(ready bool) {
+	s.seq++
+	s.epoch++
 	g := s.cur
 	g.ready = ready
 	close(g.ch)
@@ -158,6 +166,10 @@ func (s *signal) leave(h *handoff) bool {
 // Stores as notify does.
 func (s *signal) handOff(n int, ready bool) {
 	s.mu.Lock()
+	s.seq++
+	if s.quiet.valid {
+		s.quiet.pending += n
+	}
 	for n > 0 && len(s.plain) > 0 {
 		h := s.plain[0]
 		s.plain = slices.Delete(s.plain, 0, 1)
@@ -174,12 +186,78 @@ func (s *signal) handOff(n int, ready bool) {
 	}
 }
 
+// quietState: at Unix ms at (the Store's clock, the real one), a quiet
+// fetcher's claim found nothing and the next due time was due (none:
+// !dueOK), and no wake-up came from its start until then (epoch). Since
+// then pending items were handed off and not yet claimed by a quiet
+// fetcher.
+type quietState struct {
+	valid   bool
+	epoch   uint64
+	at, due int64
+	dueOK   bool
+	pending int
+}
+
+// recordQuiet records an empty claim of a quiet fetcher that started at
+// since (seq0: the signal's seq then) and the next due time it was told
+// after it, unless a wake-up came meanwhile (an item the claim may not
+// have seen) or a message waits for a locked instance (due < 0).
+func (s *signal) recordQuiet(seq0 uint64, since, due int64, dueOK bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seq != seq0 || (dueOK && due < 0) {
+		return
+	}
+	s.quiet = quietState{valid: true, epoch: s.epoch, at: since, due: due, dueOK: dueOK}
+}
+
+// tookQuiet is told that a quiet fetcher claimed an item: one of the
+// pending items handed off, or, when none is pending, an item the quiet
+// state did not know of (it no longer holds).
+func (s *signal) tookQuiet() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.quiet.valid {
+		return
+	}
+	if s.quiet.pending > 0 {
+		s.quiet.pending--
+		return
+	}
+	s.quiet.valid = false
+}
+
+// quietSkip reports whether a quiet fetcher starting at now may skip its
+// first claim: the last empty claim (quietState) is under idleRecheck
+// old, its next due time has not come, no wake-up but hand-offs came
+// since, and every item handed off since was claimed by a quiet fetcher
+// of this Store. A claim now would then find nothing: new items come
+// with a wake-up (this Store's hand-off or notify, another Store's
+// through the healthy cross-Store wake-up), others become claimable only
+// at a due time. It returns the state to wait on.
+func (s *signal) quietSkip(now int64) (quietState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.quiet
+	ok := q.valid && q.epoch == s.epoch && q.pending == 0 && now >= q.at && now-q.at < idleRecheck.Milliseconds() && (!q.dueOK || now < q.due)
+	return q, ok
+}
+
+// seqNow returns the signal's wake-up count.
+func (s *signal) seqNow() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
 // passOn gives a wake-up handed to a fetcher that will not use it (it
 // returned without claiming after the hand-off) to the next plain
 // fetcher enlisted, or to every waiting fetcher when none is. In-process
 // only: the item's enqueue published it already.
 func (s *signal) passOn() {
 	s.mu.Lock()
+	s.seq++
 	if len(s.plain) > 0 {
 		h := s.plain[0]
 		s.plain = slices.Delete(s.plain, 0, 1)

@@ -87,7 +87,9 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	// a fetch without a session config that takes untagged items can
 	// take any item a hand-off announces (plainWorkItem)
 	plain := session == nil && (tags.Mode == duroxide.TagDefaultOnly || tags.Mode == duroxide.TagDefaultAnd || tags.Mode == duroxide.TagAny)
-	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
+	// and one taking untagged items only is quiet (all such claim the same items)
+	quiet := session == nil && tags.Mode == duroxide.TagDefaultOnly
+	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
 		var l *duroxide.WorkItemLease
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error
