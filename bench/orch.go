@@ -250,6 +250,8 @@ func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
 	el := time.Since(t0)
 	if tr != nil {
 		tr.report(b.logf, n, el)
+		ps := st.SQLDB().Stats()
+		b.logf("   trace pool: open %d, in use %d, waits %d (%v waiting for a connection)", ps.OpenConnections, ps.InUse, ps.WaitCount, ps.WaitDuration.Round(time.Millisecond))
 	}
 	// the starts alone against the whole run: which side limits the rate
 	b.logf("   agentstore: starts took %v of %v", startsTook.Round(time.Millisecond), el.Round(time.Millisecond))
