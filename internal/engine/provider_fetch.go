@@ -27,7 +27,10 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		return nil, nil // supports nothing
 	}
 	p.listenIfPossible(pollTimeout)
-	item, err := longPoll(ctx, p.orch, nil, false, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
+	// a fetch without a capability filter can take any instance's
+	// messages: a hand-off of a new message wakes one such fetch
+	// (and is quiet: all such claim the same messages)
+	item, err := longPollAs(ctx, p.orch, nil, false, filter == nil, filter == nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
 		var it *duroxide.OrchestrationItem
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
