@@ -225,6 +225,15 @@ func (a *citusAudit) check(t *testing.T) {
 		c := perOp[op]
 		t.Logf("  hot %-45s %6d single-key %5d multi-key %5d global", op, c[0], c[1], c[2])
 	}
+	// the orchestration fetch's statements are of forms Citus runs on
+	// row-distributed tables (TestOrchFetchStatementsCitusShapes)
+	for _, e := range entries {
+		if strings.HasSuffix(e.op, ".FetchOrchestrationItem") {
+			if why := citusFetchShapeProblem(e.template); why != "" {
+				t.Errorf("FetchOrchestrationItem sent %s: %s", why, e.line())
+			}
+		}
+	}
 	if os.Getenv(citusAuditWriteEnv) == "1" {
 		var b strings.Builder
 		b.WriteString("# agentstore statement audit (citus_audit_test.go): class, engine operation, template hash, template.\n" +

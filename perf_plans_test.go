@@ -89,40 +89,28 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 		tables := map[string]string{"session queue dequeue": models.TableQueue, "worker queue plain claim": models.TableWorkerQueue,
 			"orchestrator queue candidate": models.TableOrchestratorQueue}
 		// The orchestration candidate's window and walk levels
-		// (orchCandidateSQL) may sort what they read (at most 33 rows, at
-		// most 257 instances), but must read the queue through its indexes.
+		// (orchCandidateSQL, orchWalkSQL) may sort what they read (at most
+		// 8 and 256 rows), but must read the queue through its indexes.
 		oq, il := q(models.TableOrchestratorQueue), q(models.TableInstanceLocks)
-		notLocked := func(col string) string {
-			return " AND NOT EXISTS (SELECT 1 FROM " + il + " il WHERE il.instance_id = " + col + " AND il.locked_until > " + now + ")"
+		notLocked := func(src string) string {
+			return " AND " + src + ".instance_id NOT IN (SELECT il.instance_id FROM " + il + " il WHERE il.instance_id IN (SELECT instance_id FROM " + src + ")" +
+				" AND il.locked_until > " + now + ")"
+		}
+		walk := func(after string) string {
+			return "WITH b AS (SELECT q.instance_id, q.visible_at, q.id, q.lock_token, q.locked_until FROM " + oq + " q" + after +
+				" ORDER BY q.instance_id, q.visible_at, q.id LIMIT 256)" +
+				" SELECT 0 AS k, c.instance_id, c.visible_at, c.id FROM (SELECT b.instance_id, b.visible_at, b.id FROM b" +
+				" WHERE b.visible_at <= " + now + " AND (b.lock_token IS NULL OR b.locked_until <= " + now + ")" + notLocked("b") + " ORDER BY b.visible_at, b.id LIMIT 1) c" +
+				" UNION ALL SELECT 1, MAX(b.instance_id), COUNT(*), NULL FROM b"
 		}
 		levels := map[string]string{
-			"orchestrator candidate window": "SELECT u.instance_id FROM (SELECT 0 AS ph, x.instance_id, x.visible_at, x.id FROM" +
-				" (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM " + oq + " q" +
-				" WHERE q.visible_at <= " + now + " ORDER BY q.visible_at, q.id LIMIT 32) x" +
-				" WHERE (x.lock_token IS NULL OR x.locked_until <= " + now + ")" + notLocked("x.instance_id") +
-				" UNION ALL SELECT 1, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM " + oq + " q WHERE q.visible_at <= " + now +
-				" ORDER BY q.visible_at, q.id LIMIT 1 OFFSET 31)) u ORDER BY u.ph, u.visible_at, u.id LIMIT 1",
-			"orchestrator candidate walk": "WITH RECURSIVE ids(iid, n) AS (SELECT (SELECT q.instance_id FROM " + oq + " q ORDER BY q.instance_id LIMIT 1), 1" +
-				" UNION ALL SELECT (SELECT q.instance_id FROM " + oq + " q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1), ids.n + 1" +
-				" FROM ids WHERE ids.iid IS NOT NULL AND ids.n <= 256)," +
-				" h AS MATERIALIZED (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM " + oq + " q" +
-				" WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= " + now + " AND (q.lock_token IS NULL OR q.locked_until <= " + now + ")" +
-				" ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) END AS hid FROM ids WHERE ids.iid IS NULL OR (1 = 1" + notLocked("ids.iid") + "))" +
-				" SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM " + oq + " q WHERE q.id = h.hid) AS va, h.hid" +
-				" FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)" +
-				" UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u ORDER BY u.ph, u.va, u.hid LIMIT 1",
-		}
-		if maria {
-			// the walk as MariaDB runs it (dialect.GroupWalker): a GROUP BY
-			// loose index scan and = probes
-			levels["orchestrator candidate walk"] = "WITH ids0 AS (SELECT q.instance_id AS iid FROM " + oq + " q GROUP BY q.instance_id ORDER BY q.instance_id LIMIT 257)," +
-				" ids AS (SELECT iid FROM ids0 UNION ALL SELECT NULL FROM DUAL WHERE (SELECT COUNT(*) FROM ids0) < 257)," +
-				" h AS (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM " + oq + " q" +
-				" WHERE q.instance_id = ids.iid AND q.visible_at <= " + now + " AND (q.lock_token IS NULL OR q.locked_until <= " + now + ")" +
-				" ORDER BY q.visible_at, q.id LIMIT 1) END AS hid FROM ids WHERE ids.iid IS NULL OR (1 = 1" + notLocked("ids.iid") + "))" +
-				" SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM " + oq + " q WHERE q.id = h.hid) AS va, h.hid" +
-				" FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)" +
-				" UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u ORDER BY u.ph, u.va, u.hid LIMIT 1"
+			"orchestrator candidate window": "WITH w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM " + oq + " q" +
+				" WHERE q.visible_at <= " + now + " ORDER BY q.visible_at, q.id LIMIT 8)" +
+				" SELECT u.instance_id FROM (SELECT 0 AS ph, w.instance_id, w.visible_at, w.id FROM w" +
+				" WHERE (w.lock_token IS NULL OR w.locked_until <= " + now + ")" + notLocked("w") +
+				" UNION ALL SELECT 1, NULL, NULL, NULL WHERE (SELECT COUNT(*) FROM w) >= 8) u ORDER BY u.ph, u.visible_at, u.id LIMIT 1",
+			"orchestrator candidate walk, first read": walk(""),
+			"orchestrator candidate walk, next read":  walk(" WHERE q.instance_id > 'i5'"),
 		}
 		// Both without statistics (a fresh burst) and after ANALYZE.
 		for _, phase := range []string{"no statistics", "analysed"} {

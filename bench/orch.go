@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql" (creating go-workflows' database)
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/orchloop"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
@@ -63,12 +65,14 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 		var asVals, dbVals []float64
 		var asErr, dbErr error
 		for r := range b.rounds {
-			if v, err := b.orchCPU(fmt.Sprintf("agentstore round %d", r+1), func() (float64, error) { return b.agentstoreOrch(ctx, d) }); err != nil {
+			if v, err := b.orchCPU(fmt.Sprintf("agentstore round %d", r+1), func() (float64, error) {
+				return labelled("agentstore", func() (float64, error) { return b.agentstoreOrch(ctx, d) })
+			}); err != nil {
 				asErr = err
 			} else {
 				asVals = append(asVals, v)
 			}
-			if v, err := b.orchCPU(fmt.Sprintf("DBOS round %d", r+1), func() (float64, error) { return b.dbosQueue(ctx) }); err != nil {
+			if v, err := b.orchCPU(fmt.Sprintf("DBOS round %d", r+1), func() (float64, error) { return labelled("dbos", func() (float64, error) { return b.dbosQueue(ctx) }) }); err != nil {
 				dbErr = err
 			} else {
 				dbVals = append(dbVals, v)
@@ -130,6 +134,14 @@ func (b *bench) benchOrchestration(ctx context.Context, d string) {
 	}
 }
 
+// labelled runs fn with the pprof label side=side (goroutines it starts
+// inherit it), so a -cpuprofile splits the two sides of a comparison
+// (go tool pprof -tagfocus side=agentstore).
+func labelled(side string, fn func() (float64, error)) (v float64, err error) {
+	pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) { v, err = fn() })
+	return v, err
+}
+
 // medianRate is the median of vals (0 when empty).
 func medianRate(vals []float64) float64 {
 	if len(vals) == 0 {
@@ -187,14 +199,25 @@ func incActivity(_ context.Context, in string) (string, error) {
 }
 
 func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
-	st, cleanup, err := b.openStore(ctx, d, "orch", "")
+	var tr *orchTrace
+	var extra []agentstore.Option
+	if os.Getenv("BENCH_ORCH_TRACE") != "" {
+		tr = newOrchTrace()
+		extra = append(extra, agentstore.WithLogger(tr))
+	}
+	st, cleanup, err := b.openStore(ctx, d, "orch", "", extra...)
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
 	n := b.sz.orchestrations
+	var prov duroxide.Provider = st.Provider()
+	var admin duroxide.ProviderAdmin = st.ProviderAdmin()
+	if tr != nil {
+		prov, admin = tracedProvider{Provider: prov, t: tr}, tracedAdmin{ProviderAdmin: admin, t: tr}
+	}
 	eng := &orchloop.Engine{
-		P:              st.Provider(),
+		P:              prov,
 		Orchestrations: map[string]orchloop.Orchestration{"one": oneActivity},
 		Activities:     map[string]orchloop.Activity{"inc": incActivity},
 		PollTimeout:    100 * time.Millisecond,
@@ -213,6 +236,9 @@ func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
 	ids := make([]string, n)
 	endCPU := cpuStart(&b.orchSpent)
 	t0 := time.Now()
+	if tr != nil {
+		tr.t0 = t0
+	}
 	for i := range ids {
 		ids[i] = fmt.Sprintf("one-%d", i)
 		if err := eng.Start(wctx, ids[i], "one", strconv.Itoa(i)); err != nil {
@@ -220,8 +246,13 @@ func (b *bench) agentstoreOrch(ctx context.Context, d string) (float64, error) {
 		}
 	}
 	startsTook := time.Since(t0)
-	infos, werr := orchloop.Wait(wctx, st.ProviderAdmin(), ids, 10*time.Millisecond)
+	infos, werr := orchloop.Wait(wctx, admin, ids, 10*time.Millisecond)
 	el := time.Since(t0)
+	if tr != nil {
+		tr.report(b.logf, n, el)
+		ps := st.SQLDB().Stats()
+		b.logf("   trace pool: open %d, in use %d, waits %d (%v waiting for a connection)", ps.OpenConnections, ps.InUse, ps.WaitCount, ps.WaitDuration.Round(time.Millisecond))
+	}
 	// the starts alone against the whole run: which side limits the rate
 	b.logf("   agentstore: starts took %v of %v", startsTook.Round(time.Millisecond), el.Round(time.Millisecond))
 	endCPU()

@@ -34,20 +34,6 @@ type KeysetExpander interface {
 	KeysetAfter(a, b string) string
 }
 
-// GroupWalker is implemented by a dialect whose optimizer does not take an
-// outer reference as an index range bound (MariaDB 10.11: the correlated
-// step of a recursive loose index scan, WHERE q.k > outer.k ORDER BY q.k
-// LIMIT 1, reads the index from its start), but reads SELECT k ... GROUP
-// BY k ORDER BY k LIMIT n over an index leading with k as a loose index
-// scan (one probe per distinct k), and an outer reference compared with =
-// as an index lookup. The engine then walks distinct keys with GROUP BY
-// and probes each with = (the orchestration fetch's candidate walk). A
-// dialect whose optimizer bounds a range by an outer reference
-// (PostgreSQL, SQLite) does not implement it.
-type GroupWalker interface {
-	GroupWalk()
-}
-
 // PlanHinter is implemented by a dialect whose optimizer picks a plan that
 // grows with the table for a statement the engine knows a bounded plan of,
 // and which has hints to ask for that plan (MariaDB 10.11). ForceIndex

@@ -170,15 +170,6 @@ func (s *Store) keysetAfter(a, b string, x, y any) (string, []any) {
 	return "(" + a + ", " + b + ") > (?, ?)", []any{x, y}
 }
 
-// materialized returns " MATERIALIZED" (after a CTE's AS) with
-// CapMaterializedCTE, "" without.
-func (s *Store) materialized() string {
-	if s.has(CapMaterializedCTE) {
-		return " MATERIALIZED"
-	}
-	return ""
-}
-
 // castNull returns NULL typed as typ, as the dialect spells a cast
 // (CastParam with NULL for its placeholder).
 func (s *Store) castNull(typ string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -31,10 +32,23 @@ var (
 )
 
 // signal is an in-process broadcast: wait returns a channel closed by the
-// next notify.
+// next notify. A wake-up for items any plain fetcher can take (handOff)
+// instead goes to as many of the plain fetchers waiting as there are
+// items, longest waiting first (the others keep waiting: woken, they
+// would each send a claim that finds nothing).
 type signal struct {
 	mu  sync.Mutex
 	cur *sigGen
+	// plain: the plain fetchers enlisted (longPoll with plain set), in
+	// the order they enlisted; each is woken by its own hand-off or by
+	// the broadcast
+	plain []*handoff
+	// seq counts wake-ups (broadcasts and hand-offs), epoch broadcasts
+	// only (every wake-up but a hand-off: another Store's, a notify).
+	seq, epoch uint64
+	// quiet is what the last empty claim of a quiet fetcher (longPollAs
+	// with quiet set) learnt, kept across calls: see quietSkip.
+	quiet quietState
 	// publish, when set (CapWakeup), also tells other Stores and
 	// processes; it is not called for wake-ups that came from them.
 	publish func()
@@ -100,10 +114,158 @@ func (s *signal) wake() { s.wakeGen(false) }
 
 func (s *signal) wakeGen(ready bool) {
 	s.mu.Lock()
+	s.broadcastLocked(ready)
+	s.mu.Unlock()
+}
+
+func (s *signal) broadcastLocked(ready bool) {
+	s.seq++
+	s.epoch++
 	g := s.cur
 	g.ready = ready
 	close(g.ch)
 	s.cur = &sigGen{ch: make(chan struct{})}
+}
+
+// handoff is one plain fetcher's enlistment: ch is closed when a wake-up
+// is handed to it (handed set first).
+type handoff struct {
+	ch     chan struct{}
+	handed bool
+}
+
+// enlist adds a plain fetcher to the hand-off list; it must leave.
+func (s *signal) enlist() *handoff {
+	h := &handoff{ch: make(chan struct{})}
+	s.mu.Lock()
+	s.plain = append(s.plain, h)
+	s.mu.Unlock()
+	return h
+}
+
+// leave takes h off the list and reports whether a wake-up was handed to
+// it (then it is the fetcher's to use, or to pass on).
+func (s *signal) leave(h *handoff) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.handed {
+		return true
+	}
+	if i := slices.Index(s.plain, h); i >= 0 {
+		s.plain = slices.Delete(s.plain, i, i+1)
+	}
+	return false
+}
+
+// handOff wakes this Store's fetchers for n new items (n > 0) that are
+// visible at once and that any plain fetcher can take (no tag, no
+// session; an orchestrator message, for a fetch without a capability
+// filter): up to n plain fetchers enlisted, longest waiting first; when
+// fewer are enlisted, every waiting fetcher (the broadcast, ready as
+// notifyReady's when ready is set). It publishes the wake-up to other
+// Stores as notify does.
+func (s *signal) handOff(n int, ready bool) {
+	s.mu.Lock()
+	s.seq++
+	if s.quiet.valid {
+		s.quiet.pending += n
+	}
+	for n > 0 && len(s.plain) > 0 {
+		h := s.plain[0]
+		s.plain = slices.Delete(s.plain, 0, 1)
+		h.handed = true
+		close(h.ch)
+		n--
+	}
+	if n > 0 {
+		s.broadcastLocked(ready)
+	}
+	s.mu.Unlock()
+	if s.publish != nil {
+		s.publish()
+	}
+}
+
+// quietState: at Unix ms at (the Store's clock, the real one), a quiet
+// fetcher's claim found nothing and the next due time was due (none:
+// !dueOK), and no wake-up came from its start until then (epoch). Since
+// then pending items were handed off and not yet claimed by a quiet
+// fetcher.
+type quietState struct {
+	valid   bool
+	epoch   uint64
+	at, due int64
+	dueOK   bool
+	pending int
+}
+
+// recordQuiet records an empty claim of a quiet fetcher that started at
+// since (seq0: the signal's seq then) and the next due time it was told
+// after it, unless a wake-up came meanwhile (an item the claim may not
+// have seen) or a message waits for a locked instance (due < 0).
+func (s *signal) recordQuiet(seq0 uint64, since, due int64, dueOK bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seq != seq0 || (dueOK && due < 0) {
+		return
+	}
+	s.quiet = quietState{valid: true, epoch: s.epoch, at: since, due: due, dueOK: dueOK}
+}
+
+// tookQuiet is told that a quiet fetcher claimed an item: one of the
+// pending items handed off, or, when none is pending, an item the quiet
+// state did not know of (it no longer holds).
+func (s *signal) tookQuiet() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.quiet.valid {
+		return
+	}
+	if s.quiet.pending > 0 {
+		s.quiet.pending--
+		return
+	}
+	s.quiet.valid = false
+}
+
+// quietSkip reports whether a quiet fetcher starting at now may skip its
+// first claim: the last empty claim (quietState) is under idleRecheck
+// old, its next due time has not come, no wake-up but hand-offs came
+// since, and every item handed off since was claimed by a quiet fetcher
+// of this Store. A claim now would then find nothing: new items come
+// with a wake-up (this Store's hand-off or notify, another Store's
+// through the healthy cross-Store wake-up), others become claimable only
+// at a due time. It returns the state to wait on.
+func (s *signal) quietSkip(now int64) (quietState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.quiet
+	ok := q.valid && q.epoch == s.epoch && q.pending == 0 && now >= q.at && now-q.at < idleRecheck.Milliseconds() && (!q.dueOK || now < q.due)
+	return q, ok
+}
+
+// seqNow returns the signal's wake-up count.
+func (s *signal) seqNow() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// passOn gives a wake-up handed to a fetcher that will not use it (it
+// returned without claiming after the hand-off) to the next plain
+// fetcher enlisted, or to every waiting fetcher when none is. In-process
+// only: the item's enqueue published it already.
+func (s *signal) passOn() {
+	s.mu.Lock()
+	s.seq++
+	if len(s.plain) > 0 {
+		h := s.plain[0]
+		s.plain = slices.Delete(s.plain, 0, 1)
+		h.handed = true
+		close(h.ch)
+	} else {
+		s.broadcastLocked(false)
+	}
 	s.mu.Unlock()
 }
 

@@ -116,10 +116,10 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		return perrLock(op, lockToken, err)
 	}
 	if len(ack.OrchestratorItems) > 0 {
-		p.orch.notify()
+		p.notifyOrch(a.orows, a.now)
 	}
 	if len(ack.WorkerItems) > 0 {
-		p.work.notifyReady() // worker items are enqueued visible at once
+		p.notifyWork(a.wrows) // worker items are enqueued visible at once
 	}
 	return nil
 }

@@ -90,8 +90,30 @@ func (p *gormProvider) EnqueueForOrchestrator(ctx context.Context, item duroxide
 		item.RoutingInstance(), string(data), visible, now); err != nil {
 		return perr(op, fmt.Errorf("enqueue %s for %s: %w", item.WorkItemType(), item.RoutingInstance(), dbErr(err)))
 	}
-	p.orch.notify()
+	if visible <= now {
+		p.orch.handOff(1, false) // one instance's message, claimable at once unless its instance is locked
+	} else {
+		p.orch.notify() // a new due time: every waiting fetch asks again
+	}
 	return nil
+}
+
+// notifyOrch wakes the orchestrator fetchers for rows, just enqueued: one
+// waiting plain fetcher per instance when every row is visible at once
+// (signal.handOff), else every waiting fetcher (a row visible later is a
+// new due time).
+func (p *gormProvider) notifyOrch(rows []models.OrchestratorQueueItem, now int64) {
+	instances := make(map[string]struct{}, len(rows))
+	for i := range rows {
+		if rows[i].VisibleAt > now {
+			p.orch.notify()
+			return
+		}
+		instances[rows[i].InstanceID] = struct{}{}
+	}
+	if len(instances) > 0 {
+		p.orch.handOff(len(instances), false)
+	}
 }
 
 // orchRows builds the orchestrator-queue rows of items (ActivityExecute refused).

@@ -27,7 +27,10 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		return nil, nil // supports nothing
 	}
 	p.listenIfPossible(pollTimeout)
-	item, err := longPoll(ctx, p.orch, nil, false, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
+	// a fetch without a capability filter can take any instance's
+	// messages: a hand-off of a new message wakes one such fetch
+	// (and is quiet: all such claim the same messages)
+	item, err := longPollAs(ctx, p.orch, nil, false, filter == nil, filter == nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.OrchestrationItem, error) {
 		var it *duroxide.OrchestrationItem
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
@@ -115,18 +118,29 @@ func capabilitySQL(filter *duroxide.DispatcherCapabilityFilter) (string, []any) 
 	return b.String(), args
 }
 
-// The orchestration candidate query comes in three levels; each of the
-// first two answers with a row whose instance_id is NULL when it cannot
-// decide, and the fetch asks the next level.
+// The orchestration candidate comes from four levels; each of the first
+// three answers "undecided" when it cannot decide, and the fetch asks the
+// next level. No level's statement is recursive, and none has a
+// correlated subquery but the scan's lock check, pinned by instance_id to
+// the queue row of its outer query (Citus refuses recursive CTEs and
+// other correlated subqueries on row-distributed tables, and pushes that
+// one down to each shard; docs/distributed.md): the window and the walk
+// read the excluded instances by uncorrelated subqueries restricted to
+// the instances at hand. TestOrchFetchStatementsCitusShapes checks it.
 const (
 	// orchCandWindow looks at the first orchCandidateWindow visible
 	// messages of the visible index (visible_at, id) only.
 	orchCandWindow = iota
-	// orchCandWalk visits the instance ids that have queued messages, up
-	// to orchCandidateWalkMax of them (a loose index scan of the
-	// (instance_id, visible_at, id) index: one probe per instance, an
-	// excluded instance's messages never read), and takes each eligible
-	// instance's oldest visible message.
+	// orchCandWalkOne is the walk's first read (orchCandWalk) as a
+	// candidate query: it decides when the read holds the whole queue
+	// (fewer than orchWalkSlice entries), so that the claim statement
+	// that embeds it needs no round trip of its own.
+	orchCandWalkOne
+	// orchCandWalk reads the (instance_id, visible_at, id) index in
+	// bounded slices from the client (walkOrchCandidate): each slice
+	// ends with an instance whose remaining messages the next slice
+	// skips by its seek, so an excluded instance's backlog costs at most
+	// one slice; the fetch then claims the instance the walk named.
 	orchCandWalk
 	// orchCandScan reads the visible index until the first eligible
 	// message (what the window does, without its bound).
@@ -137,97 +151,165 @@ const (
 	// orchCandidateWindow is how many visible messages the window level
 	// inspects.
 	orchCandidateWindow = 8
-	// orchCandidateWalkMax is how many instance ids the walk level visits
-	// before it gives up (the queue then holds many instances, and a
-	// scan past the excluded messages is the cheaper way).
-	orchCandidateWalkMax = 256
+	// orchWalkSlice is how many index entries one walk read takes.
+	orchWalkSlice = 256
+	// orchWalkReads is how many slices the walk reads before it gives up
+	// (the queue then holds many instances or several long backlogs, and
+	// a scan past the excluded messages is the cheaper way).
+	orchWalkReads = 4
 )
 
-// orchCandidateSQL returns the query, at level (orchCand*), for the oldest
-// visible, unclaimed message of an unlocked, compatible instance not in
-// tried (one instance_id column, at most one row), taken without row
-// locks so a failed candidate blocks nobody. The window and walk levels
-// return a row with a NULL instance_id when they cannot decide (the
-// window is full of excluded instances' messages; the queue holds more
-// than orchCandidateWalkMax instances): ask the next level.
-//
-// So the messages of excluded instances (locked by a turn in flight,
-// filtered out, or tried) decide the cost only when the queue also holds
-// many instances: a locked instance's backlog is skipped, not read. Every
-// level picks the message the plain ORDER BY visible_at, id over every
-// eligible message would.
+// orchExcluded returns the conditions that drop the rows of src (a CTE of
+// queue rows with an instance_id column) whose instance is excluded: a
+// live instance lock, incompatible with filter, or tried. Uncorrelated
+// subqueries, each restricted to src's instances (a probe of the locks'
+// and instances' keys per instance of src).
+func (p *gormProvider) orchExcluded(src string, now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string) (string, []any) {
+	w := ` AND ` + src + `.instance_id NOT IN (SELECT il.instance_id FROM ` + p.q(models.TableInstanceLocks) + ` il` +
+		` WHERE il.instance_id IN (SELECT instance_id FROM ` + src + `) AND il.locked_until > ?)`
+	args := []any{now}
+	if filter != nil {
+		c, cargs := capabilitySQL(filter)
+		w += ` AND ` + src + `.instance_id NOT IN (SELECT i.instance_id FROM ` + p.q(models.TableInstances) + ` i JOIN ` + p.q(models.TableExecutions) + ` e` +
+			` ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id WHERE i.instance_id IN (SELECT instance_id FROM ` + src + `) AND NOT ` + c + `)`
+		args = append(args, cargs...)
+	}
+	if len(tried) > 0 {
+		w += ` AND ` + src + `.instance_id NOT IN (` + placeholders(len(tried)) + `)`
+		args = append(args, strArgs(tried)...)
+	}
+	return w, args
+}
+
+// orchCandidateSQL returns the query, at level orchCandWindow,
+// orchCandWalkOne or orchCandScan, for the oldest visible, unclaimed
+// message of an unlocked, compatible instance not in tried (one
+// instance_id column, at most one row), taken without row locks so a
+// failed candidate blocks nobody. The window returns a row with a NULL
+// instance_id when it cannot decide (the window is full of excluded
+// instances' messages), the walk's first read when the queue is longer
+// than the read: walk on (walkOrchCandidate), and scan when the walk gives
+// up. Every level picks the message the plain ORDER BY visible_at, id
+// over every eligible message would.
 func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level int) (string, []any) {
 	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
-	// eligible returns the joins and conditions that keep instance col:
-	// no live instance lock, compatible with filter, not tried.
-	eligible := func(col string) (joins, where string, args []any) {
-		where = ` AND NOT EXISTS (SELECT 1 FROM ` + il + ` il WHERE il.instance_id = ` + col + ` AND il.locked_until > ?)`
-		args = append(args, now)
-		if filter != nil {
-			joins = ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = ` + col +
-				` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
-			c, cargs := capabilitySQL(filter)
-			where += ` AND ` + c
-			args = append(args, cargs...)
-		}
-		if len(tried) > 0 {
-			where += ` AND ` + col + ` NOT IN (` + placeholders(len(tried)) + `)`
-			args = append(args, strArgs(tried)...)
-		}
-		return joins, where, args
+	if level == orchCandWalkOne {
+		b, best, args := p.orchWalkParts(now, filter, tried, nil)
+		n := strconv.Itoa(orchWalkSlice)
+		return b + ` SELECT u.instance_id FROM (SELECT 0 AS ph, c.instance_id FROM ` + best + ` c WHERE (SELECT COUNT(*) FROM b) < ` + n +
+			// the read-full row
+			` UNION ALL SELECT 1, NULL WHERE (SELECT COUNT(*) FROM b) >= ` + n + `) u ORDER BY u.ph LIMIT 1`, args
 	}
-	switch level {
-	case orchCandWindow:
-		j, w, args := eligible("x.instance_id")
-		return `SELECT u.instance_id FROM (SELECT 0 AS ph, x.instance_id, x.visible_at, x.id FROM` +
-			` (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
-			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `) x` + j +
-			` WHERE (x.lock_token IS NULL OR x.locked_until <= ?)` + w +
+	if level == orchCandWindow {
+		w, args := p.orchExcluded("w", now, filter, tried)
+		return `WITH w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
+			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `)` +
+			` SELECT u.instance_id FROM (SELECT 0 AS ph, w.instance_id, w.visible_at, w.id FROM w` +
+			` WHERE (w.lock_token IS NULL OR w.locked_until <= ?)` + w +
 			// the window-full row: sorts after every candidate
-			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM ` + oq + ` q WHERE q.visible_at <= ?` +
-			` ORDER BY q.visible_at, q.id LIMIT 1 OFFSET ` + strconv.Itoa(orchCandidateWindow-1) + `)) u` +
-			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append(append([]any{now, now}, args...), now)
-	case orchCandWalk:
-		j, w, args := eligible("ids.iid")
-		if _, grouped := p.s.d.(dialect.GroupWalker); grouped {
-			// the same walk where an outer reference bounds no range
-			// (dialect.GroupWalker): the first orchCandidateWalkMax+1
-			// instance ids by a loose index scan (GROUP BY), the end row
-			// (iid NULL) when there are no more, and each instance's head
-			// by instance_id = (a lookup of its index, in its order)
-			lim := strconv.Itoa(orchCandidateWalkMax + 1)
-			return `WITH ids0 AS (SELECT q.instance_id AS iid FROM ` + oq + ` q GROUP BY q.instance_id ORDER BY q.instance_id LIMIT ` + lim + `),` +
-				` ids AS (SELECT iid FROM ids0 UNION ALL SELECT NULL FROM DUAL WHERE (SELECT COUNT(*) FROM ids0) < ` + lim + `),` +
-				` h AS (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
-				` WHERE q.instance_id = ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
-				` ORDER BY q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
-				` SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid) AS va, h.hid` +
-				` FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)` +
-				` UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u` +
-				` ORDER BY u.ph, u.va, u.hid LIMIT 1`, append([]any{now, now}, args...)
-		}
-		return `WITH RECURSIVE ids(iid, n) AS (SELECT (SELECT q.instance_id FROM ` + oq + ` q ORDER BY q.instance_id LIMIT 1), 1` +
-			` UNION ALL SELECT (SELECT q.instance_id FROM ` + oq + ` q WHERE q.instance_id > ids.iid ORDER BY q.instance_id LIMIT 1), ids.n + 1` +
-			` FROM ids WHERE ids.iid IS NOT NULL AND ids.n <= ` + strconv.Itoa(orchCandidateWalkMax) + `),` +
-			// each eligible instance's oldest visible, unclaimed message
-			// (instance_id as a range and ordered by the whole index key:
-			// with instance_id = x PostgreSQL drops instance_id from the
-			// order and may read the visible index filtering on
-			// instance_id instead), and the walk's end (iid NULL: complete)
-			` h AS` + p.s.materialized() + ` (SELECT ids.iid, CASE WHEN ids.iid IS NULL THEN NULL ELSE (SELECT q.id FROM ` + oq + ` q` +
-			` WHERE q.instance_id >= ids.iid AND q.instance_id <= ids.iid AND q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` +
-			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT 1) END AS hid FROM ids` + j + ` WHERE ids.iid IS NULL OR (1 = 1` + w + `))` +
-			// (the head's visible_at by a primary-key probe, not a join: the
-			// planner cannot estimate h and may hash-join a seq scan)
-			` SELECT u.instance_id FROM (SELECT 0 AS ph, h.iid AS instance_id, (SELECT q.visible_at FROM ` + oq + ` q WHERE q.id = h.hid) AS va, h.hid` +
-			` FROM h WHERE h.hid IS NOT NULL AND EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)` +
-			// the walk-incomplete row
-			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.iid IS NULL)) u` +
-			` ORDER BY u.ph, u.va, u.hid LIMIT 1`, append([]any{now, now}, args...)
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE (SELECT COUNT(*) FROM w) >= ` + strconv.Itoa(orchCandidateWindow) + `) u` +
+			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append([]any{now, now}, args...)
 	}
-	j, w, args := eligible("q.instance_id")
-	return `SELECT q.instance_id FROM ` + oq + ` q` + j + ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)` + w +
-		` ORDER BY q.visible_at, q.id LIMIT 1`, append([]any{now, now}, args...)
+	// the scan: the queue table itself is the outer query, so the lock
+	// check may be a subquery correlated by instance_id alone (co-located
+	// with the queue: Citus pushes it down to each shard; MariaDB then
+	// keeps the visible index's order, where an anti-join sorts)
+	joins, where := ``, ` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?)`+
+		` AND NOT EXISTS (SELECT 1 FROM `+il+` il WHERE il.instance_id = q.instance_id AND il.locked_until > ?)`
+	args := []any{now, now, now}
+	if filter != nil {
+		joins = ` LEFT JOIN ` + p.q(models.TableInstances) + ` i ON i.instance_id = q.instance_id` +
+			` LEFT JOIN ` + p.q(models.TableExecutions) + ` e ON e.instance_id = i.instance_id AND e.execution_id = i.current_execution_id`
+		c, cargs := capabilitySQL(filter)
+		where += ` AND ` + c
+		args = append(args, cargs...)
+	}
+	if len(tried) > 0 {
+		where += ` AND q.instance_id NOT IN (` + placeholders(len(tried)) + `)`
+		args = append(args, strArgs(tried)...)
+	}
+	return `SELECT q.instance_id FROM ` + oq + ` q` + joins + where + ` ORDER BY q.visible_at, q.id LIMIT 1`, args
+}
+
+// orchNamedCandidateSQL is the candidate query naming instance (the walk's
+// choice).
+func (p *gormProvider) orchNamedCandidateSQL(instance string) (string, []any) {
+	return `SELECT ` + p.s.castParam("text") + ` AS instance_id`, []any{instance}
+}
+
+// orchWalkParts returns the parts of a walk read after instance after
+// (from the start when nil): the WITH clause of CTE b, the next
+// orchWalkSlice entries of the (instance_id, visible_at, id) index, and a
+// derived table (instance_id, visible_at, id) with the oldest visible,
+// unclaimed message of an eligible instance among them (none if there is
+// none), with the arguments of both.
+func (p *gormProvider) orchWalkParts(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, after *string) (with, best string, args []any) {
+	from := ``
+	if after != nil {
+		from, args = ` WHERE q.instance_id > ?`, []any{*after}
+	}
+	w, wargs := p.orchExcluded("b", now, filter, tried)
+	args = append(append(args, now, now), wargs...)
+	return `WITH b AS (SELECT q.instance_id, q.visible_at, q.id, q.lock_token, q.locked_until FROM ` + p.q(models.TableOrchestratorQueue) + ` q` + from +
+			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT ` + strconv.Itoa(orchWalkSlice) + `)`,
+		`(SELECT b.instance_id, b.visible_at, b.id FROM b WHERE b.visible_at <= ? AND (b.lock_token IS NULL OR b.locked_until <= ?)` + w +
+			` ORDER BY b.visible_at, b.id LIMIT 1)`, args
+}
+
+// orchWalkSQL returns one walk read (orchWalkParts): a row (k 0:
+// instance_id, visible_at, id) with the oldest visible, unclaimed message
+// of an eligible instance, if any, and a row (k 1) with the last instance
+// id read and how many entries were read (in visible_at).
+func (p *gormProvider) orchWalkSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, after *string) (string, []any) {
+	with, best, args := p.orchWalkParts(now, filter, tried, after)
+	return with + ` SELECT 0 AS k, c.instance_id, c.visible_at, c.id FROM ` + best + ` c` +
+		` UNION ALL SELECT 1, MAX(b.instance_id), COUNT(*), NULL FROM b`, args
+}
+
+// walkOrchCandidate is the walk level (after orchCandWalkOne found the
+// queue longer than one read): it reads the queue in instance
+// order, orchWalkSlice index entries at a time (orchWalkSQL), each read
+// after the last instance of the one before (the rest of that instance's
+// messages is skipped: its oldest ones, which decide its candidate, were
+// in the read, visible ones first), and names the oldest visible,
+// unclaimed message's instance among the eligible ones ("" when there is
+// none). Within an instance a claimed message (a live lease) implies a
+// live instance lock, so an instance cut off by a read is decided by what
+// the read saw. decided is false when the queue holds more than
+// orchWalkReads reads: scan.
+func (p *gormProvider) walkOrchCandidate(db *gorm.DB, now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string) (instance string, decided bool, err error) {
+	var (
+		after       *string
+		bestVA, bID int64
+	)
+	for range orchWalkReads {
+		q, args := p.orchWalkSQL(now, filter, tried, after)
+		var rows []struct {
+			K          int
+			InstanceID *string
+			VisibleAt  *int64
+			ID         *int64
+		}
+		if err := scanAll(db, &rows, q, args...); err != nil {
+			return "", false, fmt.Errorf("walk the orchestrator queue: %w", err)
+		}
+		var read int64
+		after = nil
+		for _, r := range rows {
+			switch {
+			case r.K == 0 && r.InstanceID != nil && r.VisibleAt != nil && r.ID != nil:
+				if instance == "" || *r.VisibleAt < bestVA || (*r.VisibleAt == bestVA && *r.ID < bID) {
+					instance, bestVA, bID = *r.InstanceID, *r.VisibleAt, *r.ID
+				}
+			case r.K == 1 && r.VisibleAt != nil:
+				read, after = *r.VisibleAt, r.InstanceID
+			}
+		}
+		if read < orchWalkSlice || after == nil {
+			return instance, true, nil // the queue's end
+		}
+	}
+	return "", false, nil
 }
 
 // fetchOrchOnce is one fetch attempt (fetchOrchLoop). Where the dialect
@@ -314,7 +396,23 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 		// the clock is read for each candidate: the lease starts when its
 		// claim is sent, not when the attempt began
 		now := p.s.nowMS()
-		cand, cargs := p.orchCandidateSQL(now, filter, tried, level)
+		var cand string
+		var cargs []any
+		if level == orchCandWalk {
+			inst, decided, err := p.walkOrchCandidate(db, now, filter, tried)
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case !decided:
+				level++
+				continue
+			case inst == "":
+				return nil, nil, nil
+			}
+			cand, cargs = p.orchNamedCandidateSQL(inst)
+		} else {
+			cand, cargs = p.orchCandidateSQL(now, filter, tried, level)
+		}
 		token := newLockToken()
 		var c orchClaimed
 		if st != nil {

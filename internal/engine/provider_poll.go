@@ -261,6 +261,27 @@ const idleRecheck = time.Second
 // fetcher that loses an item to another.
 func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady bool,
 	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
+	return longPollAs(ctx, sig, due, keepOnReady, false, false, pollTimeout, fallback, try)
+}
+
+// longPollAs is longPoll for a fetcher that, with plain set, can take any
+// item a hand-off announces (signal.handOff): it enlists before each try
+// and is woken by a hand-off of its own as well as by the broadcast, so a
+// new item wakes one waiting fetcher, not all (the others' claims would
+// find nothing). A hand-off it received but will not use (it returns:
+// a claim, an error, the end of its poll or of ctx) goes on to the next
+// plain fetcher (signal.passOn), so no item waits for a re-check because
+// its wake-up went to a fetcher that left.
+//
+// quiet (the signal's one class of quiet fetchers: they all claim the
+// same items) keeps what an empty claim and its next-due answer learnt
+// across calls (signal.recordQuiet): a call whose first claim would find
+// nothing, as far as the wake-ups since tell (signal.quietSkip), waits at
+// once instead, for a wake-up, that due time, or the re-check idleRecheck
+// after that empty claim. A loop's fetch right after its previous item
+// thus costs no claim while nothing new came.
+func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady, plain, quiet bool,
+	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
 	nextDue := sig.nextDue
 	if nextDue != nil && due != nil {
 		nextDue = due
@@ -274,19 +295,55 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 	// it must be asked again: first round, after a wake-up, once due.
 	var dueAt, askedAt int64
 	dueOK, fresh, answered := false, true, false
-	for {
+	for first := true; ; first = false {
 		g := sig.gen()
+		var h *handoff
+		var hch <-chan struct{}
+		if plain {
+			h = sig.enlist()
+			hch = h.ch
+		}
+		// leave takes this fetcher off the hand-off list when it returns,
+		// passing on a hand-off it will not use
+		leave := func() {
+			if h != nil && sig.leave(h) {
+				sig.passOn()
+			}
+		}
+		var seq0 uint64
+		if quiet {
+			seq0 = sig.seqNow()
+		}
 		since := time.Now().UnixMilli()
-		v, err := try(retryBound)
-		if err != nil || v != nil {
-			return v, err
+		healthy := sig.healthy != nil && nextDue != nil && sig.healthy()
+		// recheckBy: a skipped claim is made at the latest idleRecheck
+		// after the empty one it relies on
+		var recheckBy int64
+		// (only where other Stores' commits wake this one: publish is set
+		// with a cross-Store wake-up)
+		if quiet && first && pollTimeout > 0 && healthy && sig.publish != nil {
+			if q, ok := sig.quietSkip(since); ok {
+				dueAt, dueOK, askedAt, answered, fresh = q.due, q.dueOK, q.at, true, false
+				recheckBy = q.at + idleRecheck.Milliseconds()
+			}
+		}
+		if recheckBy == 0 {
+			v, err := try(retryBound)
+			if err != nil || v != nil {
+				if v != nil && quiet {
+					sig.tookQuiet()
+				}
+				leave()
+				return v, err
+			}
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
+			leave()
 			return nil, nil
 		}
 		wait := fallback
-		if sig.healthy != nil && nextDue != nil && sig.healthy() {
+		if healthy {
 			// Anything committed since ch was taken has woken it; what
 			// remains is time: the next delay or lock expiry. A re-check
 			// after idleRecheck without a wake-up keeps the last answer
@@ -309,6 +366,12 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 				default:
 					wait = max(fallback, idleRecheck)
 				}
+				if quiet && recheckBy == 0 {
+					sig.recordQuiet(seq0, since, dueAt, dueOK)
+				}
+			}
+			if recheckBy != 0 {
+				wait = min(wait, max(time.Duration(recheckBy-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
 			}
 		}
 		t := time.NewTimer(min(remaining, wait))
@@ -320,6 +383,11 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 		case <-g.ch:
 			fresh = fresh || !(keepOnReady && g.ready && answered)
 			sig.woke(ctx)
+		case <-hch:
+			// handed off: items visible at once (ready), as notifyReady's
+			// when the signal's hand-offs are ready ones
+			fresh = fresh || !(keepOnReady && answered)
+			sig.woke(ctx)
 		case <-t.C:
 		}
 		t.Stop()
@@ -327,7 +395,12 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 			sig.waiting(-1)
 		}
 		if err := ctx.Err(); err != nil {
+			leave()
 			return nil, err
+		}
+		// a hand-off received meanwhile is used by the next try
+		if h != nil {
+			sig.leave(h)
 		}
 	}
 }

@@ -26,8 +26,30 @@ func (p *gormProvider) EnqueueForWorker(ctx context.Context, item duroxide.WorkI
 	if err := p.s.db.WithContext(ctx).Create(&rows[0]).Error; err != nil {
 		return perr(op, fmt.Errorf("enqueue %s: %w", item.WorkItemType(), err))
 	}
-	p.work.notifyReady() // visible at once
+	p.notifyWork(rows)
 	return nil
+}
+
+// plainWorkItem reports whether any plain worker fetch (no session
+// config, untagged items taken) can take row: it has no tag and no
+// session.
+func plainWorkItem(row *models.WorkerQueueItem) bool {
+	return row.Tag == nil && row.SessionID == nil
+}
+
+// notifyWork wakes the worker fetchers for rows, just enqueued visible at
+// once: one waiting plain fetcher per row when every row is plain
+// (signal.handOff), else every waiting fetcher.
+func (p *gormProvider) notifyWork(rows []models.WorkerQueueItem) {
+	for i := range rows {
+		if !plainWorkItem(&rows[i]) {
+			p.work.notifyReady()
+			return
+		}
+	}
+	if len(rows) > 0 {
+		p.work.handOff(len(rows), true)
+	}
 }
 
 // tagSQL returns the tag predicate of f on worker rows q.
@@ -62,7 +84,12 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	// a fetch without a session config keeps its next-due answer across
 	// ready wake-ups: with one, the next due may be another owner's session
 	// lease, which a new item of that session brings
-	lease, err := longPoll(ctx, p.work, nil, session == nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
+	// a fetch without a session config that takes untagged items can
+	// take any item a hand-off announces (plainWorkItem)
+	plain := session == nil && (tags.Mode == duroxide.TagDefaultOnly || tags.Mode == duroxide.TagDefaultAnd || tags.Mode == duroxide.TagAny)
+	// and one taking untagged items only is quiet (all such claim the same items)
+	quiet := session == nil && tags.Mode == duroxide.TagDefaultOnly
+	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
 		var l *duroxide.WorkItemLease
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error

@@ -62,7 +62,7 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		return perr(op, err)
 	}
 	if row != nil {
-		p.orch.notify()
+		p.orch.handOff(1, false) // the completion is visible at once
 	}
 	return nil
 }

@@ -459,13 +459,6 @@ func (mdDialect) KeysetAfter(a, b string) string {
 	return "(" + a + " > ? OR (" + a + " = ? AND " + b + " > ?))"
 }
 
-// GroupWalk implements dialect.GroupWalker: MariaDB reads the recursive
-// walk's step q.instance_id > ids.iid as no range (an index scan from the
-// start: with one locked instance holding 30,000 messages, r_rows 30,001 per
-// step), and GROUP BY instance_id as a loose index scan
-// (using_index_for_group_by, one probe per instance).
-func (mdDialect) GroupWalk() {}
-
 // ForceIndex implements dialect.PlanHinter. MariaDB 10.11 reads a page of
 // one tenant's sessions after a cursor, tenant_id = ? AND (updated_at > ?
 // OR (updated_at = ? AND id > ?)), as a ref access on tenant_id alone

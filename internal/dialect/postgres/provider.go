@@ -49,7 +49,7 @@ func writeTuples(b *strings.Builder, n int, tuple string) {
 // history after the lock.
 func (pgDialect) OrchClaimSQL(c *dialect.OrchClaim) (string, []any) {
 	locks, queue, inst := c.Quote(models.TableInstanceLocks), c.Quote(models.TableOrchestratorQueue), c.Quote(models.TableInstances)
-	stmt := `WITH RECURSIVE async AS MATERIALIZED (SELECT ` + pgDialect{}.ClaimSettingsSQL(c.Async, c.WaitMS) + `),` +
+	stmt := `WITH async AS MATERIALIZED (SELECT ` + pgDialect{}.ClaimSettingsSQL(c.Async, c.WaitMS) + `),` +
 		// per-instance serialisation: a 64-bit advisory lock keyed by a
 		// hash of schema (the one the tables resolve to when the Store
 		// names none), prefix and instance, held to the statement's end
