@@ -26,17 +26,7 @@ import (
 // window full of a locked instance's messages), the scan (the walk given
 // up), each also with a capability filter.
 func TestOrchFetchStatementsCitusShapes(t *testing.T) {
-	type variant struct {
-		name string
-		d    agentstore.Dialect
-		opts []agentstore.Option
-	}
-	variants := []variant{
-		{"sqlite", agentstore.SQLite, nil},
-		{"postgres", agentstore.Postgres, nil},
-		{"postgres-general", agentstore.Postgres, []agentstore.Option{agentstore.WithoutCapabilities(agentstore.CapFastPaths)}},
-		{"mariadb", agentstore.MariaDB, nil},
-	}
+	variants := statementVariants()
 	filter := &duroxide.DispatcherCapabilityFilter{SupportedDuroxideVersions: []duroxide.SemverRange{
 		{Min: *semver.MustParse("0.0.0"), Max: *semver.MustParse("99.0.0")}}}
 	for _, v := range variants {
@@ -99,13 +89,10 @@ func TestOrchFetchStatementsCitusShapes(t *testing.T) {
 	}
 }
 
-var (
-	// citusShapeTok splits a statement template (citusAudit's: tables as
-	// {name}) into table names, identifiers (possibly qualified),
-	// parentheses and other symbols.
-	citusShapeTok = regexp.MustCompile(`\{\w+\}(?:\.\w+)?|\w+(?:\.(?:\w+|\*))?|[()]|[^\s\w(){}]+`)
-	citusShapeSQL = map[string]bool{"SELECT": true, "WITH": true}
-)
+// citusShapeTok splits a statement template (citusAudit's: tables as
+// {name}) into table names, identifiers (possibly qualified),
+// parentheses and other symbols.
+var citusShapeTok = regexp.MustCompile(`\{\w+\}(?:\.\w+)?|\w+(?:\.(?:\w+|\*))?|[()]|[^\s\w(){}]+`)
 
 // citusFetchShapeProblem names what Citus would refuse in the statement
 // template: WITH RECURSIVE, or a subquery referring to an alias of an
@@ -146,7 +133,7 @@ func citusFetchShapeProblem(template string) string {
 			}
 			open := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			if open+1 < i && citusShapeSQL[strings.ToUpper(toks[open+1])] {
+			if open+1 < i && (strings.EqualFold(toks[open+1], "SELECT") || strings.EqualFold(toks[open+1], "WITH")) {
 				if why := citusOuterRefs(toks, open+1, i, tableAlias); why != "" {
 					return why
 				}

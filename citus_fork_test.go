@@ -20,17 +20,7 @@ import (
 // (docs/distributed.md). The fork holds the branch renumbered from 1,
 // including a parent stored after the fork point (the walk's second read).
 func TestForkStatementsSingleKey(t *testing.T) {
-	type variant struct {
-		name string
-		d    agentstore.Dialect
-		opts []agentstore.Option
-	}
-	variants := []variant{
-		{"sqlite", agentstore.SQLite, nil},
-		{"postgres", agentstore.Postgres, nil},
-		{"postgres-general", agentstore.Postgres, []agentstore.Option{agentstore.WithoutCapabilities(agentstore.CapFastPaths)}},
-		{"mariadb", agentstore.MariaDB, nil},
-	}
+	variants := statementVariants()
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			audit := &citusAudit{}
@@ -116,5 +106,24 @@ func TestForkStatementsSingleKey(t *testing.T) {
 				t.Fatal("the audit saw no statement of Fork")
 			}
 		})
+	}
+}
+
+// statementVariant is a dialect and options the statement-shape tests run
+// on.
+type statementVariant struct {
+	name string
+	d    agentstore.Dialect
+	opts []agentstore.Option
+}
+
+// statementVariants are the variants of the statement-shape tests: every
+// dialect, and PostgreSQL without the fast paths (the general paths).
+func statementVariants() []statementVariant {
+	return []statementVariant{
+		{"sqlite", agentstore.SQLite, nil},
+		{"postgres", agentstore.Postgres, nil},
+		{"postgres-general", agentstore.Postgres, []agentstore.Option{agentstore.WithoutCapabilities(agentstore.CapFastPaths)}},
+		{"mariadb", agentstore.MariaDB, nil},
 	}
 }

@@ -92,7 +92,7 @@ func TestProviderHandOffWakesOneFetcher(t *testing.T) {
 			stmts := append([]string(nil), l.last...)
 			l.mu.Unlock()
 			t.Logf("%s %s: %d statements", h.Dialect, q, len(stmts))
-			if max := handOffStatements[h.Dialect][q]; len(stmts) > max {
+			if max := handOffStatements()[h.Dialect][q]; len(stmts) > max {
 				t.Fatalf("%s: %d statements from the enqueue until the fetch returned, want at most %d (the enqueue, one claim):\n%s", q, len(stmts), max, strings.Join(stmts, "\n"))
 			}
 			// the other fetch still waits, and takes the next item at once
@@ -124,10 +124,12 @@ func TestProviderHandOffWakesOneFetcher(t *testing.T) {
 // statements (the candidate query at least) and its next-due query. On
 // SQLite the data_version watcher wakes every waiting fetch at any commit
 // of another connection, the Store's own included: no bound there.
-var handOffStatements = map[agentstore.Dialect]map[string]int{
-	agentstore.Postgres: {"worker": 2, "orchestrator": 3},
-	agentstore.SQLite:   {"worker": 1 << 20, "orchestrator": 1 << 20},
-	agentstore.MariaDB:  {"worker": 4, "orchestrator": 12},
+func handOffStatements() map[agentstore.Dialect]map[string]int {
+	return map[agentstore.Dialect]map[string]int{
+		agentstore.Postgres: {"worker": 2, "orchestrator": 3},
+		agentstore.SQLite:   {"worker": 1 << 20, "orchestrator": 1 << 20},
+		agentstore.MariaDB:  {"worker": 4, "orchestrator": 12},
+	}
 }
 
 // leaseIDs maps fetched worker leases to their item's instance number.
