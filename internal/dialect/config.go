@@ -18,7 +18,12 @@ import (
 // within about a second of Open and replaces them when they are closed
 // (MaxLifetime, the server, a broken connection), and uses each one at
 // least every IdleTimeout/2 (a ping) so IdleTimeout does not close them;
-// it never opens more than MaxOpenConns in all. Idle connections beyond
+// it never opens more than MaxOpenConns in all, and never waits for a
+// connection (it takes one only while the pool has an idle one or room
+// for a new one), so it never holds the Store's own calls back. On
+// PostgreSQL without WithDirectDSN the wake-up listener, once a waiting
+// call starts it, holds one of the MaxOpenConns connections for the
+// Store's life. Idle connections beyond
 // MinIdleConns (up to MaxOpenConns) are kept until IdleTimeout. On SQLite
 // the read pool is kept (the one write connection is always open); an
 // in-memory database is one connection and needs none.
