@@ -712,24 +712,39 @@ func (b *storeBackend) InjectFault(st Store, fault func() error) error {
 // json_valid CHECKs refuse invalid JSON; SQLite stores text.
 func (b *storeBackend) ValidatesJSON() bool { return b.pg || b.jsonCheck }
 
-// ApplyFix runs fix on st's pool.
+// ApplyFix runs fix on st's pool, one statement per call on every dialect
+// (SchemaIssue.Fix ends each statement of a multi-statement fix with ";"
+// at a line's end): MariaDB's driver (no multiStatements), PostgreSQL's
+// extended protocol and Citus take one statement per call.
 func (b *storeBackend) ApplyFix(ctx context.Context, st Store, fix string) error {
 	s, err := storeOf(st)
 	if err != nil {
 		return err
 	}
-	if s.Dialect() != agentstore.MariaDB {
-		_, err = s.SQLDB().ExecContext(ctx, fix)
-		return err
-	}
-	// MariaDB's driver runs one statement per call (no multiStatements):
-	// a fix of several statements ends each with ";" at a line's end.
 	for _, stmt := range strings.Split(strings.TrimSuffix(strings.TrimSpace(fix), ";"), ";\n") {
-		if _, err := s.SQLDB().ExecContext(ctx, stmt); err != nil {
+		if err := execOne(ctx, s, stmt); err != nil {
 			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
 	return nil
+}
+
+// execOne runs one statement of a fix. On PostgreSQL it is prepared first
+// (the extended protocol, which Citus and statement-caching poolers use and
+// which refuses several commands in one statement), so a fix that packs two
+// statements into one line fails here as it would there.
+func execOne(ctx context.Context, s *agentstore.Store, stmt string) error {
+	if s.Dialect() != agentstore.Postgres {
+		_, err := s.SQLDB().ExecContext(ctx, stmt)
+		return err
+	}
+	ps, err := s.SQLDB().PrepareContext(ctx, stmt)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	_, err = ps.ExecContext(ctx)
+	return err
 }
 
 // modelInfo parses a model with the naming of prefix (no schema).

@@ -66,7 +66,11 @@ type SchemaIssue struct {
 	Expected string `json:"expected,omitempty"`
 	// Actual is what the database has ("" when the object is missing).
 	Actual string `json:"actual,omitempty"`
-	// Fix suggests how to repair the issue, usually as SQL to run.
+	// Fix suggests how to repair the issue, usually as SQL to run. A schema fix
+	// (table, column, key, index) of several SQL statements ends each one but the last with ";" and a line
+	// break: run them one per call, in order, where a driver or server
+	// takes one statement per call (MariaDB's driver without
+	// multiStatements, PostgreSQL's extended protocol, Citus).
 	Fix string `json:"fix"`
 }
 
