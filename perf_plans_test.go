@@ -96,8 +96,12 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 			return " AND " + src + ".instance_id NOT IN (SELECT il.instance_id FROM " + il + " il WHERE il.instance_id IN (SELECT instance_id FROM " + src + ")" +
 				" AND il.locked_until > " + now + ")"
 		}
+		hint := "" // the engine's forceIndex on MariaDB
+		if maria {
+			hint = ` FORCE INDEX ("idx_` + st.TablePrefix() + `orchestrator_queue_instance_visible")`
+		}
 		walk := func(after string) string {
-			return "WITH b AS (SELECT q.instance_id, q.visible_at, q.id, q.lock_token, q.locked_until FROM " + oq + " q" + after +
+			return "WITH b AS (SELECT q.instance_id, q.visible_at, q.id, q.lock_token, q.locked_until FROM " + oq + " q" + hint + after +
 				" ORDER BY q.instance_id, q.visible_at, q.id LIMIT 256)" +
 				" SELECT 0 AS k, c.instance_id, c.visible_at, c.id FROM (SELECT b.instance_id, b.visible_at, b.id FROM b" +
 				" WHERE b.visible_at <= " + now + " AND (b.lock_token IS NULL OR b.locked_until <= " + now + ")" + notLocked("b") + " ORDER BY b.visible_at, b.id LIMIT 1) c" +

@@ -250,7 +250,10 @@ func (p *gormProvider) orchWalkParts(now int64, filter *duroxide.DispatcherCapab
 	}
 	w, wargs := p.orchExcluded("b", now, filter, tried)
 	args = append(append(args, now, now), wargs...)
-	return `WITH b AS (SELECT q.instance_id, q.visible_at, q.id, q.lock_token, q.locked_until FROM ` + p.q(models.TableOrchestratorQueue) + ` q` + from +
+	// (forceIndex: MariaDB without statistics may read the whole queue
+	// and sort it for this LIMIT instead of reading the index in order)
+	return `WITH b AS (SELECT q.instance_id, q.visible_at, q.id, q.lock_token, q.locked_until FROM ` + p.q(models.TableOrchestratorQueue) + ` q` +
+			p.s.forceIndex("orchestrator_queue_instance_visible") + from +
 			` ORDER BY q.instance_id, q.visible_at, q.id LIMIT ` + strconv.Itoa(orchWalkSlice) + `)`,
 		`(SELECT b.instance_id, b.visible_at, b.id FROM b WHERE b.visible_at <= ? AND (b.lock_token IS NULL OR b.locked_until <= ?)` + w +
 			` ORDER BY b.visible_at, b.id LIMIT 1)`, args
