@@ -50,16 +50,21 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 // its clock at start, when the claim took longer than the slack (see
 // "Lease validity"). A lease another fetcher took over meanwhile (it had
 // expired during the claim) or whose instance was deleted is not handed
-// out: nil, nil. A failed re-stamp releases the claim.
+// out: nil, nil; nor is one whose maxRestamps re-stamps were each slower
+// than the slack (it is released). A failed re-stamp releases the claim.
 func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.OrchestrationItem, start int64, lockTimeout time.Duration) (*duroxide.OrchestrationItem, error) {
 	slack, lt := leaseSlackMS(lockTimeout), durMS(lockTimeout)
 	for i := 0; ; i++ {
 		now := p.s.nowMS()
-		if now-start <= slack || i == maxRestamps {
+		if now-start <= slack {
 			return it, nil
 		}
-		var held bool
 		l := parseOrchToken(it.LockToken)
+		if i == maxRestamps { // every re-stamp was slow too: the lease would be short, give the item back
+			p.releaseOrchLease(ctx, l)
+			return nil, nil
+		}
+		var held bool
 		ic, _ := l.cond()
 		err := p.tx(ctx, func(tx *gorm.DB) error {
 			res := tx.Exec(`UPDATE `+p.q(models.TableInstanceLocks)+` SET locked_until = ? WHERE lock_token = ?`+ic, l.args(now+lt)...)

@@ -466,7 +466,9 @@ func (p *gormProvider) workNextDue(ctx context.Context, since int64) (int64, boo
 const maxLeaseSlack = 100 * time.Millisecond
 
 // maxRestamps bounds the re-stamps of one fetch (each re-stamp that itself
-// took longer than the slack is followed by another).
+// took longer than the slack is followed by another); when the last one
+// was slow too the claim is released and not handed out (its lease would
+// end sooner than the slack allows).
 const maxRestamps = 3
 
 // leaseSlackMS is how much of its lease a fetch may have spent when it

@@ -110,8 +110,9 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 // validity" in provider_poll.go): the item's lock, and for a session item the
 // session lease it claimed or extended for session's owner (never
 // shortened). A lease another fetcher took over meanwhile, or whose item
-// is gone (a cancelled activity), is not handed out: nil, nil. A failed
-// re-stamp releases the item.
+// is gone (a cancelled activity), is not handed out: nil, nil; nor is one
+// whose maxRestamps re-stamps were each slower than the slack (it is
+// released). A failed re-stamp releases the item.
 func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLease, start int64, lockTimeout time.Duration,
 	session *duroxide.SessionFetchConfig) (*duroxide.WorkItemLease, error) {
 	wl, ok := parseWorkToken(l.LockToken)
@@ -126,8 +127,12 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 	slack, lt := leaseSlackMS(lockTimeout), durMS(lockTimeout)
 	for i := 0; ; i++ {
 		now := p.s.nowMS()
-		if now-start <= slack || i == maxRestamps {
+		if now-start <= slack {
 			return l, nil
+		}
+		if i == maxRestamps { // every re-stamp was slow too: the lease would be short, give the item back
+			p.releaseWorkLease(ctx, wl)
+			return nil, nil
 		}
 		var held bool
 		restamp := func(db *gorm.DB) error {
