@@ -63,6 +63,14 @@ func OpenFailure(ctx context.Context, d Dialect, dsn, target string, cfg *Config
 	if od, ok := d.(OpenFailureDescriber); ok {
 		subject, reason, kind = od.DescribeOpenFailure(dsn, target, cfg, err)
 	}
+	switch {
+	case errors.Is(err, repo.ErrStatementTimeout):
+		// the Store's own statement timeout (WithStatementTimeout) ended
+		// one of Open's statements: not a problem of the file or server
+		reason, kind = "a statement of Open ran past the statement timeout (WithStatementTimeout)", repo.ErrStatementTimeout
+	case errors.Is(err, repo.ErrLockTimeout):
+		reason, kind = "a statement of Open waited past the lock timeout (WithLockTimeout)", repo.ErrLockTimeout
+	}
 	if cerr := ctx.Err(); cerr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The caller's own deadline or cancellation, not the server's.
 		reason, kind = "the caller's context ended first ("+cerr.Error()+")", cerr
