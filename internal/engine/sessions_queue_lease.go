@@ -569,7 +569,7 @@ func (sq *sessionQueue) leaseMiss(ctx context.Context, op string, l repo.Lease) 
 // CapUpdateReturning (MariaDB) there is no statement that ends several
 // leases and says which it ended, so every Complete is its own autocommit
 // UPDATE, as the raw baseline's acknowledgement (concurrent commits share
-// the database's own log flushes). A call whose ctx ends
+// the database's own log flushes); so is it without CapFastPaths. A call whose ctx ends
 // before its item is taken into a flush returns the context's error
 // without completing it; once taken, it waits for that flush's outcome.
 func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
@@ -577,7 +577,12 @@ func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
 		return sq.scopeErr
 	}
 	r := sq.leaseCall(l)
-	if !sq.s.groupCommit() || sq.tx != nil || !sq.s.has(CapUpdateReturning) {
+	// Without CapFastPaths (the Citus route) a Complete is never coalesced
+	// with other sessions' (the coalesced statement joins a list of items,
+	// which Citus cannot route): its own statement, pinned to its session
+	// when the lease names it, as the append flush keeps one session per
+	// statement there.
+	if !sq.s.groupCommit() || sq.tx != nil || !sq.s.has(CapUpdateReturning) || !sq.s.has(CapFastPaths) {
 		return sq.endLease(ctx, "complete", r, completeSet)
 	}
 	err := sq.s.gc.complete.do(ctx, sq.s.gcFlushes(), l.ItemID, r,
