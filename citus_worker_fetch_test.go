@@ -1,6 +1,7 @@
 package agentstore_test
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -221,4 +222,63 @@ func TestCitusWorkerFetchChecker(t *testing.T) {
 			t.Errorf("%s: flagged %v, want %v (%s)", c.sql, got, c.bad, citusWorkerFetchProblem(class, template))
 		}
 	}
+}
+
+// TestForgedLeaseTokensSendNoStatement: a lease token whose stored part
+// is not of the form every build hands out ("lock_" and a UUID: the
+// suite's forged tokens, a mangled one) fails ack, abandon and renew of
+// orchestration and work items with ErrInvalidLockToken without a
+// statement (a lookup by token alone would read every shard of a
+// distributed queue), with and without the instance part; a genuine
+// token of the old form still reaches the database (it is looked up).
+func TestForgedLeaseTokensSendNoStatement(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, h *harness) {
+		audit := &citusAudit{dquoted: h.Dialect == agentstore.SQLite}
+		st := h.New(t, agentstore.WithLogger(audit))
+		p := st.Provider()
+		ctx := t.Context()
+		forged := []string{"lock_nope", "nope", "lock_nope.5", "lock_x~dy1h.5", "lock_0000.aQ", "lock_" + strings.Repeat("z", 36) + ".7",
+			"LOCK_00000000-0000-0000-0000-000000000000.5"}
+		for _, tok := range forged {
+			for name, err := range map[string]error{
+				"AckWorkItem":                p.AckWorkItem(ctx, tok, nil),
+				"AbandonWorkItem":            p.AbandonWorkItem(ctx, tok, 0, false),
+				"RenewWorkItemLock":          p.RenewWorkItemLock(ctx, tok, time.Minute),
+				"AckOrchestrationItem":       p.AckOrchestrationItem(ctx, tok, duroxide.OrchestrationAck{ExecutionID: 1}),
+				"AbandonOrchestrationItem":   p.AbandonOrchestrationItem(ctx, tok, 0, false),
+				"RenewOrchestrationItemLock": p.RenewOrchestrationItemLock(ctx, tok, time.Minute),
+			} {
+				if !errors.Is(err, agentstore.ErrInvalidLockToken) {
+					t.Errorf("%s(%q): %v, want ErrInvalidLockToken", name, tok, err)
+				}
+			}
+		}
+		opsSeen := func() map[string]int {
+			audit.mu.Lock()
+			defer audit.mu.Unlock()
+			out := map[string]int{}
+			for en, n := range audit.counts {
+				out[en.op[strings.LastIndexByte(en.op, '.')+1:]] += n
+			}
+			return out
+		}
+		for op, n := range opsSeen() {
+			if strings.Contains(op, "Ack") || strings.Contains(op, "Abandon") || strings.Contains(op, "Renew") {
+				t.Errorf("%s sent %d statement(s) for forged tokens", op, n)
+			}
+		}
+		// a token of the old form (no instance part) that some build could
+		// have handed out is still looked up
+		old := "lock_00000000-0000-4000-8000-000000000000"
+		if err := p.RenewOrchestrationItemLock(ctx, old, time.Minute); !errors.Is(err, agentstore.ErrInvalidLockToken) {
+			t.Fatalf("renew with an unknown old-form token: %v", err)
+		}
+		if err := p.RenewWorkItemLock(ctx, old+".5", time.Minute); !errors.Is(err, agentstore.ErrInvalidLockToken) {
+			t.Fatalf("renew with an unknown old-form worker token: %v", err)
+		}
+		seen := opsSeen()
+		if seen["RenewOrchestrationItemLock"] == 0 || seen["RenewWorkItemLock"] == 0 {
+			t.Fatalf("old-form tokens sent no statement: %v", seen)
+		}
+	})
 }
