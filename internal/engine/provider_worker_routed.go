@@ -81,7 +81,8 @@ func (p *gormProvider) claimSettingsCTE() (with, cond string) {
 // and id, the row read back (RETURNING, or a SELECT by the same key in
 // the transaction). inTx: db is a fetch transaction (fetchTx) and the
 // claim is a boundedStep of it; else db is the pool and the claim its own
-// autocommit statement (CapUpdateReturning; claimSettingsCTE). It returns
+// autocommit statement (with CapUpdateReturning and claimSettingsCTE; without,
+// the UPDATE and a SELECT by key and token). It returns
 // nil when the row was no longer claimable (another fetcher's), busy when
 // a lock wait on it exceeded claimWait (nothing claimed).
 func (p *gormProvider) claimWorkRow(db *gorm.DB, inTx bool, c workCand, token string, until, now int64) (row *claimedWorkRow, busy bool, err error) {
@@ -96,8 +97,18 @@ func (p *gormProvider) claimWorkRow(db *gorm.DB, inTx bool, c workCand, token st
 				`FROM `+wq+` WHERE instance_id = ? AND id = ?`, c.InstanceID, c.ID)
 		})
 	} else {
-		with, cond := p.claimSettingsCTE()
-		err = db.Raw(with+update+cond+` RETURNING work_item, attempt_count`, args...).Scan(&rows).Error
+		if p.s.has(CapUpdateReturning) {
+			with, cond := p.claimSettingsCTE()
+			err = db.Raw(with+update+cond+` RETURNING work_item, attempt_count`, args...).Scan(&rows).Error
+		} else {
+			// two autocommit statements: the claim, then the row read back
+			// by its key and the new token (gone: deleted meanwhile, lost)
+			res := db.Exec(update, args...)
+			if err = res.Error; err == nil && res.RowsAffected > 0 {
+				err = db.Raw(`SELECT work_item, attempt_count FROM `+wq+` WHERE instance_id = ? AND id = ? AND lock_token = ?`,
+					c.InstanceID, c.ID, token).Scan(&rows).Error
+			}
+		}
 		if err != nil && p.skipsBusy() && errors.Is(translateError(err), ErrLockTimeout) {
 			busy, err = true, nil
 		}
@@ -114,12 +125,14 @@ func (p *gormProvider) claimWorkRow(db *gorm.DB, inTx bool, c workCand, token st
 // uses, and claims them for the attempts one by one (claimWorkRow), each
 // attempt its own token and lock end; candidates other fetchers claimed
 // first are passed over, and while attempts are left after such losses
-// the candidates are read again (at most workCandRounds reads). With
-// CapUpdateReturning each claim is its own autocommit statement; without,
-// the reads and claims run in one fetch transaction (fetchTx). The
-// reply is claimWork's: the attempts that got no item, or an error (then
-// none has one; items already claimed by committed statements are
-// released).
+// the candidates are read again (at most workCandRounds reads). Every
+// statement is its own autocommit transaction (no BEGIN/COMMIT round
+// trips); a claim's lock wait is bounded by claimWait where the dialect
+// bounds it in the statement (dialect.ClaimLockWait), else by the
+// database's (the rows a read found unlocked are held, if at all, by
+// another claim's or ack's short transaction). The reply is claimWork's:
+// the attempts that got no item, or an error (then none has one; items
+// already claimed are released).
 func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	tp, targs := tagSQL(g[0].in.tags)
 	wq := p.q(models.TableWorkerQueue)
@@ -176,23 +189,11 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 		}
 		return nil
 	}
-	var err error
-	if p.s.has(CapUpdateReturning) {
-		if err = run(p.s.db.WithContext(ctx), false); err != nil {
-			for _, l := range held {
-				p.releaseWorkLease(ctx, l)
-			}
-		}
-	} else {
-		err = p.fetchTx(ctx, func(tx *gorm.DB) error {
-			next, held = 0, nil
-			for _, r := range g {
-				*r.in.out, r.err = nil, nil
-			}
-			return run(tx, true)
-		})
-	}
+	err := run(p.s.db.WithContext(ctx), false)
 	if err != nil {
+		for _, l := range held {
+			p.releaseWorkLease(ctx, l)
+		}
 		for _, r := range g {
 			*r.in.out, r.err = nil, nil
 		}
