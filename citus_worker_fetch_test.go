@@ -13,8 +13,9 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-// TestWorkerFetchStatementsCitusShapes: on every dialect's general path
-// (the route of a row-distributed deployment, docs/distributed.md), every
+// TestWorkerFetchStatementsCitusShapes: on the general path (PostgreSQL
+// with its fast paths switched off: the route of a row-distributed
+// deployment, docs/distributed.md), every
 // statement FetchWorkItem sends is one Citus routes: a statement holding
 // row locks on a distributed table (FOR UPDATE, UPDATE, DELETE) pins its
 // distribution column to one value (single-key under CitusLayout), no
@@ -24,14 +25,14 @@ import (
 // instance_id (citusFetchShapeProblem). The fetches take plain, tagged
 // and session-bound items, with and without a session config and tag
 // filters, a session held by another owner, and concurrent fetches (the
-// coalesced claim of several attempts). The PostgreSQL fast path is the
-// single-node claim (FOR UPDATE SKIP LOCKED over the queue) and is not
-// checked.
+// coalesced claim of several attempts). The PostgreSQL fast path and the
+// SQLite and MariaDB claims are the single-node claim (FOR UPDATE SKIP
+// LOCKED over the queue) and are not checked.
 func TestWorkerFetchStatementsCitusShapes(t *testing.T) {
 	for _, v := range statementVariants() {
 		t.Run(v.name, func(t *testing.T) {
-			if v.name == "postgres" {
-				t.Skip("the fast path claims with FOR UPDATE SKIP LOCKED over the queue: the single-node route")
+			if v.name != "postgres-general" {
+				t.Skip("the single-node claim (FOR UPDATE SKIP LOCKED over the queue): the fast path, and SQLite's and MariaDB's claim")
 			}
 			audit := &citusAudit{dquoted: v.d == agentstore.SQLite}
 			clock := newTestClock()

@@ -216,8 +216,8 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // One attempt (a FetchWorkItem call alone) updates the row the claim
 // picks by primary key; several pair the picked rows with their tokens by
 // row number. The pick, the arguments' meaning, the reply and its errors
-// are the same. Without CapFastPaths (routedWork) the claim is
-// claimWorkRouted's, per shard key.
+// are the same. With the fast paths switched off (routedWork) the claim
+// is claimWorkRouted's, per shard key.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	if p.routedWork() {
 		return p.claimWorkRouted(ctx, g)
