@@ -100,6 +100,33 @@ type citusAudit struct {
 	total  int
 	ddl    int // Migrate's DDL, not listed
 	suite  int // the suite's own statements (no engine frame), not audited
+	// dquoted: the logger prints string arguments in double quotes
+	// (SQLite's GORM dialector); they are read as strings, not identifiers
+	// (sqliteStrings)
+	dquoted bool
+}
+
+// dquotedTok is a double-quoted token of a statement as SQLite's GORM
+// logger prints it.
+var dquotedTok = regexp.MustCompile(`"((?:[^"]|"")*)"`)
+
+// sqliteStrings rewrites the double-quoted tokens of sql that are not an
+// agentstore table or a test schema as single-quoted strings: SQLite's
+// logger prints string arguments so.
+func sqliteStrings(sql string) string {
+	bases := tableBases()
+	return dquotedTok.ReplaceAllStringFunc(sql, func(m string) string {
+		id := m[1 : len(m)-1]
+		if schemaQualifier.MatchString(id) {
+			return m
+		}
+		for _, b := range bases {
+			if strings.HasSuffix(id, b) {
+				return m
+			}
+		}
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(id, `""`, `"`), "'", "''") + "'"
+	})
 }
 
 func (a *citusAudit) LogMode(logger.LogLevel) logger.Interface { return a }
@@ -110,6 +137,9 @@ func (a *citusAudit) Error(context.Context, string, ...any)    {}
 // Trace records the statement, its class and the operation that sent it.
 func (a *citusAudit) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
 	sql, _ := fc()
+	if a.dquoted {
+		sql = sqliteStrings(sql)
+	}
 	op := auditOp()
 	class, template := classifyStatement(sql)
 	a.mu.Lock()

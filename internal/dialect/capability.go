@@ -61,9 +61,12 @@ const (
 	CapAlterColumns
 	// CapFastPaths: the dialect's optional one-statement implementations
 	// of hot steps (PostgreSQL: append's lock-and-advance, the
-	// orchestration fetch and ack, the worker ack) are used. Off: the
-	// general transaction paths, which every dialect has. The conformance
-	// suite runs on PostgreSQL both ways.
+	// orchestration fetch and ack, the worker ack) and the worker fetch's
+	// single-node claim (FOR UPDATE SKIP LOCKED over the queue) are used.
+	// Off: the general transaction paths, which every dialect has (and,
+	// switched off on a dialect that has it, the worker fetch's claims per
+	// shard key, docs/distributed.md). The conformance suite runs on
+	// PostgreSQL both ways.
 	CapFastPaths
 	// CapGroupCommit: concurrent SessionQueue.Dequeue, SessionQueue.Complete
 	// and Provider.AckWorkItem calls of one Store are coalesced: the

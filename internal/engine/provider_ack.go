@@ -96,6 +96,9 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 	if a.kv, err = planKV(ack.HistoryDelta); err != nil {
 		return perr(op, err)
 	}
+	if !issuedToken(a.lease.stored) {
+		return perrLock(op, lockToken, pfail(op, ErrInvalidLockToken, "Invalid lock token"))
+	}
 	err = p.withRetry(ctx, op, time.Time{}, func() error {
 		a.now = p.s.nowMS()
 		wrows, err := workerRows(ack.WorkerItems, a.now)
@@ -398,6 +401,9 @@ func (p *gormProvider) AbandonOrchestrationItem(ctx context.Context, lockToken s
 		return perr(op, invalidf("negative delay"))
 	}
 	l := parseOrchToken(lockToken)
+	if !issuedToken(l.stored) {
+		return perrLock(op, lockToken, pfail(op, ErrInvalidLockToken, "Invalid lock token"))
+	}
 	ic, _ := l.cond()
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()
@@ -434,6 +440,9 @@ func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken
 		return perr(op, invalidf("extension must be positive"))
 	}
 	l := parseOrchToken(lockToken)
+	if !issuedToken(l.stored) {
+		return perrLock(op, lockToken, pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already released"))
+	}
 	ic, _ := l.cond()
 	err := p.tx(ctx, func(tx *gorm.DB) error {
 		now := p.s.nowMS()

@@ -140,6 +140,22 @@ func gormTranslate(db *gorm.DB, err error) error {
 
 func newLockToken() string { return "lock_" + uuid.NewString() }
 
+// issuedToken reports whether stored, the stored part of a lease token,
+// has the form newLockToken has given in every build ("lock_" and a UUID
+// in its canonical form). One of another form (a forged or mangled token)
+// cannot match a lock row, so its ack, abandon or renew fails with
+// ErrInvalidLockToken without sending a statement: no lookup by token
+// alone, which would touch every shard of a distributed table
+// (docs/distributed.md).
+func issuedToken(stored string) bool {
+	u, ok := strings.CutPrefix(stored, "lock_")
+	if !ok || len(u) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(u)
+	return err == nil
+}
+
 // Orchestration lease tokens carry the instance: the token handed out is
 // the random token stored in lock_token, a dot and the instance id in
 // unpadded base64url. Ack, abandon and renew then pin every statement to

@@ -221,8 +221,12 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // One attempt (a FetchWorkItem call alone) updates the row the claim
 // picks by primary key; several pair the picked rows with their tokens by
 // row number. The pick, the arguments' meaning, the reply and its errors
-// are the same.
+// are the same. With the fast paths switched off (routedWork) the claim
+// is claimWorkRouted's, per shard key.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
+	if p.routedWork() {
+		return p.claimWorkRouted(ctx, g)
+	}
 	now := p.s.nowMS()
 	tp, targs := tagSQL(g[0].in.tags)
 	wq := p.q(models.TableWorkerQueue)
@@ -502,6 +506,9 @@ func (p *gormProvider) fetchWorkOne(ctx context.Context, in workFetchReq) error 
 // CapGroupCommit: the same claimWork), with one fetchWorkSession.
 func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
 	if session != nil {
+		if p.routedWork() {
+			return p.fetchWorkSessionRouted(ctx, lockTimeout, session, tags)
+		}
 		return p.fetchWorkSession(ctx, lockTimeout, session, tags)
 	}
 	if !p.s.groupCommit() {

@@ -48,7 +48,7 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 		row = &models.OrchestratorQueueItem{InstanceID: completion.RoutingInstance(), WorkItem: string(data)}
 	}
 	wl, ok := parseWorkToken(lockToken)
-	if !ok {
+	if !ok || !issuedToken(wl.stored) {
 		return pfail(op, ErrInvalidLockToken, "Worker queue item not found or already processed")
 	}
 	in := ackWorkReq{stored: wl.stored, id: wl.id, instance: wl.instance, routed: wl.routed, row: row, nowMS: p.s.nowMS()}
@@ -291,7 +291,7 @@ func (p *gormProvider) RenewWorkItemLock(ctx context.Context, lockToken string, 
 		return perr(op, invalidf("extension must be positive"))
 	}
 	wl, ok := parseWorkToken(lockToken)
-	if !ok {
+	if !ok || !issuedToken(wl.stored) {
 		return pfail(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
 	}
 	ic, iargs := wl.cond()
@@ -322,7 +322,7 @@ func (p *gormProvider) AbandonWorkItem(ctx context.Context, lockToken string, de
 		return perr(op, invalidf("negative delay"))
 	}
 	wl, ok := parseWorkToken(lockToken)
-	if !ok {
+	if !ok || !issuedToken(wl.stored) {
 		return pfail(op, ErrInvalidLockToken, "Invalid lock token or already acked")
 	}
 	ic, iargs := wl.cond()
