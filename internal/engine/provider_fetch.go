@@ -51,7 +51,8 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 // "Lease validity"). A lease another fetcher took over meanwhile (it had
 // expired during the claim) or whose instance was deleted is not handed
 // out: nil, nil; nor is one whose maxRestamps re-stamps were each slower
-// than the slack (it is released). A failed re-stamp releases the claim.
+// than the slack and which has less than half its time left (see
+// maxRestamps; it is released). A failed re-stamp releases the claim.
 func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.OrchestrationItem, start int64, lockTimeout time.Duration) (*duroxide.OrchestrationItem, error) {
 	slack, lt := leaseSlackMS(lockTimeout), durMS(lockTimeout)
 	for i := 0; ; i++ {
@@ -60,8 +61,11 @@ func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.Orchestra
 			return it, nil
 		}
 		l := parseOrchToken(it.LockToken)
-		if i == maxRestamps { // every re-stamp was slow too: the lease would be short, give the item back
-			p.releaseOrchLease(ctx, l)
+		if i == maxRestamps { // every re-stamp was slow too
+			if now-start <= max(lt/2, shortLeaseSpent.Milliseconds()) {
+				return it, nil // most of its time left, or a lease too short for any slack
+			}
+			p.releaseOrchLease(ctx, l) // the lease would end soon after the call returns: give the item back
 			return nil, nil
 		}
 		var held bool

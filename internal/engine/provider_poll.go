@@ -467,9 +467,14 @@ const maxLeaseSlack = 100 * time.Millisecond
 
 // maxRestamps bounds the re-stamps of one fetch (each re-stamp that itself
 // took longer than the slack is followed by another); when the last one
-// was slow too the claim is released and not handed out (its lease would
-// end sooner than the slack allows).
+// was slow too, the item is handed out if its lease still has more than
+// half its time or the fetch spent at most shortLeaseSpent of it (a lease
+// of a few milliseconds, whose slack no round trip fits in), else the
+// claim is released and not handed out.
 const maxRestamps = 3
+
+// shortLeaseSpent: see maxRestamps.
+const shortLeaseSpent = 3 * maxLeaseSlack
 
 // leaseSlackMS is how much of its lease a fetch may have spent when it
 // returns: a twentieth of the lock timeout, at most maxLeaseSlack.

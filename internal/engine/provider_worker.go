@@ -111,8 +111,9 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 // session lease it claimed or extended for session's owner (never
 // shortened). A lease another fetcher took over meanwhile, or whose item
 // is gone (a cancelled activity), is not handed out: nil, nil; nor is one
-// whose maxRestamps re-stamps were each slower than the slack (it is
-// released). A failed re-stamp releases the item.
+// whose maxRestamps re-stamps were each slower than the slack and which
+// has less than half its time left (see maxRestamps; it is released). A
+// failed re-stamp releases the item.
 func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLease, start int64, lockTimeout time.Duration,
 	session *duroxide.SessionFetchConfig) (*duroxide.WorkItemLease, error) {
 	wl, ok := parseWorkToken(l.LockToken)
@@ -130,8 +131,11 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 		if now-start <= slack {
 			return l, nil
 		}
-		if i == maxRestamps { // every re-stamp was slow too: the lease would be short, give the item back
-			p.releaseWorkLease(ctx, wl)
+		if i == maxRestamps { // every re-stamp was slow too
+			if now-start <= max(lt/2, shortLeaseSpent.Milliseconds()) {
+				return l, nil // most of its time left, or a lease too short for any slack
+			}
+			p.releaseWorkLease(ctx, wl) // the lease would end soon after the call returns: give the item back
 			return nil, nil
 		}
 		var held bool
