@@ -715,14 +715,14 @@ func (b *storeBackend) ValidatesJSON() bool { return b.pg || b.jsonCheck }
 // ApplyFix runs fix on st's pool, one statement per call on every dialect
 // (SchemaIssue.Fix ends each statement of a multi-statement fix with ";"
 // at a line's end): MariaDB's driver (no multiStatements), PostgreSQL's
-// extended protocol and Citus take one statement per call.
+// extended protocol and Citus take one statement per call (execOne).
 func (b *storeBackend) ApplyFix(ctx context.Context, st Store, fix string) error {
 	s, err := storeOf(st)
 	if err != nil {
 		return err
 	}
 	for _, stmt := range strings.Split(strings.TrimSuffix(strings.TrimSpace(fix), ";"), ";\n") {
-		if err := execOne(ctx, s, stmt); err != nil {
+		if err := b.execOne(ctx, s, stmt); err != nil {
 			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
@@ -730,11 +730,14 @@ func (b *storeBackend) ApplyFix(ctx context.Context, st Store, fix string) error
 }
 
 // execOne runs one statement of a fix. On PostgreSQL it is prepared first
-// (the extended protocol, which Citus and statement-caching poolers use and
-// which refuses several commands in one statement), so a fix that packs two
-// statements into one line fails here as it would there.
-func execOne(ctx context.Context, s *agentstore.Store, stmt string) error {
-	if s.Dialect() != agentstore.Postgres {
+// (the extended protocol, which Citus and statement-caching drivers use and
+// which refuses several commands in one statement; pgx sends a statement
+// without arguments by the simple protocol), so a fix that packs two
+// statements into one line fails here as it would there. Not behind a
+// transaction pooler, where the prepare and the execution may reach two
+// server connections.
+func (b *storeBackend) execOne(ctx context.Context, s *agentstore.Store, stmt string) error {
+	if s.Dialect() != agentstore.Postgres || b.pooled {
 		_, err := s.SQLDB().ExecContext(ctx, stmt)
 		return err
 	}
