@@ -363,7 +363,10 @@ func TestProviderStatementsPerWorkflow(t *testing.T) {
 		// workflows'
 		slack := 4 * el.Seconds() / n
 		t.Logf("%s: %.2f statements per workflow (%d workflows in %v)", h.Dialect, got, n, el.Round(time.Millisecond))
-		if got > want+slack+0.5 {
+		// (+1.5: the retries and lease re-stamps a loaded CI machine adds,
+		// 8.70 once on PostgreSQL beside the whole suite; a fetch that woke
+		// every waiting loop again would add several claims per workflow)
+		if got > want+slack+1.5 {
 			l.mu.Lock()
 			first := strings.Join(l.last, "\n")
 			l.mu.Unlock()
