@@ -62,8 +62,8 @@ func (p *gormProvider) keepOrchLease(ctx context.Context, it *duroxide.Orchestra
 		}
 		l := parseOrchToken(it.LockToken)
 		if i == maxRestamps { // every re-stamp was slow too
-			if now-start <= max(lt/2, shortLeaseSpent.Milliseconds()) {
-				return it, nil // most of its time left, or a lease too short for any slack
+			if restampedEnough(now, start, lt) {
+				return it, nil
 			}
 			p.releaseOrchLease(ctx, l) // the lease would end soon after the call returns: give the item back
 			return nil, nil

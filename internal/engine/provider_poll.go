@@ -476,6 +476,14 @@ const maxRestamps = 3
 // shortLeaseSpent: see maxRestamps.
 const shortLeaseSpent = 3 * maxLeaseSlack
 
+// restampedEnough reports whether a lease of lt ms last stamped at start
+// may still be handed out at now after maxRestamps slow re-stamps: more
+// than half its time left, or at most shortLeaseSpent spent (a lease too
+// short for any slack).
+func restampedEnough(now, start, lt int64) bool {
+	return now-start <= max(lt/2, shortLeaseSpent.Milliseconds())
+}
+
 // leaseSlackMS is how much of its lease a fetch may have spent when it
 // returns: a twentieth of the lock timeout, at most maxLeaseSlack.
 func leaseSlackMS(lockTimeout time.Duration) int64 {

@@ -132,8 +132,8 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 			return l, nil
 		}
 		if i == maxRestamps { // every re-stamp was slow too
-			if now-start <= max(lt/2, shortLeaseSpent.Milliseconds()) {
-				return l, nil // most of its time left, or a lease too short for any slack
+			if restampedEnough(now, start, lt) {
+				return l, nil
 			}
 			p.releaseWorkLease(ctx, wl) // the lease would end soon after the call returns: give the item back
 			return nil, nil
@@ -167,6 +167,17 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 		}
 		start = now
 	}
+}
+
+// workItemLease is the lease of the claimed worker item id of instance
+// under the stored token tok, or, when its work_item does not decode, a
+// CorruptRowError naming the row (and a nil lease).
+func workItemLease(id int64, instance, tok, workItem string, attempts int32) (*duroxide.WorkItemLease, error) {
+	w, err := duroxide.UnmarshalWorkItem([]byte(workItem))
+	if err != nil {
+		return nil, &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: err}
+	}
+	return &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, instance, id), AttemptCount: uint32(attempts)}, nil
 }
 
 // sessionLeaseMS is the session lease a session fetch claims: the
@@ -274,12 +285,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			return fmt.Errorf("claim returned an unknown lock token")
 		}
 		claimed[r] = true
-		w, derr := duroxide.UnmarshalWorkItem([]byte(workItem))
-		if derr != nil {
-			r.err = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(id), Column: "work_item", Err: derr}
-			return nil
-		}
-		*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, instance, id), AttemptCount: uint32(attempts)}
+		*r.in.out, r.err = workItemLease(id, instance, tok, workItem, attempts)
 		return nil
 	}
 	var err error
@@ -612,12 +618,7 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				skipped = append(skipped, c.ID)
 				continue
 			}
-			w, err := duroxide.UnmarshalWorkItem([]byte(locked[0].WorkItem))
-			if err != nil {
-				corrupt = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(c.ID), Column: "work_item", Err: err}
-				return nil
-			}
-			lease = &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, locked[0].InstanceID, c.ID), AttemptCount: uint32(locked[0].AttemptCount)}
+			lease, corrupt = workItemLease(c.ID, locked[0].InstanceID, token, locked[0].WorkItem, locked[0].AttemptCount)
 			return nil
 		}
 	})

@@ -184,12 +184,7 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 				}
 				next++
 				held = append(held, workLease{stored: tok, id: c.ID, instance: c.InstanceID, routed: true})
-				w, derr := duroxide.UnmarshalWorkItem([]byte(row.WorkItem))
-				if derr != nil {
-					r.err = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(c.ID), Column: "work_item", Err: derr}
-					continue
-				}
-				*r.in.out = &duroxide.WorkItemLease{Item: w, LockToken: workToken(tok, c.InstanceID, c.ID), AttemptCount: uint32(row.AttemptCount)}
+				*r.in.out, r.err = workItemLease(c.ID, c.InstanceID, tok, row.WorkItem, row.AttemptCount)
 			}
 			if !lost {
 				break // the queue's end, or every attempt served
@@ -325,12 +320,7 @@ func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout t
 						continue
 					}
 				}
-				w, err := duroxide.UnmarshalWorkItem([]byte(row.WorkItem))
-				if err != nil {
-					corrupt = &CorruptRowError{Table: models.TableWorkerQueue, RowID: fmt.Sprint(c.ID), Column: "work_item", Err: err}
-					return nil
-				}
-				lease = &duroxide.WorkItemLease{Item: w, LockToken: workToken(token, c.InstanceID, c.ID), AttemptCount: uint32(row.AttemptCount)}
+				lease, corrupt = workItemLease(c.ID, c.InstanceID, token, row.WorkItem, row.AttemptCount)
 				return nil
 			}
 			if len(cands) < workSessionPage {
