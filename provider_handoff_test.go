@@ -40,6 +40,16 @@ func waitingFetches[T any](n int, fetch func(ctx context.Context) (*T, error)) (
 // under the idle re-check of a healthy wake-up (1 s).
 const idleWait = 300 * time.Millisecond
 
+// handOffPoll is the poll interval of the hand-off tests' Stores: their
+// waiting fetches re-check the database only every 10 s, so a fetch that
+// returns within handOffAtOnce was woken, not found the item by a re-check.
+// handOffAtOnce leaves a loaded machine (CI beside the whole suite, load
+// 16) time to schedule the woken fetch: 500 ms was exceeded there once.
+const (
+	handOffPoll   = 10 * time.Second
+	handOffAtOnce = 3 * time.Second
+)
+
 // TestProviderHandOffWakesOneFetcher: with two fetches of one Store waiting
 // (no capability filter, no session, untagged items), a new item wakes one
 // of them: the statements from the enqueue until that fetch returned are
@@ -50,7 +60,7 @@ const idleWait = 300 * time.Millisecond
 func TestProviderHandOffWakesOneFetcher(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		l := &stmtLogger{}
-		st := h.New(t, agentstore.WithLogger(l))
+		st := h.New(t, agentstore.WithLogger(l), agentstore.WithPollInterval(handOffPoll))
 		p := st.Provider()
 		ctx := context.Background()
 		for _, q := range []string{"worker", "orchestrator"} {
@@ -105,8 +115,8 @@ func TestProviderHandOffWakesOneFetcher(t *testing.T) {
 				if id != "2" {
 					t.Fatalf("%s: fetched %s, want item 2", q, id)
 				}
-				if el := time.Since(t0); el > 500*time.Millisecond {
-					t.Fatalf("%s: the second waiting fetch took %v to return the item", q, el)
+				if el := time.Since(t0); el > handOffAtOnce {
+					t.Fatalf("%s: the second waiting fetch took %v to return the item (its re-check is every %v)", q, el, handOffPoll)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatalf("%s: the second waiting fetch did not return the new item", q)
@@ -159,7 +169,7 @@ func itemIDs(ch <-chan *duroxide.OrchestrationItem) <-chan string {
 // waiting fetch returns the item at once, not at its next re-check.
 func TestProviderHandOffPassedOn(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
-		st := h.New(t)
+		st := h.New(t, agentstore.WithPollInterval(handOffPoll))
 		p := st.Provider()
 		ctx := context.Background()
 		for i := range 10 {
@@ -195,8 +205,8 @@ func TestProviderHandOffPassedOn(t *testing.T) {
 			if !fetchedByA {
 				select {
 				case l := <-bGot:
-					if el := time.Since(t0); el > 500*time.Millisecond {
-						t.Fatalf("round %d: the item reached the other waiting fetch after %v", i, el)
+					if el := time.Since(t0); el > handOffAtOnce {
+						t.Fatalf("round %d: the item reached the other waiting fetch after %v (its re-check is every %v)", i, el, handOffPoll)
 					}
 					_ = l
 				case <-time.After(5 * time.Second):
