@@ -238,6 +238,19 @@ type StatsReader interface {
 	ValueFraction(db *gorm.DB, env *Env, base, column, value string) (f float64, ok bool, err error)
 }
 
+// UpdateChain is implemented by a dialect whose statements may chain
+// data-modifying CTEs (WITH a AS (UPDATE ... RETURNING ...), b AS (...)
+// SELECT ...): several single-row updates in one statement and one commit,
+// each planned as a probe of its own key whatever the table's statistics
+// say (PostgreSQL). The engine ends several session-queue leases so
+// (CapGroupCommit with CapFastPaths) instead of an UPDATE joined to a
+// VALUES list, which PostgreSQL plans as a hash join over the whole queue
+// table while the table has no statistics.
+type UpdateChain interface {
+	// ChainsUpdates reports that the chained form is available.
+	ChainsUpdates() bool
+}
+
 // AppendStatement is implemented by a dialect with a one-statement form of
 // the session store's append (used with CapFastPaths).
 type AppendStatement interface {

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -266,8 +267,9 @@ func ackKVCTEs(b *strings.Builder, args []any, a *dialect.OrchAck) []any {
 }
 
 // WorkerAckSQL: the VALUES list carries each ack's index, row id, stored
-// token, clock and completion; the DELETE joined to it removes exactly the
-// rows whose own token and lock still hold and returns their indexes, and
+// token, clock and completion; one DELETE per ack (its row's key read from
+// the list) removes exactly the rows whose own token and lock still hold
+// and returns their indexes, and
 // data-modifying CTEs fed by that RETURNING touch their activity sessions
 // and enqueue their completions (in index order), so for each item either
 // all of its writes happen or none (the statement is its own transaction).
@@ -275,9 +277,27 @@ func (pgDialect) WorkerAckSQL(n int, quote func(base string) string) string {
 	var b strings.Builder
 	b.WriteString(`WITH v (k, id, tok, now, ii, wi, ri) AS (VALUES `)
 	writeTuples(&b, n, `(CAST(? AS integer), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS text), CAST(? AS text), CAST(? AS text))`)
-	b.WriteString(`), d AS (DELETE FROM ` + quote(models.TableWorkerQueue) + ` w USING v WHERE w.id = v.id AND w.lock_token = v.tok` +
-		` AND (v.ri IS NULL OR w.instance_id = v.ri)` +
-		` AND w.locked_until > v.now RETURNING v.k, w.session_id, v.now),` +
+	b.WriteString(`)`)
+	// one DELETE per ack, its row named by values of v read as scalar
+	// subqueries (parameters of its plan): a probe of the primary key
+	// whatever the table's statistics say. A DELETE joined to v was a hash
+	// join over the whole queue while the table had none (2 ms per flush
+	// beside 20,000 rows; BENCHMARKS.md 2026-12-04).
+	for i := range n {
+		k := strconv.Itoa(i)
+		col := func(c string) string { return `(SELECT ` + c + ` FROM v WHERE k = ` + k + `)` }
+		b.WriteString(`, d` + k + ` AS (DELETE FROM ` + quote(models.TableWorkerQueue) + ` w WHERE w.id = ` + col("id") +
+			` AND w.lock_token = ` + col("tok") + ` AND (` + col("ri") + ` IS NULL OR w.instance_id = ` + col("ri") + `)` +
+			` AND w.locked_until > ` + col("now") + ` RETURNING ` + k + ` AS k, w.session_id, ` + col("now") + ` AS now)`)
+	}
+	b.WriteString(`, d AS (`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(` UNION ALL `)
+		}
+		b.WriteString(`SELECT k, session_id, now FROM d` + strconv.Itoa(i))
+	}
+	b.WriteString(`),` +
 		` t AS (UPDATE ` + quote(models.TableActivitySessions) + ` s SET last_activity_at = d.now FROM d` +
 		` WHERE s.session_id = d.session_id AND s.locked_until > d.now),` +
 		` i AS (INSERT INTO ` + quote(models.TableOrchestratorQueue) + ` (instance_id, work_item, visible_at, created_at, attempt_count)` +
