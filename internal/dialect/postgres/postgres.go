@@ -359,15 +359,15 @@ func concurrentIndexName(stmt string) string {
 // New returns the PostgreSQL dialect.
 func New() dialect.Dialect { return pgDialect{} }
 
+// ChainsUpdates: PostgreSQL runs data-modifying CTEs (dialect.UpdateChain).
+func (pgDialect) ChainsUpdates() bool { return true }
+
 // AppendOneSQL: the FOR UPDATE subquery waits for a concurrent appender's
 // commit and then reads the row's newest version (read committed), so the
 // old head it returns, and the seqs the INSERT derives from it, follow
 // that appender's; the UPDATE re-checks the same row. The data-modifying
 // CTE a runs once whether or not the final SELECT reads it, and i inserts
 // nothing when a returns no row.
-// ChainsUpdates: PostgreSQL runs data-modifying CTEs (dialect.UpdateChain).
-func (pgDialect) ChainsUpdates() bool { return true }
-
 func (pgDialect) AppendOneSQL(vals, st, set, tc, ins string) string {
 	return "WITH " + vals + ", a AS (UPDATE " + st + " AS s SET last_seq = o.last_seq + ?," + set +
 		" FROM (SELECT id, last_seq, current_leaf_id FROM " + st + " WHERE id = ?" + tc + " FOR UPDATE) AS o" +
