@@ -84,6 +84,22 @@ func dialectList(ds []dialect.Dialect) string {
 // has reports whether the store's database has every capability in c.
 func (s *Store) has(c Capability) bool { return s.caps.Has(c) }
 
+// citusRoute reports that the Store runs the statements a row-distributed
+// deployment can route (docs/distributed.md): the dialect has fast paths
+// and they are switched off (WithoutCapabilities(CapFastPaths)). SQLite
+// and MariaDB have none and cannot be distributed: they keep the
+// single-node forms.
+func (s *Store) citusRoute() bool {
+	return !s.has(CapFastPaths) && s.d.Capabilities().Has(CapFastPaths)
+}
+
+// inProcess reports that the dialect's statements run in this process
+// (dialect.InProcess: SQLite).
+func (s *Store) inProcess() bool {
+	ip, ok := s.d.(dialect.InProcess)
+	return ok && ip.InProcess()
+}
+
 // Capabilities returns the capabilities in force: the dialect's, less those
 // switched off with WithoutCapabilities.
 func (s *Store) Capabilities() Capability { return s.caps }

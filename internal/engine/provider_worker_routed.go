@@ -42,9 +42,7 @@ import (
 // keep the single-node claim (claimWork, fetchWorkSession): per-key
 // claims cost one statement per item where a batch took one for all
 // (MariaDB's worker queue measured about 40% slower with them).
-func (p *gormProvider) routedWork() bool {
-	return !p.s.has(CapFastPaths) && p.s.d.Capabilities().Has(CapFastPaths)
-}
+func (p *gormProvider) routedWork() bool { return p.s.citusRoute() }
 
 const (
 	// workCandExtra is how many candidates a routed plain claim reads

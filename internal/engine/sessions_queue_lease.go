@@ -264,7 +264,28 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 		return nil
 	}
 	var err error
-	if s.has(CapUpdateReturning) {
+	if len(g) > 1 && s.inProcess() && s.has(CapUpdateReturning) {
+		// one transaction of each call's own claim (dialect.InProcess),
+		// in order: the i-th claim takes the first item the earlier ones
+		// left; once one finds nothing, so would the rest
+		err = sq.db(ctx).Transaction(func(tx *gorm.DB) error {
+			clear(claimed)
+			for _, r := range g {
+				stmt, args := s.claimSQL([]*gcReq[uint64, dequeueReq]{r})
+				n, err := newDirectTx(tx).each(stmt, args, func(rows *sql.Rows, _ int64) error {
+					c = claimedRow{}
+					if err := rows.Scan(dest...); err != nil {
+						return err
+					}
+					return put(tok, &c)
+				})
+				if err != nil || n == 0 {
+					return err
+				}
+			}
+			return nil
+		})
+	} else if s.has(CapUpdateReturning) {
 		stmt, args := s.claimSQL(g)
 		_, err = newDirectTx(sq.db(ctx)).each(stmt, args, func(rows *sql.Rows, _ int64) error {
 			c = claimedRow{}
@@ -459,11 +480,11 @@ func completeSet(at string) string {
 // table while the table had no statistics (2.3 ms per flush beside 20,000
 // rows, a plain UPDATE 0.17 ms).
 func (s *Store) endLeases(ctx context.Context, set leaseSet, setArgs []any, calls []completeReq) ([]uuid.UUID, error) {
-	stmt, args := s.endLeasesSQL(set, setArgs, calls)
 	sq := calls[0].sq
 	unlock := sq.writeLock(ctx)
 	defer unlock()
 	if len(calls) == 1 {
+		stmt, args := s.endLeaseSQL(set, setArgs, calls[0])
 		// the rows affected say it: no RETURNING row to read
 		n, err := newDirectTx(sq.db(ctx)).exec(stmt, args...)
 		if err != nil || n != 1 {
@@ -471,6 +492,29 @@ func (s *Store) endLeases(ctx context.Context, set leaseSet, setArgs []any, call
 		}
 		return []uuid.UUID{calls[0].l.ItemID}, nil
 	}
+	if s.inProcess() {
+		// one transaction of each call's own statement (dialect.InProcess)
+		var done []uuid.UUID
+		err := sq.db(ctx).Transaction(func(tx *gorm.DB) error {
+			done = done[:0]
+			for _, r := range sortedByItem(calls) {
+				stmt, args := s.endLeaseSQL(set, setArgs, r)
+				n, err := newDirectTx(tx).exec(stmt, args...)
+				if err != nil {
+					return err
+				}
+				if n == 1 {
+					done = append(done, r.l.ItemID)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, dbErr(err)
+		}
+		return done, nil
+	}
+	stmt, args := s.endLeasesSQL(set, setArgs, calls)
 	var done []uuid.UUID
 	_, err := newDirectTx(sq.db(ctx)).each(stmt, args, func(rows *sql.Rows, _ int64) error {
 		var id uuid.UUID
@@ -486,30 +530,43 @@ func (s *Store) endLeases(ctx context.Context, set leaseSet, setArgs []any, call
 	return done, nil
 }
 
-// endLeasesSQL returns endLeases' statement and its arguments.
+// endLeaseSQL returns the lease-ending statement of one call r: a plain
+// UPDATE of its row that checks its lease (token, status, lease end at
+// the call's time, tenant).
+func (s *Store) endLeaseSQL(set leaseSet, setArgs []any, r completeReq) (string, []any) {
+	tc, targs := r.sq.inTenantCond()
+	var args []any
+	if set("?") != set("") { // the SET list reads the call's time
+		args = append(args, r.now)
+	}
+	args = append(args, setArgs...)
+	where := " WHERE "
+	if r.l.SessionID != uuid.Nil { // routed by the distribution column (docs/distributed.md)
+		where += "session_id = ? AND "
+		args = append(args, r.l.SessionID)
+	}
+	args = append(args, r.l.ItemID, r.l.Token, r.nowMS)
+	return "UPDATE " + s.quoted(models.TableQueue) + " SET " + set("?") + where + "id = ? AND lease_token = ? AND status = 'processing'" +
+		" AND leased_until >= ?" + tc, append(args, targs...)
+}
+
+// sortedByItem returns calls sorted by item id (the order in which a
+// flush takes its rows' locks).
+func sortedByItem(calls []completeReq) []completeReq {
+	sorted := slices.Clone(calls)
+	slices.SortFunc(sorted, func(a, b completeReq) int { return bytes.Compare(a.l.ItemID[:], b.l.ItemID[:]) })
+	return sorted
+}
+
+// endLeasesSQL returns endLeases' statement and its arguments (the
+// statement of several calls where the dialect is not InProcess).
 func (s *Store) endLeasesSQL(set leaseSet, setArgs []any, calls []completeReq) (string, []any) {
 	qt := s.quoted(models.TableQueue)
-	one := func(r completeReq) (string, []any) {
-		tc, targs := r.sq.inTenantCond()
-		var args []any
-		if set("?") != set("") { // the SET list reads the call's time
-			args = append(args, r.now)
-		}
-		args = append(args, setArgs...)
-		where := " WHERE "
-		if r.l.SessionID != uuid.Nil { // routed by the distribution column (docs/distributed.md)
-			where += "session_id = ? AND "
-			args = append(args, r.l.SessionID)
-		}
-		args = append(args, r.l.ItemID, r.l.Token, r.nowMS)
-		return "UPDATE " + qt + " SET " + set("?") + where + "id = ? AND lease_token = ? AND status = 'processing'" +
-			" AND leased_until >= ?" + tc, append(args, targs...)
-	}
+	one := func(r completeReq) (string, []any) { return s.endLeaseSQL(set, setArgs, r) }
 	if len(calls) == 1 {
 		return one(calls[0])
 	}
-	sorted := slices.Clone(calls)
-	slices.SortFunc(sorted, func(a, b completeReq) int { return bytes.Compare(a.l.ItemID[:], b.l.ItemID[:]) })
+	sorted := sortedByItem(calls)
 	if c, ok := s.d.(dialect.UpdateChain); ok && c.ChainsUpdates() {
 		// each item its own UPDATE (a probe of its key), chained in one
 		// statement: WITH u0 AS (UPDATE ... RETURNING id), u1 AS (...)
@@ -604,12 +661,12 @@ func (sq *sessionQueue) Complete(ctx context.Context, l repo.Lease) error {
 		return sq.scopeErr
 	}
 	r := sq.leaseCall(l)
-	// Without CapFastPaths (the Citus route) a Complete is never coalesced
-	// with other sessions' (the coalesced statement joins a list of items,
-	// which Citus cannot route): its own statement, pinned to its session
-	// when the lease names it, as the append flush keeps one session per
-	// statement there.
-	if !sq.s.groupCommit() || sq.tx != nil || !sq.s.has(CapUpdateReturning) || !sq.s.has(CapFastPaths) {
+	// On the Citus route (the dialect's fast paths switched off) a
+	// Complete is never coalesced with other sessions' (the coalesced
+	// statement joins a list of items, which Citus cannot route): its own
+	// statement, pinned to its session when the lease names it, as the
+	// append flush keeps one session per statement there.
+	if !sq.s.groupCommit() || sq.tx != nil || !sq.s.has(CapUpdateReturning) || sq.s.citusRoute() {
 		return sq.endLease(ctx, "complete", r, completeSet)
 	}
 	err := sq.s.gc.complete.do(ctx, sq.s.gcFlushes(), l.ItemID, r,

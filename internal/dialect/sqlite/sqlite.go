@@ -30,6 +30,9 @@ type liteDialect struct{}
 
 func (liteDialect) Title() string { return "SQLite" }
 
+// InProcess: SQLite runs inside the client's process (dialect.InProcess).
+func (liteDialect) InProcess() bool { return true }
+
 // columnTypes: SQLite stores every logical type as text.
 func (liteDialect) ColumnTypes() models.ColumnTypes { return nil }
 
