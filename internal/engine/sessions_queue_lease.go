@@ -243,6 +243,10 @@ func (s *Store) dequeueBatch(ctx context.Context, reqs []*gcReq[uint64, dequeueR
 // at-least-once delivery a lease expiry gives anyway. Complete, Fail,
 // Release and Enqueue commit synchronously, and each synchronous commit
 // also flushes every earlier asynchronous one.
+//
+// Where the database runs in this process (dialect.InProcess: SQLite)
+// several calls are one transaction of each call's own single-call claim,
+// in order, instead of claimSQL's joined form.
 func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) ([]*gcReq[uint64, dequeueReq], error) {
 	sq := g[0].in.sq
 	byToken := make(map[uuid.UUID]*gcReq[uint64, dequeueReq], len(g))
@@ -321,7 +325,8 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 // dequeue order (row_number) joined to a VALUES list of the calls' leases
 // (1, token, owner, lease end), ...: on SQLite that form costs a single
 // call several times the direct one (measured 30 vs 70-700 µs per
-// Dequeue, growing with the live items), so a call alone does not pay it.
+// Dequeue, growing with the live items), so a call alone does not pay it,
+// and on SQLite a group does not either (claimGroup's in-process form).
 func (s *Store) claimSQL(g []*gcReq[uint64, dequeueReq]) (string, []any) {
 	sq := g[0].in.sq
 	qt := s.quoted(models.TableQueue)
@@ -465,20 +470,21 @@ func completeSet(at string) string {
 }
 
 // endLeases is the one lease-ending statement (Complete, Fail and Release
-// of one call, or a flush of several Completes): one autocommit statement
-// (one commit, one WAL flush) on every dialect that checks each item's
-// lease (token, status, lease end at the call's time, tenant) on its own
-// and returns the ids it ended. set is the SET list, setArgs its
-// parameters. One call is a plain UPDATE of its row; several are, where
-// the dialect chains data-modifying CTEs (dialect.UpdateChain:
-// PostgreSQL), each call's plain UPDATE in one statement, and elsewhere an
+// of one call, or a flush of several Completes): one commit on every
+// dialect, each item's lease (token, status, lease end at the call's time,
+// tenant) checked on its own; it returns the ids it ended. set is the SET
+// list, setArgs its parameters. One call is a plain UPDATE of its row
+// (autocommit). Several are, where the dialect chains data-modifying CTEs
+// (dialect.UpdateChain: PostgreSQL), each call's plain UPDATE in one
+// statement; where the database runs in this process (dialect.InProcess:
+// SQLite), one transaction of each call's plain UPDATE; elsewhere an
 // UPDATE joined to a VALUES list of (item id, lease token, time of the
-// call, the same in ms, tenant); either way the items sorted by id so that
-// two flushes over the same rows take their row locks in the same order
-// (on SQLite the joined form costs a single call about twice the plain
-// one). On PostgreSQL the joined form was a hash join over the whole queue
-// table while the table had no statistics (2.3 ms per flush beside 20,000
-// rows, a plain UPDATE 0.17 ms).
+// call, the same in ms, tenant). In every form the items are sorted by id
+// so that two flushes over the same rows take their row locks in the same
+// order. On SQLite the joined form cost a single call about twice the
+// plain one; on PostgreSQL it was a hash join over the whole queue table
+// while the table had no statistics (2.3 ms per flush beside 20,000 rows,
+// a plain UPDATE 0.17 ms).
 func (s *Store) endLeases(ctx context.Context, set leaseSet, setArgs []any, calls []completeReq) ([]uuid.UUID, error) {
 	sq := calls[0].sq
 	unlock := sq.writeLock(ctx)
