@@ -254,11 +254,11 @@ type UpdateChain interface {
 // InProcess is implemented by a dialect whose database engine runs inside
 // the client's process (SQLite): a statement costs no round trip, and what
 // a commit costs is the pages it writes. The engine runs a group-commit
-// flush of several session-queue calls (Dequeue, Complete) as one
-// transaction of the calls' single-call statements: one commit for all,
-// each statement the single-call form SQLite plans best, where one
-// statement joined to a VALUES list cost a single call two to several
-// times its single form.
+// flush of several session-queue calls (Dequeue, Complete) or worker-queue
+// fetches as one transaction of the calls' single-call statements: one
+// commit for all, each statement the single-call form SQLite plans best,
+// where one statement joined to a VALUES list cost a single call two to
+// several times its single form.
 type InProcess interface {
 	// InProcess reports that statements run in the client's process.
 	InProcess() bool

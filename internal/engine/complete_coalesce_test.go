@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstore/agentstore/models"
 	"github.com/agentstore/agentstore/repo"
+	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
 // TestCompleteCoalesces: concurrent Completes are one flush wherever the
@@ -127,5 +129,90 @@ func TestCompleteCoalesces(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWorkerFetchFlushInProcess: on SQLite (dialect.InProcess) a coalesced
+// worker fetch of several attempts is one transaction of each attempt's
+// own claim, never an UPDATE joined to a VALUES list; each attempt gets
+// the next item in order, with its own token and lock end, and an attempt
+// left without an item gets none.
+func TestWorkerFetchFlushInProcess(t *testing.T) {
+	ctx := context.Background()
+	log := &sqlLog{}
+	st, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "wf.db"), WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := st.provider()
+	for _, in := range []string{"i1", "i2", "i3"} {
+		if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "wf-" + in, ExecutionID: 1, ID: 1, Name: "a", Input: in}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locks := []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute}
+	reqs := make([]*gcReq[uint64, workFetchReq], len(locks))
+	outs := make([]*duroxide.WorkItemLease, len(locks))
+	for i, l := range locks {
+		reqs[i] = &gcReq[uint64, workFetchReq]{ctx: ctx, key: uint64(i), in: workFetchReq{lockTimeout: l, out: &outs[i]}}
+	}
+	log.reset()
+	before := st.nowMS()
+	if err := p.fetchWorkBatch(ctx, reqs); err != nil {
+		t.Fatalf("fetch batch: %v", err)
+	}
+	after := st.nowMS()
+	for i, want := range []string{"i1", "i2", "i3", ""} {
+		l := outs[i]
+		if reqs[i].err != nil {
+			t.Fatalf("attempt %d: %v", i, reqs[i].err)
+		}
+		if want == "" {
+			if l != nil {
+				t.Fatalf("attempt %d: got %+v, want none", i, l)
+			}
+			continue
+		}
+		if l == nil || l.Item.(*duroxide.ActivityExecute).Input != want {
+			t.Fatalf("attempt %d: got %+v, want %s", i, l, want)
+		}
+		wl, ok := parseWorkToken(l.LockToken)
+		if !ok {
+			t.Fatalf("attempt %d: token %q", i, l.LockToken)
+		}
+		var until int64
+		if err := st.db.WithContext(ctx).Raw("SELECT locked_until FROM "+st.quoted(models.TableWorkerQueue)+" WHERE id = ? AND lock_token = ?",
+			wl.id, wl.stored).Scan(&until).Error; err != nil {
+			t.Fatal(err)
+		}
+		if until < before+locks[i].Milliseconds() || until > after+locks[i].Milliseconds() {
+			t.Errorf("attempt %d: locked until %d, want its own lock (%v) from the fetch", i, until, locks[i])
+		}
+		if err := p.AckWorkItem(ctx, l.LockToken, nil); err != nil {
+			t.Errorf("attempt %d: ack: %v", i, err)
+		}
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	claims := 0
+	for _, stmt := range log.stmts {
+		if strings.Contains(stmt, "VALUES") {
+			t.Errorf("a joined statement in the flush: %s", stmt)
+		}
+		if strings.HasPrefix(stmt, "UPDATE") && strings.Contains(stmt, "SET lock_token") {
+			if !strings.Contains(stmt, "LIMIT 1)") {
+				t.Errorf("a claim picking more than its own row: %s", stmt)
+			}
+			claims++
+		}
+	}
+	// four in the flush (the fourth finds nothing and ends it), then the
+	// attempt left without an item runs alone once (claimByGroup)
+	if claims != 5 {
+		t.Errorf("%d single claims, want 4 in the flush and 1 alone: %q", claims, log.stmts)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -235,8 +236,10 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 //
 // One attempt (a FetchWorkItem call alone) updates the row the claim
 // picks by primary key; several pair the picked rows with their tokens by
-// row number. The pick, the arguments' meaning, the reply and its errors
-// are the same. With the fast paths switched off (routedWork) the claim
+// row number, or, where the database runs in this process
+// (dialect.InProcess: SQLite), are one transaction of each attempt's own
+// single claim, in order (the joined form cost SQLite several times more).
+// The pick, the arguments' meaning, the reply and its errors are the same. With the fast paths switched off (routedWork) the claim
 // is claimWorkRouted's, per shard key.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	if p.routedWork() {
@@ -249,20 +252,30 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	if g[0].in.tags.Mode == duroxide.TagDefaultOnly {
 		vis, order = `q.visible_at`, `q.visible_at, q.id`
 	}
-	pick := `SELECT q.id AS cid, q.visible_at AS cvis FROM ` + wq + ` q` +
-		` WHERE ` + vis + ` <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
-		` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(len(g)) + p.s.forUpdateSkip("q")
+	pickN := func(n int) string {
+		return `SELECT q.id AS cid, q.visible_at AS cvis FROM ` + wq + ` q` +
+			` WHERE ` + vis + ` <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
+			` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(n) + p.s.forUpdateSkip("q")
+	}
+	pick := pickN(len(g))
 	with, async := p.s.asyncCommitCTE()
 	byToken := make(map[string]*gcReq[uint64, workFetchReq], len(g))
 	var b strings.Builder
 	var args []any
-	if len(g) == 1 {
+	// single is the claim of one call r: the row the pick finds first
+	single := func(r *gcReq[uint64, workFetchReq]) (string, []any) {
 		tok := newLockToken()
-		byToken[tok] = g[0]
-		b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-			` WHERE id = (SELECT cid FROM (` + pick + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`)
-		args = append([]any{tok, now + durMS(g[0].in.lockTimeout), now, now}, targs...)
-	} else {
+		byToken[tok] = r
+		return with + `UPDATE ` + wq + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
+				` WHERE id = (SELECT cid FROM (` + pickN(1) + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`,
+			append([]any{tok, now + durMS(r.in.lockTimeout), now, now}, targs...)
+	}
+	inProcess := len(g) > 1 && p.s.inProcess() && p.s.has(CapUpdateReturning)
+	if len(g) == 1 {
+		q, a := single(g[0])
+		b.WriteString(q)
+		args = a
+	} else if !inProcess {
 		rowOrder := `cid`
 		if order != `q.id` {
 			rowOrder = `cvis, cid`
@@ -288,8 +301,33 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		*r.in.out, r.err = workItemLease(id, instance, tok, workItem, attempts)
 		return nil
 	}
+	scanClaims := func(rows *sql.Rows) error {
+		var (
+			tok, workItem, instance string
+			id                      int64
+			attempts                int32
+		)
+		if err := rows.Scan(&tok, &id, &workItem, &attempts, &instance); err != nil {
+			return err
+		}
+		return handle(tok, id, workItem, attempts, instance)
+	}
 	var err error
-	if !p.s.has(CapUpdateReturning) {
+	if inProcess {
+		// one transaction of each call's own claim (dialect.InProcess), in
+		// order; once one finds nothing, so would the rest
+		err = p.s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			clear(claimed)
+			for _, r := range g {
+				q, a := single(r)
+				n, err := newDirectTx(tx).each(q, a, func(rows *sql.Rows, _ int64) error { return scanClaims(rows) })
+				if err != nil || n == 0 {
+					return err
+				}
+			}
+			return nil
+		})
+	} else if !p.s.has(CapUpdateReturning) {
 		// the general form: in one transaction the pick (FOR UPDATE SKIP
 		// LOCKED on the index its ORDER BY matches), one UPDATE giving each
 		// picked row its call's token (CASE by id: three statements
@@ -339,15 +377,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		err = qerr
 	} else {
 		for rows.Next() {
-			var (
-				tok, workItem, instance string
-				id                      int64
-				attempts                int32
-			)
-			if err = rows.Scan(&tok, &id, &workItem, &attempts, &instance); err != nil {
-				break
-			}
-			if err = handle(tok, id, workItem, attempts, instance); err != nil {
+			if err = scanClaims(rows); err != nil {
 				break
 			}
 		}
