@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -238,9 +237,10 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // picks by primary key; several pair the picked rows with their tokens by
 // row number, or, where the database runs in this process
 // (dialect.InProcess: SQLite), are one transaction of each attempt's own
-// single claim, in order (the joined form cost SQLite several times more).
-// The pick, the arguments' meaning, the reply and its errors are the same. With the fast paths switched off (routedWork) the claim
-// is claimWorkRouted's, per shard key.
+// single claim, in order (the joined form cost SQLite several times
+// more). The pick, the arguments' meaning, the reply and its errors are
+// the same. With the fast paths switched off (routedWork) the claim is
+// claimWorkRouted's, per shard key.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	if p.routedWork() {
 		return p.claimWorkRouted(ctx, g)
@@ -301,16 +301,34 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		*r.in.out, r.err = workItemLease(id, instance, tok, workItem, attempts)
 		return nil
 	}
-	scanClaims := func(rows *sql.Rows) error {
-		var (
-			tok, workItem, instance string
-			id                      int64
-			attempts                int32
-		)
-		if err := rows.Scan(&tok, &id, &workItem, &attempts, &instance); err != nil {
-			return err
+	// claimRows runs a claim statement on db (through GORM, as every
+	// claim) and hands each returned row to handle; n is the rows read
+	claimRows := func(db *gorm.DB, q string, a []any) (n int, err error) {
+		rows, err := db.Raw(q, a...).Rows()
+		if err != nil {
+			return 0, err
 		}
-		return handle(tok, id, workItem, attempts, instance)
+		for rows.Next() {
+			var (
+				tok, workItem, instance string
+				id                      int64
+				attempts                int32
+			)
+			if err = rows.Scan(&tok, &id, &workItem, &attempts, &instance); err != nil {
+				break
+			}
+			if err = handle(tok, id, workItem, attempts, instance); err != nil {
+				break
+			}
+			n++
+		}
+		if err == nil {
+			err = translateVia(db, rows.Err())
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		return n, err
 	}
 	var err error
 	if inProcess {
@@ -320,8 +338,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			clear(claimed)
 			for _, r := range g {
 				q, a := single(r)
-				n, err := newDirectTx(tx).each(q, a, func(rows *sql.Rows, _ int64) error { return scanClaims(rows) })
-				if err != nil || n == 0 {
+				if n, err := claimRows(tx, q, a); err != nil || n == 0 {
 					return err
 				}
 			}
@@ -373,20 +390,8 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			}
 			err = handle(r.LockToken, r.ID, r.WorkItem, r.AttemptCount, r.InstanceID)
 		}
-	} else if rows, qerr := p.s.db.WithContext(ctx).Raw(b.String(), args...).Rows(); qerr != nil {
-		err = qerr
 	} else {
-		for rows.Next() {
-			if err = scanClaims(rows); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = translateVia(p.s.db, rows.Err())
-		}
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
+		_, err = claimRows(p.s.db.WithContext(ctx), b.String(), args)
 	}
 	if err != nil {
 		// items claimed before the reply broke off stay locked until
