@@ -24,15 +24,7 @@ func TestCompleteCoalesces(t *testing.T) {
 	ctx := context.Background()
 	stores := gcStores(t)
 	log := &sqlLog{}
-	lite, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "cc.db"), WithLogger(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lite.Close() })
-	if err := lite.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stores["sqlite"] = lite
+	stores["sqlite"] = loggedLite(t, log)
 	for name, st := range stores {
 		t.Run(name, func(t *testing.T) {
 			q := st.SessionQueue()
@@ -140,14 +132,7 @@ func TestCompleteCoalesces(t *testing.T) {
 func TestWorkerFetchFlushInProcess(t *testing.T) {
 	ctx := context.Background()
 	log := &sqlLog{}
-	st, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "wf.db"), WithLogger(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := loggedLite(t, log)
 	p := st.provider()
 	for _, in := range []string{"i1", "i2", "i3"} {
 		if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "wf-" + in, ExecutionID: 1, ID: 1, Name: "a", Input: in}); err != nil {
@@ -215,4 +200,20 @@ func TestWorkerFetchFlushInProcess(t *testing.T) {
 	if claims != 5 {
 		t.Errorf("%d single claims, want 4 in the flush and 1 alone: %q", claims, log.stmts)
 	}
+}
+
+// loggedLite opens and migrates a Store on a new SQLite file whose
+// statements go to log, closed at the end of the test.
+func loggedLite(t *testing.T, log *sqlLog) *Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "logged.db"), WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -267,6 +267,14 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 		claimed[r] = true
 		return nil
 	}
+	// scan reads one returned row of a claim statement into its call
+	scan := func(rows *sql.Rows, _ int64) error {
+		c = claimedRow{}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		return put(tok, &c)
+	}
 	var err error
 	if len(g) > 1 && s.inProcess() && s.has(CapUpdateReturning) {
 		// one transaction of each call's own claim (dialect.InProcess),
@@ -276,13 +284,7 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 			clear(claimed)
 			for _, r := range g {
 				stmt, args := s.claimSQL([]*gcReq[uint64, dequeueReq]{r})
-				n, err := newDirectTx(tx).each(stmt, args, func(rows *sql.Rows, _ int64) error {
-					c = claimedRow{}
-					if err := rows.Scan(dest...); err != nil {
-						return err
-					}
-					return put(tok, &c)
-				})
+				n, err := newDirectTx(tx).each(stmt, args, scan)
 				if err != nil || n == 0 {
 					return err
 				}
@@ -291,13 +293,7 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 		})
 	} else if s.has(CapUpdateReturning) {
 		stmt, args := s.claimSQL(g)
-		_, err = newDirectTx(sq.db(ctx)).each(stmt, args, func(rows *sql.Rows, _ int64) error {
-			c = claimedRow{}
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			return put(tok, &c)
-		})
+		_, err = newDirectTx(sq.db(ctx)).each(stmt, args, scan)
 	} else {
 		err = s.claimGeneral(sq.db(ctx), g, put)
 	}
@@ -568,9 +564,8 @@ func sortedByItem(calls []completeReq) []completeReq {
 // statement of several calls where the dialect is not InProcess).
 func (s *Store) endLeasesSQL(set leaseSet, setArgs []any, calls []completeReq) (string, []any) {
 	qt := s.quoted(models.TableQueue)
-	one := func(r completeReq) (string, []any) { return s.endLeaseSQL(set, setArgs, r) }
 	if len(calls) == 1 {
-		return one(calls[0])
+		return s.endLeaseSQL(set, setArgs, calls[0])
 	}
 	sorted := sortedByItem(calls)
 	if c, ok := s.d.(dialect.UpdateChain); ok && c.ChainsUpdates() {
@@ -580,7 +575,7 @@ func (s *Store) endLeasesSQL(set leaseSet, setArgs []any, calls []completeReq) (
 		var with, sel strings.Builder
 		var args []any
 		for i, r := range sorted {
-			stmt, a := one(r)
+			stmt, a := s.endLeaseSQL(set, setArgs, r)
 			u := "u" + strconv.Itoa(i)
 			if i > 0 {
 				with.WriteString(", ")
