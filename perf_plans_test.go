@@ -3,6 +3,7 @@ package agentstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestPerfClaimPlansUseIndexes(t *testing.T) {
 		}
 		for _, stmt := range fill {
 			if err := db.Exec(stmt).Error; err != nil {
-				t.Fatalf("fill: %v\n%s", err, stmt)
+				t.Fatalf("fill: %s\n%s", errorChain(err), stmt)
 			}
 		}
 		var count int64
@@ -280,4 +281,26 @@ func mariadbExplain(t *testing.T, st *agentstore.Store, stmt string) []map[strin
 		t.Fatal(err)
 	}
 	return out
+}
+
+// errorChain renders err and every error it wraps (a Fault's text is its
+// sentinel's alone; a test that fails wants the driver's words too).
+func errorChain(err error) string {
+	var b strings.Builder
+	var walk func(e error, depth int)
+	walk = func(e error, depth int) {
+		if e == nil || depth > 8 {
+			return
+		}
+		b.WriteString(strings.Repeat("  ", depth) + e.Error() + "\n")
+		if m, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, c := range m.Unwrap() {
+				walk(c, depth+1)
+			}
+			return
+		}
+		walk(errors.Unwrap(e), depth+1)
+	}
+	walk(err, 0)
+	return b.String()
 }
