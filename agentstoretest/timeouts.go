@@ -185,7 +185,15 @@ func testStatementTimeoutSessionWrite(t *testing.T, h *harness) {
 	if got := mustLoad(t, st.Sessions(), id); got.Summary == nil || *got.Summary != "locked" {
 		t.Fatalf("the timed-out save wrote summary %v", got.Summary)
 	}
-	if err := ts.Sessions().Save(ctx, sess); err != nil {
+	// The lock is gone, but a 150 ms statement timeout can still be met
+	// by a statement the machine is slow to run (a loaded CI box: seen
+	// once in a conformance run beside other tests); a lock still held
+	// would time out every attempt.
+	err = ts.Sessions().Save(ctx, sess)
+	for attempt := 1; attempt < 5 && errors.Is(err, agentstore.ErrStatementTimeout); attempt++ {
+		err = ts.Sessions().Save(ctx, sess)
+	}
+	if err != nil {
 		t.Fatalf("save after the lock was released: %v", err)
 	}
 }
