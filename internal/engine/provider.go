@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -286,6 +287,10 @@ type gormProvider struct {
 	// ConnPool) to its claimBound while the transaction runs
 	// (dialect.ClaimLockWaitSession).
 	claimBounds sync.Map
+	// workClaimed: the last worker claim (claimWork) found an item; while
+	// it holds, an in-process dialect's claims skip the read before the
+	// write lock.
+	workClaimed atomic.Bool
 }
 
 var (

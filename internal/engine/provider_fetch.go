@@ -336,20 +336,56 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 	st, one := p.s.d.(dialect.OrchFetchStatement)
 	if one && p.s.has(CapFastPaths) && p.s.has(CapAdvisoryLocks) {
 		var err error
-		if item, corrupt, err = p.fetchOrchLoop(ctx, p.s.db.WithContext(ctx), st, lockTimeout, filter); err != nil {
+		if item, corrupt, err = p.fetchOrchLoop(ctx, p.s.db.WithContext(ctx), st, lockTimeout, filter, ""); err != nil {
 			return nil, err
 		}
-	} else if err := p.fetchTx(ctx, func(tx *gorm.DB) error {
-		var err error
-		item, corrupt, err = p.fetchOrchLoop(ctx, tx, nil, lockTimeout, filter)
-		return err
-	}); err != nil {
-		return nil, err
+	} else {
+		first, found, err := p.orchCandidateBeforeTx(ctx, filter)
+		if err != nil || !found {
+			return nil, err
+		}
+		if err := p.fetchTx(ctx, func(tx *gorm.DB) error {
+			var err error
+			item, corrupt, err = p.fetchOrchLoop(ctx, tx, nil, lockTimeout, filter, first)
+			return err
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if corrupt != nil {
 		return nil, corrupt // the lock and the counted attempt are kept; the row is reported
 	}
 	return item, nil
+}
+
+// orchCandidateBeforeTx is, on a dialect whose database runs in-process
+// (SQLite: one writer at a time), the window's candidate read before the
+// fetch takes the write lock, on the Store's read connections: found is
+// false when no message is claimable (the fetch then returns nothing
+// without taking the write lock at all), first the window's candidate ("":
+// the window could not decide). Claiming it in the write transaction
+// rechecks everything (the instance lock and each message's, as for the
+// walk's candidate), so a stale read costs one lost candidate, not a
+// wrong claim; the writer no longer runs the window's query, about half of
+// an orchestration fetch's time under the write lock (BENCHMARKS.md). Other
+// dialects: found is true and first "" (the candidate is read in the
+// transaction).
+func (p *gormProvider) orchCandidateBeforeTx(ctx context.Context, filter *duroxide.DispatcherCapabilityFilter) (first string, found bool, err error) {
+	if !p.s.inProcess() {
+		return "", true, nil
+	}
+	cand, cargs := p.orchCandidateSQL(p.s.nowMS(), filter, nil, orchCandWindow)
+	var cands []struct{ InstanceID *string }
+	if err := scanAll(p.s.db.WithContext(ctx), &cands, cand, cargs...); err != nil {
+		return "", false, fmt.Errorf("select candidate: %w", err)
+	}
+	switch {
+	case len(cands) == 0:
+		return "", false, nil
+	case cands[0].InstanceID == nil:
+		return "", true, nil
+	}
+	return *cands[0].InstanceID, true, nil
 }
 
 // maxOrchLostCandidates bounds the candidates one fetch attempt loses to
@@ -393,9 +429,10 @@ type orchMeta struct {
 // started is dropped. A message that does not decode is corrupt (its lock
 // kept). With st, a claim is committed when its statement returns, so a
 // failure after it releases the claim; in the transaction the rollback
-// does.
+// does. A non-empty first is the first candidate, read before the
+// transaction (orchCandidateBeforeTx).
 func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialect.OrchFetchStatement, lockTimeout time.Duration,
-	filter *duroxide.DispatcherCapabilityFilter) (item *duroxide.OrchestrationItem, corrupt, err error) {
+	filter *duroxide.DispatcherCapabilityFilter, first string) (item *duroxide.OrchestrationItem, corrupt, err error) {
 	release := func(token, instance string) {
 		if st != nil {
 			p.releaseOrchLease(ctx, orchLease{stored: token, instance: instance})
@@ -408,9 +445,12 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 		// the clock is read for each candidate: the lease starts when its
 		// claim is sent, not when the attempt began
 		now := p.s.nowMS()
-		var cand string
+		var cand, named string // named: the candidate is known (cand names it)
 		var cargs []any
-		if level == orchCandWalk {
+		if first != "" {
+			named, first = first, ""
+			cand, cargs = p.orchNamedCandidateSQL(named)
+		} else if level == orchCandWalk {
 			inst, decided, err := p.walkOrchCandidate(db, now, filter, tried)
 			switch {
 			case err != nil:
@@ -421,6 +461,7 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 			case inst == "":
 				return nil, nil, nil
 			}
+			named = inst
 			cand, cargs = p.orchNamedCandidateSQL(inst)
 		} else {
 			cand, cargs = p.orchCandidateSQL(now, filter, tried, level)
@@ -430,7 +471,7 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 		if st != nil {
 			c, err = p.claimOrchStatement(db, st, cand, cargs, token, now, now+durMS(lockTimeout))
 		} else {
-			c, err = p.claimOrchSteps(db, cand, cargs, token, now, now+durMS(lockTimeout))
+			c, err = p.claimOrchSteps(db, named, cand, cargs, token, now, now+durMS(lockTimeout))
 		}
 		switch {
 		case err != nil:
@@ -502,21 +543,25 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 
 // claimOrchSteps is the portable claim of one candidate, in the fetch
 // transaction tx: the candidate query (on SQLite BEGIN IMMEDIATE already
-// serialises fetchers), then, bounded by claimWait (boundedStep), the
+// serialises fetchers; none when the candidate is named: the walk's or the
+// read before the transaction), then, bounded by claimWait (boundedStep), the
 // instance lock row unless a live one exists and the claim of the
 // instance's visible, unclaimed messages.
-func (p *gormProvider) claimOrchSteps(tx *gorm.DB, cand string, cargs []any, token string, now, until int64) (orchClaimed, error) {
-	var cands []struct{ InstanceID *string }
-	if err := tx.Raw(cand, cargs...).Scan(&cands).Error; err != nil {
-		return orchClaimed{}, fmt.Errorf("select candidate: %w", err)
+func (p *gormProvider) claimOrchSteps(tx *gorm.DB, named, cand string, cargs []any, token string, now, until int64) (orchClaimed, error) {
+	c := orchClaimed{instance: named}
+	if named == "" {
+		var cands []struct{ InstanceID *string }
+		if err := tx.Raw(cand, cargs...).Scan(&cands).Error; err != nil {
+			return orchClaimed{}, fmt.Errorf("select candidate: %w", err)
+		}
+		if len(cands) == 0 {
+			return orchClaimed{none: true}, nil
+		}
+		if cands[0].InstanceID == nil {
+			return orchClaimed{undecided: true}, nil
+		}
+		c.instance = *cands[0].InstanceID
 	}
-	if len(cands) == 0 {
-		return orchClaimed{none: true}, nil
-	}
-	if cands[0].InstanceID == nil {
-		return orchClaimed{undecided: true}, nil
-	}
-	c := orchClaimed{instance: *cands[0].InstanceID}
 	busy, err := p.boundedStep(tx, func() error {
 		var err error
 		if c.won, err = p.lockInstance(tx, c.instance, token, until, now); err != nil {
