@@ -367,8 +367,11 @@ func TestProviderStatementsPerWorkflow(t *testing.T) {
 		// SQLite's and MariaDB's claims and acks are transactions of
 		// several statements
 		// (measured before the hand-off and the quiet skip: PostgreSQL
-		// 18.4, SQLite 49, MariaDB 62.5; after: 8.1, 45.5 to 49, 49)
-		want := map[agentstore.Dialect]float64{agentstore.Postgres: 8, agentstore.SQLite: 54, agentstore.MariaDB: 52}[h.Dialect]
+		// 18.4, SQLite 49, MariaDB 62.5; after: 8.1, 45.5 to 49, 49).
+		// SQLite's count varies with when its change watcher wakes the
+		// waiting loops: 45.5 to 64.1 for one build (a2f1e84) in six runs
+		// on an idle machine, 2026-12-04
+		want := map[agentstore.Dialect]float64{agentstore.Postgres: 8, agentstore.SQLite: 64, agentstore.MariaDB: 52}[h.Dialect]
 		// idle re-checks (one a second per waiting loop) are not the
 		// workflows'
 		slack := 4 * el.Seconds() / n

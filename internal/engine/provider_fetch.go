@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -340,7 +341,8 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 			return nil, err
 		}
 	} else {
-		first, found, err := p.orchCandidateBeforeTx(ctx, filter)
+		seq0 := p.orch.seqNow()
+		first, found, err := p.orchCandidateBeforeTx(ctx, filter, seq0)
 		if err != nil || !found {
 			return nil, err
 		}
@@ -351,6 +353,7 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 		}); err != nil {
 			return nil, err
 		}
+		p.markIdle(&p.orchIdle, item == nil, seq0)
 	}
 	if corrupt != nil {
 		return nil, corrupt // the lock and the counted attempt are kept; the row is reported
@@ -359,19 +362,20 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 }
 
 // orchCandidateBeforeTx is, on a dialect whose database runs in-process
-// (SQLite: one writer at a time), the window's candidate read before the
-// fetch takes the write lock, on the Store's read connections: found is
-// false when no message is claimable (the fetch then returns nothing
-// without taking the write lock at all), first the window's candidate ("":
-// the window could not decide). Claiming it in the write transaction
-// rechecks everything (the instance lock and each message's, as for the
-// walk's candidate), so a stale read costs one lost candidate, not a
-// wrong claim; the writer no longer runs the window's query, about half of
-// an orchestration fetch's time under the write lock (BENCHMARKS.md). Other
-// dialects: found is true and first "" (the candidate is read in the
-// transaction).
-func (p *gormProvider) orchCandidateBeforeTx(ctx context.Context, filter *duroxide.DispatcherCapabilityFilter) (first string, found bool, err error) {
-	if !p.s.inProcess() {
+// (SQLite: one writer at a time), for a fetch of a queue found empty with
+// no wake-up since (orchIdle; seq0 the signal's count now), the window's
+// candidate read before the fetch takes the write lock, on the Store's
+// read connections: found is false when no message is claimable (the
+// fetch then returns nothing without taking the write lock, so idle polls
+// do not take it), first the window's candidate ("": the window could not
+// decide). Claiming it in the write transaction rechecks everything (the
+// instance lock and each message's, as for the walk's candidate), so a
+// stale read costs one lost candidate, not a wrong claim. Otherwise found
+// is true and first "": the candidate is read in the transaction (a read
+// before it was one more step on a busy orchestrator loop's path:
+// BENCHMARKS.md).
+func (p *gormProvider) orchCandidateBeforeTx(ctx context.Context, filter *duroxide.DispatcherCapabilityFilter, seq0 uint64) (first string, found bool, err error) {
+	if !p.s.inProcess() || p.orchIdle.Load() != seq0+1 {
 		return "", true, nil
 	}
 	cand, cargs := p.orchCandidateSQL(p.s.nowMS(), filter, nil, orchCandWindow)
@@ -386,6 +390,16 @@ func (p *gormProvider) orchCandidateBeforeTx(ctx context.Context, filter *duroxi
 		return "", true, nil
 	}
 	return *cands[0].InstanceID, true, nil
+}
+
+// markIdle records in mark (orchIdle or workIdle) how a fetch that began
+// at signal count seq0 ended: empty, or with something claimed.
+func (p *gormProvider) markIdle(mark *atomic.Uint64, empty bool, seq0 uint64) {
+	if empty {
+		mark.Store(seq0 + 1)
+	} else {
+		mark.Store(0)
+	}
 }
 
 // maxOrchLostCandidates bounds the candidates one fetch attempt loses to

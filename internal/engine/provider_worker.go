@@ -240,9 +240,9 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // single claim, in order (the joined form cost SQLite several times
 // more). The pick, the arguments' meaning, the reply and its errors are
 // the same. With the fast paths switched off (routedWork) the claim is
-// claimWorkRouted's, per shard key. In-process, after a claim that found
-// nothing, the pick is first read without the write lock: nothing
-// claimable, no claim.
+// claimWorkRouted's, per shard key. In-process, when the queue was found
+// empty and no wake-up came since, the pick is first read without the
+// write lock: nothing claimable, no claim.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	if p.routedWork() {
 		return p.claimWorkRouted(ctx, g)
@@ -259,12 +259,13 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			` WHERE ` + vis + ` <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
 			` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(n) + p.s.forUpdateSkip("q")
 	}
-	if p.s.inProcess() && !p.workClaimed.Load() {
-		// SQLite, after a claim that found nothing: whether any item is
-		// claimable, read before the claim takes the database's one write
-		// lock, so idle polls do not take it
-		// (TestSQLiteFetchReadsBeforeWriteLock); while claims find items
-		// they go straight to the claim
+	seq0 := p.work.seqNow()
+	if p.s.inProcess() && p.workIdle.Load() == seq0+1 {
+		// SQLite, the queue found empty and no wake-up since (workIdle):
+		// whether any item is claimable, read before the claim takes the
+		// database's one write lock, so idle polls do not take it
+		// (TestSQLiteFetchReadsBeforeWriteLock); a woken fetch goes
+		// straight to the claim
 		var ids []struct{ Cid int64 }
 		if err := scanAll(p.s.db.WithContext(ctx), &ids, pickN(1), append([]any{now, now}, targs...)...); err != nil {
 			return nil, err
@@ -423,7 +424,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			left = append(left, r)
 		}
 	}
-	p.workClaimed.Store(len(left) < len(g))
+	p.markIdle(&p.workIdle, len(left) == len(g), seq0)
 	return left, nil
 }
 
