@@ -287,17 +287,17 @@ type gormProvider struct {
 	// ConnPool) to its claimBound while the transaction runs
 	// (dialect.ClaimLockWaitSession).
 	claimBounds sync.Map
-	// orchIdle and workIdle mark a queue found empty, for an in-process
-	// dialect's read before the write lock (orchCandidateBeforeTx,
-	// claimWork): 1 + the queue's signal count (signal.seqNow) when the
-	// last fetch of the queue that found nothing began, 0 after one that
-	// found something. A fetch reads first only while the mark equals 1 +
-	// the current count: the queue was found empty and no wake-up came
-	// since (an idle poll's re-check). A woken fetch goes straight to its
-	// claim: a read before it would be one more statement on the path of
-	// every woken item. (Set to 1 at the start: the first fetch reads
-	// first.)
-	orchIdle, workIdle atomic.Uint64
+	// orchIdle marks the orchestrator queue found empty, for an
+	// in-process dialect's read before the write lock
+	// (orchCandidateBeforeTx): 1 + the queue's signal count
+	// (signal.seqNow) when the last orchestration fetch that found nothing
+	// began, 0 after one that found something. A fetch reads first only
+	// while the mark equals 1 + the current count: the queue was found
+	// empty and no wake-up came since (an idle poll's re-check). A woken
+	// fetch goes straight to its claim: a read before it would be one more
+	// step on the path of every woken item. (Set to 1 at the start: the
+	// first fetch reads first.)
+	orchIdle atomic.Uint64
 }
 
 var (
@@ -309,7 +309,6 @@ func (s *Store) provider() *gormProvider {
 	s.provOnce.Do(func() {
 		p := &gormProvider{s: s, orch: newSignal(), work: newSignal(), feed: newSignal(), queue: newSignal()}
 		p.orchIdle.Store(1)
-		p.workIdle.Store(1)
 		if s.has(CapWakeup) {
 			p.waker = s.d.NewWaker(s.env(), func(kind string) {
 				switch kind {

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -353,7 +352,11 @@ func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Durat
 		}); err != nil {
 			return nil, err
 		}
-		p.markIdle(&p.orchIdle, item == nil, seq0)
+		if item == nil { // see orchIdle
+			p.orchIdle.Store(seq0 + 1)
+		} else {
+			p.orchIdle.Store(0)
+		}
 	}
 	if corrupt != nil {
 		return nil, corrupt // the lock and the counted attempt are kept; the row is reported
@@ -390,16 +393,6 @@ func (p *gormProvider) orchCandidateBeforeTx(ctx context.Context, filter *duroxi
 		return "", true, nil
 	}
 	return *cands[0].InstanceID, true, nil
-}
-
-// markIdle records in mark (orchIdle or workIdle) how a fetch that began
-// at signal count seq0 ended: empty, or with something claimed.
-func (p *gormProvider) markIdle(mark *atomic.Uint64, empty bool, seq0 uint64) {
-	if empty {
-		mark.Store(seq0 + 1)
-	} else {
-		mark.Store(0)
-	}
 }
 
 // maxOrchLostCandidates bounds the candidates one fetch attempt loses to

@@ -240,9 +240,7 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // single claim, in order (the joined form cost SQLite several times
 // more). The pick, the arguments' meaning, the reply and its errors are
 // the same. With the fast paths switched off (routedWork) the claim is
-// claimWorkRouted's, per shard key. In-process, when the queue was found
-// empty and no wake-up came since, the pick is first read without the
-// write lock: nothing claimable, no claim.
+// claimWorkRouted's, per shard key.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	if p.routedWork() {
 		return p.claimWorkRouted(ctx, g)
@@ -258,21 +256,6 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		return `SELECT q.id AS cid, q.visible_at AS cvis FROM ` + wq + ` q` +
 			` WHERE ` + vis + ` <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
 			` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(n) + p.s.forUpdateSkip("q")
-	}
-	seq0 := p.work.seqNow()
-	if p.s.inProcess() && p.workIdle.Load() == seq0+1 {
-		// SQLite, the queue found empty and no wake-up since (workIdle):
-		// whether any item is claimable, read before the claim takes the
-		// database's one write lock, so idle polls do not take it
-		// (TestSQLiteFetchReadsBeforeWriteLock); a woken fetch goes
-		// straight to the claim
-		var ids []struct{ Cid int64 }
-		if err := scanAll(p.s.db.WithContext(ctx), &ids, pickN(1), append([]any{now, now}, targs...)...); err != nil {
-			return nil, err
-		}
-		if len(ids) == 0 {
-			return g, nil
-		}
 	}
 	pick := pickN(len(g))
 	with, async := p.s.asyncCommitCTE()
@@ -424,7 +407,6 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			left = append(left, r)
 		}
 	}
-	p.markIdle(&p.workIdle, len(left) == len(g), seq0)
 	return left, nil
 }
 
