@@ -239,3 +239,22 @@ func mariadbRootNotYet() map[string]string {
 		"TestPerfTelemetryGaugePlans": "checks PostgreSQL's and SQLite's query plans; MariaDB's gauges are measured by bench -scale",
 	}
 }
+
+// sqliteConn opens a connection of its own (testSQLiteDriver) to the
+// SQLite database at dsn (a path or a file: URI), closed at the end of
+// the test: the other writer of tests that hold the database's write
+// lock with BEGIN IMMEDIATE.
+func sqliteConn(t *testing.T, dsn string) *sql.Conn {
+	t.Helper()
+	db, err := sql.Open(testSQLiteDriver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}

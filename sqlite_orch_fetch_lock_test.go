@@ -21,16 +21,7 @@ func TestSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
 	h := newHarness(t, agentstore.SQLite)
 	st := h.New(t, agentstore.WithLockTimeout(2*time.Second))
 	ctx := context.Background()
-	holder := openGormSQLite(t, "file:"+strings.TrimPrefix(h.DSN, "sqlite:")+"?_busy_timeout=10000&_journal_mode=WAL&_foreign_keys=on")
-	sqlDB, err := holder.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := sqliteConn(t, strings.TrimPrefix(h.DSN, "sqlite:"))
 	hold := func() {
 		t.Helper()
 		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {

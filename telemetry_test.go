@@ -2,7 +2,6 @@ package agentstore_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -542,16 +541,7 @@ func TestTelemetryRetry(t *testing.T) {
 	e.st = st
 	defer st.Close()
 
-	blocker, err := sql.Open(testSQLiteDriver, "file:"+path+"?_busy_timeout=0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close()
-	conn, err := blocker.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := sqliteConn(t, "file:"+path+"?_busy_timeout=0")
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package agentstore_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -196,16 +195,7 @@ func TestSQLiteLockTimeoutOtherConnection(t *testing.T) {
 	if err := st.Sessions().Save(ctx, sess); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open(testSQLiteDriver, strings.TrimPrefix(h.DSN, "sqlite:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	conn, err := raw.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := sqliteConn(t, strings.TrimPrefix(h.DSN, "sqlite:"))
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +205,7 @@ func TestSQLiteLockTimeoutOtherConnection(t *testing.T) {
 	ts := h.Open(t, agentstore.WithLockTimeout(100*time.Millisecond))
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err = ts.Sessions().AppendMessages(cctx, sess.ID, msg)
+	_, err := ts.Sessions().AppendMessages(cctx, sess.ID, msg)
 	var re *repo.Error
 	if !errors.As(err, &re) || !errors.Is(err, agentstore.ErrLockTimeout) || !re.Retryable || !strings.Contains(re.Message, sess.ID.String()) ||
 		strings.Contains(re.Message, "database is locked") {

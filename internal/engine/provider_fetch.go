@@ -382,17 +382,26 @@ func (p *gormProvider) orchCandidateBeforeTx(ctx context.Context, filter *duroxi
 		return "", true, nil
 	}
 	cand, cargs := p.orchCandidateSQL(p.s.nowMS(), filter, nil, orchCandWindow)
+	inst, none, _, err := readOrchCandidate(p.s.db.WithContext(ctx), cand, cargs)
+	return inst, !none, err
+}
+
+// readOrchCandidate runs candidate query cand (orchCandidateSQL,
+// orchNamedCandidateSQL) on db, without row locks: none when it returns no
+// row, undecided when its row names no instance (the level cannot
+// decide), else the instance.
+func readOrchCandidate(db *gorm.DB, cand string, cargs []any) (instance string, none, undecided bool, err error) {
 	var cands []struct{ InstanceID *string }
-	if err := scanAll(p.s.db.WithContext(ctx), &cands, cand, cargs...); err != nil {
-		return "", false, fmt.Errorf("select candidate: %w", err)
+	if err := scanAll(db, &cands, cand, cargs...); err != nil {
+		return "", false, false, fmt.Errorf("select candidate: %w", err)
 	}
 	switch {
 	case len(cands) == 0:
-		return "", false, nil
+		return "", true, false, nil
 	case cands[0].InstanceID == nil:
-		return "", true, nil
+		return "", false, true, nil
 	}
-	return *cands[0].InstanceID, true, nil
+	return *cands[0].InstanceID, false, false, nil
 }
 
 // maxOrchLostCandidates bounds the candidates one fetch attempt loses to
@@ -496,14 +505,11 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 				return nil, nil, nil
 			}
 			if c.instance == "" { // the same query, without locks, names the candidate the claim picked
-				var cands []struct{ InstanceID *string }
-				if err := scanAll(db, &cands, cand, cargs...); err != nil {
-					return nil, nil, fmt.Errorf("select candidate: %w", err)
+				inst, none, undecided, err := readOrchCandidate(db, cand, cargs)
+				if err != nil || none || undecided {
+					return nil, nil, err
 				}
-				if len(cands) == 0 || cands[0].InstanceID == nil {
-					return nil, nil, nil
-				}
-				c.instance = *cands[0].InstanceID
+				c.instance = inst
 			}
 			tried = append(tried, c.instance)
 			continue // its rows are held by another transaction: next candidate
@@ -557,17 +563,11 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 func (p *gormProvider) claimOrchSteps(tx *gorm.DB, named, cand string, cargs []any, token string, now, until int64) (orchClaimed, error) {
 	c := orchClaimed{instance: named}
 	if named == "" {
-		var cands []struct{ InstanceID *string }
-		if err := tx.Raw(cand, cargs...).Scan(&cands).Error; err != nil {
-			return orchClaimed{}, fmt.Errorf("select candidate: %w", err)
+		inst, none, undecided, err := readOrchCandidate(tx, cand, cargs)
+		if err != nil || none || undecided {
+			return orchClaimed{none: none, undecided: undecided}, err
 		}
-		if len(cands) == 0 {
-			return orchClaimed{none: true}, nil
-		}
-		if cands[0].InstanceID == nil {
-			return orchClaimed{undecided: true}, nil
-		}
-		c.instance = *cands[0].InstanceID
+		c.instance = inst
 	}
 	busy, err := p.boundedStep(tx, func() error {
 		var err error
