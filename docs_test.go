@@ -162,7 +162,11 @@ func TestDocsReadmeExampleRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "readme-example")
-	if out, err := exec.Command("go", "build", "-o", bin, "./"+filepath.Base(dir)).CombinedOutput(); err != nil {
+	args := []string{"build", "-o", bin}
+	if raceBuild { // from the test build's compiled packages (testBinary)
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, "./"+filepath.Base(dir))...).CombinedOutput(); err != nil {
 		t.Fatalf("the README's example does not build: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -3,7 +3,6 @@ package agentstore_test
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +14,7 @@ import (
 // stopped at the deletion.
 func TestExampleFeedRuns(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "feed")
-	if out, err := exec.Command("go", "build", "-o", bin, "./examples/feed").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/feed: %v\n%s", err, out)
-	}
+	bin := testBinary(t, "feed")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)

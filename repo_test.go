@@ -21,7 +21,8 @@ import (
 // with the dialect's one-statement fast paths and with the general
 // transaction paths (WithoutCapabilities(CapFastPaths)), so neither rots,
 // and (long tests) as a portable PostgreSQL-wire engine (postgres-portable:
-// no fast paths, advisory locks, wake-up, SKIP LOCKED or async commit).
+// no fast paths, advisory locks, wake-up, SKIP LOCKED or async commit),
+// that one with telemetry on and every span audited (telemetrySuiteOptions).
 // The general run also audits every statement for Citus (citus_audit_test.go).
 func TestConformance(t *testing.T) {
 	t.Parallel()
@@ -57,8 +58,10 @@ func TestConformance(t *testing.T) {
 		requirePostgres(t)
 		// a PostgreSQL-wire engine without the PostgreSQL-only features
 		// (CockroachDB, YugabyteDB, Citus): every fallback of
-		// docs/distributed.md's capability table
-		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), agentstore.WithoutCapabilities(portableOff)))
+		// docs/distributed.md's capability table; with telemetry on, the
+		// telemetry variant's PostgreSQL run (TestConformanceTelemetry)
+		opts := append(telemetrySuiteOptions(t), agentstore.WithoutCapabilities(portableOff))
+		agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), opts...))
 	})
 }
 

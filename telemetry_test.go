@@ -732,48 +732,47 @@ func (a *spanAudit) OnEnd(s sdktrace.ReadOnlySpan) {
 	a.mu.Unlock()
 }
 
-// TestConformanceTelemetry runs the whole exported conformance suite with
-// telemetry on (SDK providers), so the traced repositories behave exactly
-// as the plain ones, and audits every span the suite produces.
+// TestConformanceTelemetry runs the whole exported conformance suite on
+// SQLite with telemetry on (SDK providers, telemetrySuiteOptions), so the
+// traced repositories behave exactly as the plain ones, and audits every
+// span the suite produces. The telemetry layer sits above the dialects; on
+// PostgreSQL the postgres-portable variant of TestConformance runs with it
+// on (one whole PostgreSQL run fewer than a variant of its own).
 func TestConformanceTelemetry(t *testing.T) {
 	t.Parallel()
 	requireSuiteVariant(t)
-	for _, d := range dialects {
-		t.Run(string(d), func(t *testing.T) {
-			t.Parallel()
-			if d == agentstore.Postgres {
-				requirePostgres(t)
-			}
-			audit := &spanAudit{}
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(audit))
-			reader := sdkmetric.NewManualReader()
-			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-			t.Cleanup(func() {
-				var rm metricdata.ResourceMetrics
-				if err := reader.Collect(context.Background(), &rm); err != nil {
-					t.Errorf("collect: %v", err)
-				}
-				if n := histCount(rm, agentstore.MetricCallDuration, nil); n == 0 {
-					t.Error("no call recorded")
-				}
-				audit.mu.Lock()
-				defer audit.mu.Unlock()
-				if audit.spans == 0 {
-					t.Error("no span ended")
-				}
-				t.Logf("%d spans audited", audit.spans)
-				for _, p := range audit.problems {
-					t.Error(p)
-				}
-			})
-			opts := []agentstore.Option{agentstore.WithTracerProvider(tp), agentstore.WithMeterProvider(mp)}
-			if d == agentstore.Postgres {
-				agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), opts...))
-			} else {
-				agentstoretest.Run(t, agentstoretest.SQLite(opts...))
-			}
-		})
-	}
+	agentstoretest.Run(t, agentstoretest.SQLite(telemetrySuiteOptions(t)...))
+}
+
+// telemetrySuiteOptions returns the options of a conformance run with
+// telemetry on: SDK tracer and meter providers whose every span is checked
+// by a spanAudit, and at t's cleanup the audit's problems reported and at
+// least one span and one recorded call required.
+func telemetrySuiteOptions(t *testing.T) []agentstore.Option {
+	t.Helper()
+	audit := &spanAudit{}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(audit))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Errorf("collect: %v", err)
+		}
+		if n := histCount(rm, agentstore.MetricCallDuration, nil); n == 0 {
+			t.Error("no call recorded")
+		}
+		audit.mu.Lock()
+		defer audit.mu.Unlock()
+		if audit.spans == 0 {
+			t.Error("no span ended")
+		}
+		t.Logf("%d spans audited", audit.spans)
+		for _, p := range audit.problems {
+			t.Error(p)
+		}
+	})
+	return []agentstore.Option{agentstore.WithTracerProvider(tp), agentstore.WithMeterProvider(mp)}
 }
 
 // TestPerfTelemetryGaugePlans: the queue gauges' queries sort nothing

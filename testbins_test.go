@@ -13,7 +13,12 @@ import (
 // and link in parallel), the first time a test asks for one. Building each
 // in its own `go build` per test cost a link of a large binary per test:
 // on this 2-core machine the CLI, hostile-secrets, docs and example tests
-// spent 45–67 s each mostly waiting for the linker.
+// spent 45–67 s each mostly waiting for the linker. Under -race (CI) the
+// binaries are built with -race too: the test build has compiled every
+// package they import that way, so only the links are left, where a plain
+// build compiled the whole dependency tree again, cgo SQLite included
+// (2026-12-04: the tests that wait for it 190–236 s into the run; the
+// same build 15 s with -race from the test build's cache, 123 s without).
 var testBinaries struct {
 	once sync.Once
 	dir  string
@@ -35,11 +40,15 @@ func testBinary(t testing.TB, name string) string {
 		if testBinaries.err != nil {
 			return
 		}
-		args := append([]string{"build", "-o", testBinaries.dir + string(filepath.Separator)}, builtPackages...)
+		args := []string{"build", "-o", testBinaries.dir + string(filepath.Separator)}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		args = append(args, builtPackages...)
 		testBinaries.out, testBinaries.err = exec.Command("go", args...).CombinedOutput()
 	})
 	if testBinaries.err != nil {
-		t.Fatalf("go build %v: %v\n%s", builtPackages, testBinaries.err, testBinaries.out)
+		t.Fatalf("go build %v (-race %v): %v\n%s", builtPackages, raceBuild, testBinaries.err, testBinaries.out)
 	}
 	bin := filepath.Join(testBinaries.dir, name)
 	if _, err := os.Stat(bin); err != nil {

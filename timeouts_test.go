@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,23 @@ import (
 // of their own): nothing may behave differently. The round-trip count test
 // runs its calls uncounted: counting wraps its own handle with New, which
 // refuses the options on PostgreSQL (and the timeouts add round trips on
-// purpose).
+// purpose). Where PgBouncer is configured (AGENTSTORE_TEST_PGBOUNCER_DSN:
+// CI) TestConformancePgBouncer runs the suite with these timeouts through
+// the pooler instead, and this run is skipped.
 func TestConformancePostgresTimeouts(t *testing.T) {
 	t.Parallel()
 	requireSuiteVariant(t)
 	requirePostgres(t)
-	agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(),
-		agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(30*time.Second)))
+	if os.Getenv("AGENTSTORE_TEST_PGBOUNCER_DSN") != "" {
+		t.Skip("TestConformancePgBouncer runs the suite with these timeouts (through PgBouncer)")
+	}
+	agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), postgresSuiteTimeouts()...))
+}
+
+// postgresSuiteTimeouts are the generous statement and lock timeouts of a
+// conformance run on PostgreSQL with timeouts on.
+func postgresSuiteTimeouts() []agentstore.Option {
+	return []agentstore.Option{agentstore.WithStatementTimeout(time.Minute), agentstore.WithLockTimeout(30 * time.Second)}
 }
 
 // TestConformanceSQLiteTimeouts runs the whole conformance suite on SQLite
