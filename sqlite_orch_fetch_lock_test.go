@@ -61,3 +61,63 @@ func TestSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
 		t.Fatalf("fetch once the write lock was released = %+v, %v; want i1's item", it, err)
 	}
 }
+
+// TestSQLiteWorkerIdleRecheckReadsBeforeWriteLock: on SQLite the re-checks
+// of an idle FetchWorkItem long poll (its claim found nothing and no
+// wake-up came since) read whether an item is claimable before they take
+// the database's one write lock. While another connection holds that lock,
+// such a poll ends empty at its timeout instead of failing with
+// ErrLockTimeout at its first re-check; an item that becomes visible by
+// the clock alone (an abandon with a delay) is still claimed by a
+// re-check.
+func TestSQLiteWorkerIdleRecheckReadsBeforeWriteLock(t *testing.T) {
+	h := newHarness(t, agentstore.SQLite)
+	st := h.New(t, agentstore.WithLockTimeout(300*time.Millisecond), agentstore.WithPollInterval(200*time.Millisecond))
+	ctx := context.Background()
+	conn := sqliteConn(t, strings.TrimPrefix(h.DSN, "sqlite:"))
+	p := st.Provider()
+
+	// the call's first claim runs before the lock is taken; its re-checks
+	// (about every 200 ms) run while it is held
+	type fetched struct {
+		l   *duroxide.WorkItemLease
+		err error
+	}
+	done := make(chan fetched, 1)
+	go func() {
+		l, err := p.FetchWorkItem(ctx, 30*time.Second, 2*time.Second, nil, duroxide.TagFilter{})
+		done <- fetched{l, err}
+	}()
+	time.Sleep(150 * time.Millisecond)
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if r.err != nil || r.l != nil {
+		t.Fatalf("idle poll beside a held write lock = %v, %v; want nothing and no error", r.l, r.err)
+	}
+
+	// an item abandoned with a delay: no wake-up when it becomes visible,
+	// an idle re-check finds it and claims it
+	if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 1, Name: "a", Input: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, duroxide.TagFilter{})
+	if err != nil || l == nil {
+		t.Fatalf("fetch = %v, %v; want the item", l, err)
+	}
+	if err := p.AbandonWorkItem(ctx, l.LockToken, 700*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err = p.FetchWorkItem(ctx, 30*time.Second, 5*time.Second, nil, duroxide.TagFilter{})
+	if err != nil || l == nil {
+		t.Fatalf("fetch of the delayed item = %v, %v after %v; want the item", l, err, time.Since(start))
+	}
+	if d := time.Since(start); d < 500*time.Millisecond || d > 4*time.Second {
+		t.Errorf("the delayed item came after %v; want about 700 ms", d)
+	}
+}

@@ -261,7 +261,9 @@ const idleRecheck = time.Second
 // fetcher that loses an item to another.
 func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady bool,
 	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
-	return longPollAs(ctx, sig, due, keepOnReady, false, false, pollTimeout, fallback, try)
+	return longPollAs(ctx, sig, due, keepOnReady, false, false, pollTimeout, fallback, func(deadline time.Time, _ bool) (*T, error) {
+		return try(deadline)
+	})
 }
 
 // longPollAs is longPoll for a fetcher that, with plain set, can take any
@@ -280,8 +282,13 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 // once instead, for a wake-up, that due time, or the re-check idleRecheck
 // after that empty claim. A loop's fetch right after its previous item
 // thus costs no claim while nothing new came.
+//
+// try is told idle when the wait before it ended at its timer with no
+// wake-up (a re-check at a due time, after idleRecheck or at the poll
+// interval, following an empty claim or a skipped one): only the clock can
+// have made something claimable since, as far as this Store knows.
 func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady, plain, quiet bool,
-	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
+	pollTimeout, fallback time.Duration, try func(deadline time.Time, idle bool) (*T, error)) (*T, error) {
 	nextDue := sig.nextDue
 	if nextDue != nil && due != nil {
 		nextDue = due
@@ -295,6 +302,7 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 	// it must be asked again: first round, after a wake-up, once due.
 	var dueAt, askedAt int64
 	dueOK, fresh, answered := false, true, false
+	var prevSeq uint64 // the signal's wake-up count at the last round's start
 	for first := true; ; first = false {
 		g := sig.gen()
 		var h *handoff
@@ -310,10 +318,9 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 				sig.passOn()
 			}
 		}
-		var seq0 uint64
-		if quiet {
-			seq0 = sig.seqNow()
-		}
+		seq0 := sig.seqNow()
+		idle := !first && seq0 == prevSeq // no wake-up since the last round began: its wait ended at the timer
+		prevSeq = seq0
 		since := time.Now().UnixMilli()
 		healthy := sig.healthy != nil && nextDue != nil && sig.healthy()
 		// recheckBy: a skipped claim is made at the latest idleRecheck
@@ -328,7 +335,7 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 			}
 		}
 		if recheckBy == 0 {
-			v, err := try(retryBound)
+			v, err := try(retryBound, idle)
 			if err != nil || v != nil {
 				if v != nil && quiet {
 					sig.tookQuiet()

@@ -89,7 +89,10 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	plain := session == nil && (tags.Mode == duroxide.TagDefaultOnly || tags.Mode == duroxide.TagDefaultAnd || tags.Mode == duroxide.TagAny)
 	// and one taking untagged items only is quiet (all such claim the same items)
 	quiet := session == nil && tags.Mode == duroxide.TagDefaultOnly
-	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time) (*duroxide.WorkItemLease, error) {
+	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, idle bool) (*duroxide.WorkItemLease, error) {
+		if idle && session == nil && !p.workClaimableBeforeTx(ctx, tags) {
+			return nil, nil
+		}
 		var l *duroxide.WorkItemLease
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error
@@ -201,6 +204,53 @@ func (p *gormProvider) releaseWorkLease(ctx context.Context, wl workLease) {
 		append([]any{wl.id, wl.stored}, iargs...)...).Error
 }
 
+// workClaimableBeforeTx reports, on a dialect whose database runs
+// in-process (SQLite: one writer at a time), whether an item is claimable
+// for a fetch without a session config and with filter tags, read on the
+// Store's read connections before the claim takes the write lock. A
+// FetchWorkItem call asks it for an idle re-check of its long poll (after
+// an empty or skipped claim, no wake-up since: a re-check at a due time,
+// after idleRecheck or at the poll interval): such a re-check then finds
+// nothing without taking the lock, so idle workers neither queue behind
+// another connection's or process's write nor fail with ErrLockTimeout
+// while it lasts. A call's first try and a woken one claim at once (a read
+// first there cost the orchestration bench 5–8%: BENCHMARKS.md). true on
+// other dialects, and when the read fails (the claim then decides).
+func (p *gormProvider) workClaimableBeforeTx(ctx context.Context, tags duroxide.TagFilter) bool {
+	if !p.s.inProcess() || p.routedWork() {
+		return true
+	}
+	now := p.s.nowMS()
+	q, args := p.workPickSQL(tags, 1, now)
+	var ids []int64
+	if err := scanAll(p.s.db.WithContext(ctx), &ids, `SELECT cid FROM (`+q+`) AS c0`, args...); err != nil {
+		return true
+	}
+	return len(ids) > 0
+}
+
+// workPickSQL returns the statement that picks the first n items a fetch
+// without a session config and with filter tags can claim at now, and its
+// arguments: visible, unlocked (or the lock expired), outside activity
+// sessions, tags matching; columns cid (the row id) and cvis (visible_at).
+// Untagged fetches (the default filter) take items in visibility order on
+// the partial index "ready" (visible_at, id) of plain rows, so a pick reads
+// only visible rows however many are queued for later (TestPlanTraps);
+// other filters walk id order and stop at the first eligible rows, with a
+// unary plus on visible_at that keeps the planners from sorting every
+// visible row by it. The rows are locked (FOR UPDATE SKIP LOCKED) where
+// the database has row locks.
+func (p *gormProvider) workPickSQL(tags duroxide.TagFilter, n int, now int64) (string, []any) {
+	tp, targs := tagSQL(tags)
+	vis, order := `+q.visible_at`, `q.id`
+	if tags.Mode == duroxide.TagDefaultOnly {
+		vis, order = `q.visible_at`, `q.visible_at, q.id`
+	}
+	return `SELECT q.id AS cid, q.visible_at AS cvis FROM ` + p.q(models.TableWorkerQueue) + ` q` +
+		` WHERE ` + vis + ` <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
+		` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(n) + p.s.forUpdateSkip("q"), append([]any{now, now}, targs...)
+}
+
 // fetchWorkPlain claims the oldest eligible item outside activity
 // sessions for one attempt: a batch of one (claimWork).
 func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Duration, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
@@ -225,13 +275,10 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // the attempts that got no item, or the statement's error (then none has
 // one).
 //
-// Untagged attempts (the default filter) walk the partial index "ready"
-// (visible_at, id) of plain rows from its start to now, so a claim reads
-// only visible rows however many are queued for later, tagged or bound to
-// an activity session (TestPlanTraps); they take the items in visibility
-// order. Other tag filters walk id order (primary key / rowid) and stop at
-// the first eligible rows; there visible_at carries a unary plus, which
-// keeps the planners from sorting every visible row by it.
+// The pick is workPickSQL's: untagged attempts (the default filter) take
+// the items in visibility order on the partial index "ready", so a claim
+// reads only visible rows however many are queued for later, tagged or
+// bound to an activity session (TestPlanTraps); other filters in id order.
 //
 // One attempt (a FetchWorkItem call alone) updates the row the claim
 // picks by primary key; several pair the picked rows with their tokens by
@@ -246,18 +293,8 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		return p.claimWorkRouted(ctx, g)
 	}
 	now := p.s.nowMS()
-	tp, targs := tagSQL(g[0].in.tags)
 	wq := p.q(models.TableWorkerQueue)
-	vis, order := `+q.visible_at`, `q.id`
-	if g[0].in.tags.Mode == duroxide.TagDefaultOnly {
-		vis, order = `q.visible_at`, `q.visible_at, q.id`
-	}
-	pickN := func(n int) string {
-		return `SELECT q.id AS cid, q.visible_at AS cvis FROM ` + wq + ` q` +
-			` WHERE ` + vis + ` <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND q.session_id IS NULL AND ` + tp +
-			` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(n) + p.s.forUpdateSkip("q")
-	}
-	pick := pickN(len(g))
+	pick, pickArgs := p.workPickSQL(g[0].in.tags, len(g), now)
 	with, async := p.s.asyncCommitCTE()
 	byToken := make(map[string]*gcReq[uint64, workFetchReq], len(g))
 	var b strings.Builder
@@ -266,9 +303,10 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	single := func(r *gcReq[uint64, workFetchReq]) (string, []any) {
 		tok := newLockToken()
 		byToken[tok] = r
+		pick1, args1 := p.workPickSQL(r.in.tags, 1, now)
 		return with + `UPDATE ` + wq + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
-				` WHERE id = (SELECT cid FROM (` + pickN(1) + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`,
-			append([]any{tok, now + durMS(r.in.lockTimeout), now, now}, targs...)
+				` WHERE id = (SELECT cid FROM (` + pick1 + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`,
+			append([]any{tok, now + durMS(r.in.lockTimeout)}, args1...)
 	}
 	inProcess := len(g) > 1 && p.s.inProcess() && p.s.has(CapUpdateReturning)
 	if len(g) == 1 {
@@ -277,14 +315,14 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		args = a
 	} else if !inProcess {
 		rowOrder := `cid`
-		if order != `q.id` {
+		if g[0].in.tags.Mode == duroxide.TagDefaultOnly { // the pick's visibility order (workPickSQL)
 			rowOrder = `cvis, cid`
 		}
 		b.WriteString(with + `UPDATE ` + wq + ` SET lock_token = w.column2, locked_until = w.column3, attempt_count = attempt_count + 1` +
 			` FROM (SELECT cid, row_number() OVER (ORDER BY ` + rowOrder + `) AS rn FROM (` + pick + `) AS c0) AS c, (VALUES `)
 		writeTuples(&b, len(g), "("+p.s.castParam("bigint")+", "+p.s.castParam("text")+", "+p.s.castParam("bigint")+")")
 		b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`)
-		args = append([]any{now, now}, targs...)
+		args = pickArgs
 		for i, r := range g {
 			tok := newLockToken()
 			byToken[tok] = r
@@ -359,7 +397,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		}
 		err = p.s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var picks []struct{ Cid, Cvis int64 }
-			if err := tx.Raw(pick, append([]any{now, now}, targs...)...).Scan(&picks).Error; err != nil {
+			if err := tx.Raw(pick, pickArgs...).Scan(&picks).Error; err != nil {
 				return err
 			}
 			if len(picks) == 0 {
