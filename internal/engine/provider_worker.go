@@ -213,9 +213,9 @@ func (p *gormProvider) releaseWorkLease(ctx context.Context, wl workLease) {
 // after idleRecheck or at the poll interval): such a re-check then finds
 // nothing without taking the lock, so idle workers neither queue behind
 // another connection's or process's write nor fail with ErrLockTimeout
-// while it lasts. A call's first try and a woken one claim at once (a read
-// first there cost the orchestration bench 5–8%: BENCHMARKS.md). true on
-// other dialects, and when the read fails (the claim then decides).
+// while it lasts. A call's first try and a woken one claim at once, with
+// no read first (a busy loop's claims find work). true on other dialects,
+// and when the read fails (the claim then decides).
 func (p *gormProvider) workClaimableBeforeTx(ctx context.Context, tags duroxide.TagFilter) bool {
 	if !p.s.inProcess() || p.routedWork() {
 		return true
