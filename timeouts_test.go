@@ -29,16 +29,27 @@ import (
 // of their own): nothing may behave differently. The round-trip count test
 // runs its calls uncounted: counting wraps its own handle with New, which
 // refuses the options on PostgreSQL (and the timeouts add round trips on
-// purpose). Where PgBouncer is configured (AGENTSTORE_TEST_PGBOUNCER_DSN:
-// CI) TestConformancePgBouncer runs the suite with these timeouts through
-// the pooler instead, and this run is skipped.
+// purpose).
+//
+// Where PgBouncer runs (AGENTSTORE_TEST_PGBOUNCER_DSN, started by
+// .ci/pgbouncer.sh: CI) the suite goes through it in transaction pooling,
+// with WithPgBouncer and WithDirectDSN naming the direct server
+// (AGENTSTORE_TEST_POSTGRES_DSN) for LISTEN and Migrate's CONCURRENTLY
+// steps, schemas created and dropped through the pooler: the timeouts
+// must work there (nothing outlives a transaction). Without the variable
+// it fails if AGENTSTORE_REQUIRE_PGBOUNCER=1, and otherwise runs on the
+// direct server as a further suite variant (AGENTSTORE_LONG_TESTS=1).
 func TestConformancePostgresTimeouts(t *testing.T) {
 	t.Parallel()
-	requireSuiteVariant(t)
 	requirePostgres(t)
-	if os.Getenv("AGENTSTORE_TEST_PGBOUNCER_DSN") != "" {
-		t.Skip("TestConformancePgBouncer runs the suite with these timeouts (through PgBouncer)")
+	if dsn := os.Getenv("AGENTSTORE_TEST_PGBOUNCER_DSN"); dsn != "" {
+		agentstoretest.Run(t, agentstoretest.PostgresPgBouncer(dsn, postgresDSN(), postgresSuiteTimeouts()...))
+		return
 	}
+	if os.Getenv("AGENTSTORE_REQUIRE_PGBOUNCER") == "1" {
+		t.Fatal("PgBouncer required (AGENTSTORE_REQUIRE_PGBOUNCER=1) but AGENTSTORE_TEST_PGBOUNCER_DSN is not set: run .ci/pgbouncer.sh")
+	}
+	requireSuiteVariant(t)
 	agentstoretest.Run(t, agentstoretest.Postgres(postgresDSN(), postgresSuiteTimeouts()...))
 }
 

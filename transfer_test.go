@@ -155,8 +155,8 @@ func heapPeak() (stop func() uint64) {
 const copyMessageSize = 2000
 
 // TestCopyMemory copies N messages of 2 KB (AGENTSTORE_COPY_MESSAGES, or
-// 2e4 with AGENTSTORE_LONG_TESTS=1 in a build without -race: 40 MB of
-// text) from SQLite into
+// 2e4 with AGENTSTORE_LONG_TESTS=1: 40 MB of text; CI runs it in its
+// load-test step, without -race) from SQLite into
 // PostgreSQL through Export piped into Import, sampling the heap: the peak
 // must stay under 24 MB over the heap before the copy, less than the
 // data, so a copy that held the data would fail (it is bounded by the
@@ -170,14 +170,11 @@ func TestCopyMemory(t *testing.T) {
 			t.Fatalf("%s=%q: want a number of messages", copyMessagesEnv, v)
 		}
 		n = int(f)
-	} else if os.Getenv(longTestsEnv) == "1" && !raceBuild {
+	} else if os.Getenv(longTestsEnv) == "1" {
 		n = 20_000
 	}
 	if n == 0 {
-		// under -race the detector's shadow memory and the slowed copy
-		// (45 s of the race run's serial phase) measure nothing more: CI
-		// runs it in its load-test step, without -race
-		t.Skipf("set %s=N (or %s=1 without -race for 2e4) to copy N messages and measure the heap", copyMessagesEnv, longTestsEnv)
+		t.Skipf("set %s=N (or %s=1 for 2e4) to copy N messages and measure the heap", copyMessagesEnv, longTestsEnv)
 	}
 	requirePostgres(t)
 	ctx := context.Background()

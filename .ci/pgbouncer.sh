@@ -8,7 +8,7 @@
 #                        # waits until it accepts connections and exports
 #                        # AGENTSTORE_TEST_PGBOUNCER_DSN (also printed as an
 #                        # export line)
-#   ...                  # go test -run '^TestConformancePgBouncer$' .
+#   ...                  # go test -run '^TestConformancePostgresTimeouts$' .
 #   pgbouncer_stop       # stops it and removes its directory
 #
 # Or run it directly: `.ci/pgbouncer.sh start` prints the export line and

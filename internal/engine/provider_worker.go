@@ -294,7 +294,13 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	}
 	now := p.s.nowMS()
 	wq := p.q(models.TableWorkerQueue)
-	pick, pickArgs := p.workPickSQL(g[0].in.tags, len(g), now)
+	// every attempt of g has g[0]'s tag filter (claimByGroup): pick1 is
+	// each attempt's own pick, pick the batch's
+	pick1, args1 := p.workPickSQL(g[0].in.tags, 1, now)
+	pick, pickArgs := pick1, args1
+	if len(g) > 1 {
+		pick, pickArgs = p.workPickSQL(g[0].in.tags, len(g), now)
+	}
 	with, async := p.s.asyncCommitCTE()
 	byToken := make(map[string]*gcReq[uint64, workFetchReq], len(g))
 	var b strings.Builder
@@ -303,7 +309,6 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	single := func(r *gcReq[uint64, workFetchReq]) (string, []any) {
 		tok := newLockToken()
 		byToken[tok] = r
-		pick1, args1 := p.workPickSQL(r.in.tags, 1, now)
 		return with + `UPDATE ` + wq + ` SET lock_token = ?, locked_until = ?, attempt_count = attempt_count + 1` +
 				` WHERE id = (SELECT cid FROM (` + pick1 + `) AS c0)` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`,
 			append([]any{tok, now + durMS(r.in.lockTimeout)}, args1...)
@@ -322,7 +327,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 			` FROM (SELECT cid, row_number() OVER (ORDER BY ` + rowOrder + `) AS rn FROM (` + pick + `) AS c0) AS c, (VALUES `)
 		writeTuples(&b, len(g), "("+p.s.castParam("bigint")+", "+p.s.castParam("text")+", "+p.s.castParam("bigint")+")")
 		b.WriteString(`) AS w WHERE id = c.cid AND w.column1 = c.rn` + async + ` RETURNING lock_token, id, work_item, attempt_count, instance_id`)
-		args = pickArgs
+		args = append([]any(nil), pickArgs...)
 		for i, r := range g {
 			tok := newLockToken()
 			byToken[tok] = r
