@@ -1046,8 +1046,8 @@ func testProviderConcurrentAckAndForceDelete(t *testing.T, h *harness) {
 // backend counts (Config.OnRoundTrip: PostgreSQL) with agentstore's fast
 // paths (CapFastPaths), asserts the statements (= round trips) of each
 // provider call: a fetch is one
-// autocommit statement (two for an instance not created yet: the metadata
-// is read after the lock), an ack one, the worker's fetch and ack one
+// autocommit statement (a new instance's included: the claim vouches for
+// its empty metadata), an ack one, the worker's fetch and ack one
 // each; none opens a transaction. Before the one-statement fetch and ack,
 // the orchestration fetch took 6-7 and the ack 8-9 round trips.
 func testProviderRoundTripsPerTurn(t *testing.T, h *harness) {
@@ -1095,7 +1095,7 @@ func testProviderRoundTripsPerTurn(t *testing.T, h *harness) {
 	if err != nil || it == nil {
 		t.Fatalf("fetch 1: %v, %v", it, err)
 	}
-	expect("fetch (new instance)", 2)
+	expect("fetch (new instance)", 1)
 	if it.OrchestrationName != "Orch" || it.Version != "1.0.0" || it.ExecutionID != 1 || len(it.History) != 0 || len(it.Messages) != 1 {
 		t.Fatalf("fetch 1 = %q %q exec %d, %d events, %d messages", it.OrchestrationName, it.Version, it.ExecutionID, len(it.History), len(it.Messages))
 	}

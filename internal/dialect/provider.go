@@ -41,8 +41,10 @@ const (
 	// level cannot decide), got (the instance's serialisation was
 	// obtained), locked (the instance lock row was taken), fresh (the
 	// instance row below and the history and key-value rows were read
-	// after the lock), and the instance row's orchestration_name,
-	// orchestration_version, current_execution_id (NULL: no row).
+	// after the lock; with no instance row: the instance has no instance
+	// row, history or key-value rows after the lock either), and the
+	// instance row's orchestration_name, orchestration_version,
+	// current_execution_id (NULL: no row).
 	OrchRowHead = 0
 	// OrchRowMessage is a claimed message: id, data = work_item,
 	// attempt_count.

@@ -327,8 +327,9 @@ func (p *gormProvider) walkOrchCandidate(db *gorm.DB, now int64, filter *duroxid
 // fetchOrchOnce is one fetch attempt (fetchOrchLoop). Where the dialect
 // claims a candidate in one statement (dialect.OrchFetchStatement, with
 // CapFastPaths and CapAdvisoryLocks) each claim is its own autocommit
-// statement (no BEGIN/COMMIT: one round trip per candidate, two for an
-// instance whose metadata is read after the lock); otherwise the loop runs
+// statement (no BEGIN/COMMIT: one round trip per candidate, two when the
+// claim cannot vouch for the metadata it read and the engine reads it
+// after the lock); otherwise the loop runs
 // the portable sequence in one fetch transaction (fetchTx).
 func (p *gormProvider) fetchOrchOnce(ctx context.Context, lockTimeout time.Duration, filter *duroxide.DispatcherCapabilityFilter) (*duroxide.OrchestrationItem, error) {
 	var item *duroxide.OrchestrationItem
@@ -424,6 +425,7 @@ type orchClaimed struct {
 // orchMeta is an instance's metadata as a claim read it: the instance
 // row, its current execution's history and its key-value snapshot.
 type orchMeta struct {
+	found   bool // the instance row exists (else name, version and exec are unset)
 	name    string
 	version *string
 	exec    int64
@@ -533,7 +535,7 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 			return nil, bad, nil
 		}
 		if m := c.meta; m != nil {
-			setOrchMetadata(it, true, m.name, m.version, m.exec, m.hist)
+			setOrchMetadata(it, m.found, m.name, m.version, m.exec, m.hist)
 			it.KVSnapshot = m.kv
 		} else if err := p.fillOrchMetadata(db, it); err != nil {
 			release(token, c.instance)
@@ -695,9 +697,15 @@ func (p *gormProvider) claimOrchStatement(db *gorm.DB, st dialect.OrchFetchState
 			}
 		}
 	}
-	if head.Fresh != nil && *head.Fresh && head.OrchestrationName != nil && head.CurrentExecutionID != nil {
-		m.name, m.version, m.exec = *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID
-		c.meta = &m
+	if head.Fresh != nil && *head.Fresh {
+		switch {
+		case head.OrchestrationName != nil && head.CurrentExecutionID != nil:
+			m.found, m.name, m.version, m.exec = true, *head.OrchestrationName, head.OrchestrationVersion, *head.CurrentExecutionID
+			c.meta = &m
+		case head.OrchestrationName == nil && head.CurrentExecutionID == nil:
+			// a new instance: no instance row, history or key-value rows
+			c.meta = &m
+		}
 	}
 	return c, nil
 }

@@ -45,9 +45,18 @@ func writeTuples(b *strings.Builder, n int, tuple string) {
 // row lock that conflicts with updates returns the newest committed
 // version; FOR KEY SHARE would not, a non-key update does not conflict
 // with it) and reports the snapshot fresh only if it is the same row
-// version (ctid). Otherwise (and for an instance not created yet, whose
-// first ack could not be seen this way) the engine reads metadata and
-// history after the lock.
+// version (ctid). An instance without an instance row in the snapshot
+// (a new one) cannot be checked that way: a row inserted after the
+// snapshot is invisible to FOR SHARE. Its snapshot is fresh when the
+// snapshot shows no lock row, history or key-value row of it and the
+// claim took every message of it the snapshot shows as visible (at least
+// one): an ack that committed after the snapshot held the lock, so its
+// claim came after the snapshot too and took (and its ack deleted) every
+// message visible then, which the claim here would then miss. (The one
+// gap is a message visible at this fetch's clock and not yet at the
+// other fetcher's, where Stores' clocks disagree; the cost of being wrong
+// there is an ack that fails on its duplicate history, not lost data.)
+// Otherwise the engine reads metadata and history after the lock.
 func (pgDialect) OrchClaimSQL(c *dialect.OrchClaim) (string, []any) {
 	locks, queue, inst := c.Quote(models.TableInstanceLocks), c.Quote(models.TableOrchestratorQueue), c.Quote(models.TableInstances)
 	stmt := `WITH async AS MATERIALIZED (SELECT ` + pgDialect{}.ClaimSettingsSQL(c.Async, c.WaitMS) + `),` +
@@ -78,8 +87,13 @@ func (pgDialect) OrchClaimSQL(c *dialect.OrchClaim) (string, []any) {
 		` RETURNING id, work_item, attempt_count),` +
 		` i AS (SELECT orchestration_name, orchestration_version, current_execution_id, ctid AS t FROM ` + inst +
 		` WHERE instance_id = (SELECT instance_id FROM l)),` +
-		` f AS MATERIALIZED (SELECT COALESCE((SELECT t FROM i) = (SELECT ctid FROM ` + inst +
-		` WHERE instance_id = (SELECT instance_id FROM l) FOR SHARE), false) AS ok)` +
+		` f AS MATERIALIZED (SELECT CASE WHEN EXISTS (SELECT 1 FROM i) THEN COALESCE((SELECT t FROM i) = (SELECT ctid FROM ` + inst +
+		` WHERE instance_id = (SELECT instance_id FROM l) FOR SHARE), false)` +
+		` ELSE EXISTS (SELECT 1 FROM m) AND NOT EXISTS (SELECT 1 FROM ` + locks + ` lk WHERE lk.instance_id = (SELECT instance_id FROM l))` +
+		` AND NOT EXISTS (SELECT 1 FROM ` + c.Quote(models.TableHistory) + ` h WHERE h.instance_id = (SELECT instance_id FROM l))` +
+		` AND NOT EXISTS (SELECT 1 FROM ` + c.Quote(models.TableKVStore) + ` kv WHERE kv.instance_id = (SELECT instance_id FROM l))` +
+		` AND NOT EXISTS (SELECT 1 FROM ` + queue + ` sq WHERE sq.instance_id = (SELECT instance_id FROM l)` +
+		` AND sq.visible_at <= (SELECT CAST(? AS bigint) FROM async) AND sq.id NOT IN (SELECT id FROM m)) END AS ok)` +
 		` SELECT 0 AS kind, c.instance_id, c.got, EXISTS (SELECT 1 FROM l) AS locked, (SELECT ok FROM f) AS fresh,` +
 		` i.orchestration_name, i.orchestration_version, i.current_execution_id, CAST(NULL AS bigint) AS id, CAST(NULL AS text) AS data,` +
 		` CAST(NULL AS integer) AS attempt_count, CAST(NULL AS text) AS kv_key FROM c LEFT JOIN i ON true` +
@@ -89,9 +103,9 @@ func (pgDialect) OrchClaimSQL(c *dialect.OrchClaim) (string, []any) {
 		` UNION ALL SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kv.last_updated_at_ms, kv.value, NULL, kv.key FROM ` + c.Quote(models.TableKVStore) + ` kv` +
 		` WHERE kv.instance_id = (SELECT instance_id FROM l) AND (SELECT ok FROM f)` +
 		` ORDER BY kind, id`
-	args := make([]any, 0, 11+len(c.CandidateArgs))
+	args := make([]any, 0, 12+len(c.CandidateArgs))
 	args = append(append(args, "agentstore:orch:", c.Schema, c.Prefix), c.CandidateArgs...)
-	args = append(args, c.Token, c.Until, c.Now, c.Now, c.Token, c.Until, c.Now, c.Now)
+	args = append(args, c.Token, c.Until, c.Now, c.Now, c.Token, c.Until, c.Now, c.Now, c.Now)
 	return stmt, args
 }
 
