@@ -22,8 +22,9 @@ import (
 // transaction paths (WithoutCapabilities(CapFastPaths)), so neither rots,
 // and (long tests) as a portable PostgreSQL-wire engine (postgres-portable:
 // no fast paths, advisory locks, wake-up, SKIP LOCKED or async commit),
-// that one with telemetry on and every span audited (telemetrySuiteOptions).
-// The general run also audits every statement for Citus (citus_audit_test.go).
+// that one with telemetry on and every span audited (telemetrySuiteOptions),
+// and on MariaDB at AGENTSTORE_TEST_MARIADB_DSN, with telemetry on too. The
+// general run also audits every statement for Citus (citus_audit_test.go).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
@@ -50,7 +51,9 @@ func TestConformance(t *testing.T) {
 	t.Run("mariadb", func(t *testing.T) {
 		t.Parallel()
 		requireMariaDB(t)
-		agentstoretest.Run(t, mariadbPending{agentstoretest.MariaDB(mariadbDSN())})
+		// with telemetry on: the telemetry variant's MariaDB run (every
+		// span audited, MariaDB's error classes included)
+		agentstoretest.Run(t, mariadbPending{agentstoretest.MariaDB(mariadbDSN(), telemetrySuiteOptions(t)...)})
 	})
 	t.Run("postgres-portable", func(t *testing.T) {
 		t.Parallel()

@@ -737,7 +737,8 @@ func (a *spanAudit) OnEnd(s sdktrace.ReadOnlySpan) {
 // traced repositories behave exactly as the plain ones, and audits every
 // span the suite produces. The telemetry layer sits above the dialects; on
 // PostgreSQL the postgres-portable variant of TestConformance runs with it
-// on (one whole PostgreSQL run fewer than a variant of its own).
+// on (one whole PostgreSQL run fewer than a variant of its own), and so
+// does TestConformance's MariaDB run.
 func TestConformanceTelemetry(t *testing.T) {
 	t.Parallel()
 	requireSuiteVariant(t)
