@@ -28,7 +28,12 @@ import (
 // (ErrInvalidLockToken fails only its own call). An ack whose ctx ends
 // before it is taken into a flush returns the context's error and is not
 // applied; once taken, it waits for that flush's outcome. Alone or
-// coalesced, an ack runs the same code (ackWorkBatch).
+// coalesced, an ack runs the same code (ackWorkBatch). On the Citus route
+// (a PostgreSQL Store with CapFastPaths switched off) acks are not
+// coalesced: each commits alone (with a token that names its item's
+// instance, as every token issued since schema version 13 does, each of
+// its statements pinned to that instance), where a flush would write
+// several instances' shards in one statement.
 func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, completion duroxide.WorkItem) error {
 	const op = "ack_work_item"
 	var row *models.OrchestratorQueueItem
@@ -53,7 +58,7 @@ func (p *gormProvider) AckWorkItem(ctx context.Context, lockToken string, comple
 	}
 	in := ackWorkReq{stored: wl.stored, id: wl.id, instance: wl.instance, routed: wl.routed, row: row, nowMS: p.s.nowMS()}
 	var err error
-	if p.s.groupCommit() {
+	if p.s.groupCommit() && !p.routedWork() {
 		err = p.s.gc.ackWork.do(ctx, p.s.gcFlushes(), wl.id, in, p.ackWorkOne, p.ackWorkBatch)
 	} else {
 		err = p.ackWorkOne(ctx, in)
