@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,67 +33,7 @@ func TestWorkerAckCoalesces(t *testing.T) {
 				}
 				tokens[i] = l.LockToken
 			}
-			coalesced := name != "postgres-general"
-			c := &st.gc.ackWork
-			// pretend a flush is running, so that every coalesced call queues
-			c.mu.Lock()
-			c.busy++
-			c.mu.Unlock()
-			before := c.batches.Load()
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i, tok := range tokens {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[i] = p.AckWorkItem(ctx, tok, nil)
-				}()
-			}
-			if coalesced {
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					c.mu.Lock()
-					queued := len(c.queue)
-					c.mu.Unlock()
-					if queued == n {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%d of %d acks queued for a flush", queued, n)
-					}
-					time.Sleep(time.Millisecond)
-				}
-			} else {
-				// each goes its own way: nothing queues, every call returns
-				done := make(chan struct{})
-				go func() { wg.Wait(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(10 * time.Second):
-					c.mu.Lock()
-					queued := len(c.queue)
-					c.handOff() // let the queued calls end
-					c.mu.Unlock()
-					t.Fatalf("acks still waiting after 10 s, %d queued for a flush on the Citus route, want none", queued)
-				}
-				c.mu.Lock()
-				queued := len(c.queue)
-				c.mu.Unlock()
-				if queued != 0 {
-					t.Fatalf("%d acks queued on the Citus route, want none", queued)
-				}
-			}
-			c.mu.Lock()
-			c.handOff()
-			c.mu.Unlock()
-			wg.Wait()
-			want := int64(0)
-			if coalesced {
-				want = 1
-			}
-			if got := c.batches.Load() - before; got != want {
-				t.Fatalf("%d flushes of several acks, want %d", got, want)
-			}
+			errs := callsCoalesce(t, &st.gc.ackWork, n, name != "postgres-general", func(i int) error { return p.AckWorkItem(ctx, tokens[i], nil) })
 			for i, err := range errs {
 				if err != nil {
 					t.Fatalf("ack %d: %v", i, err)

@@ -44,57 +44,8 @@ func TestCompleteCoalesces(t *testing.T) {
 				}
 				leases[i] = it.Lease()
 			}
-			coalesced := name != "postgres-general"
-			c := &st.gc.complete
-			// pretend a flush is running, so that every coalesced call queues
-			c.mu.Lock()
-			c.busy++
-			c.mu.Unlock()
-			before := c.batches.Load()
 			log.reset()
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i, l := range leases {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[i] = q.Complete(ctx, l)
-				}()
-			}
-			if coalesced {
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					c.mu.Lock()
-					queued := len(c.queue)
-					c.mu.Unlock()
-					if queued == n {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%d of %d Completes queued for a flush", queued, n)
-					}
-					time.Sleep(time.Millisecond)
-				}
-			} else {
-				wg.Wait() // each went its own way: nothing queued
-				c.mu.Lock()
-				queued := len(c.queue)
-				c.mu.Unlock()
-				if queued != 0 {
-					t.Fatalf("%d Completes queued on the Citus route, want none", queued)
-				}
-			}
-			c.mu.Lock()
-			c.handOff()
-			c.mu.Unlock()
-			wg.Wait()
-			want := int64(0)
-			if coalesced {
-				want = 1
-			}
-			if got := c.batches.Load() - before; got != want {
-				t.Fatalf("%d flushes of several Completes, want %d", got, want)
-			}
+			errs := callsCoalesce(t, &st.gc.complete, n, name != "postgres-general", func(i int) error { return q.Complete(ctx, leases[i]) })
 			for i, l := range leases {
 				if errs[i] != nil {
 					t.Fatalf("complete %d: %v", i, errs[i])
@@ -122,6 +73,68 @@ func TestCompleteCoalesces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// callsCoalesce makes n calls at once (call(i)) while committer c
+// pretends a flush is running, and checks that they queue for one flush
+// (coalesced) or that, with nothing queued, each returns on its own; then
+// it lets the flush run and returns the calls' errors.
+func callsCoalesce[K comparable, T any](t *testing.T, c *committer[K, T], n int, coalesced bool, call func(i int) error) []error {
+	t.Helper()
+	c.mu.Lock()
+	c.busy++
+	c.mu.Unlock()
+	before := c.batches.Load()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = call(i)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	queued := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queue)
+	}
+	if coalesced {
+		for queued() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d calls queued for a flush", queued(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	} else {
+		select {
+		case <-done:
+		case <-time.After(time.Until(deadline)):
+			q := queued()
+			c.mu.Lock()
+			c.handOff() // let the queued calls end
+			c.mu.Unlock()
+			t.Fatalf("calls still waiting after 10 s, %d queued for a flush; want each on its own, none queued", q)
+		}
+		if q := queued(); q != 0 {
+			t.Fatalf("%d calls queued for a flush, want none", q)
+		}
+	}
+	c.mu.Lock()
+	c.handOff()
+	c.mu.Unlock()
+	<-done
+	want := int64(0)
+	if coalesced {
+		want = 1
+	}
+	if got := c.batches.Load() - before; got != want {
+		t.Fatalf("%d flushes of several calls, want %d", got, want)
+	}
+	return errs
 }
 
 // TestWorkerFetchFlushInProcess: on SQLite (dialect.InProcess) a coalesced
