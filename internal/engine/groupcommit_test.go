@@ -171,7 +171,8 @@ func TestCommitterCoalesces(t *testing.T) {
 }
 
 // gcStores opens a migrated store per dialect configuration: SQLite,
-// PostgreSQL, and PostgreSQL without fast paths (the general batch path).
+// PostgreSQL, and PostgreSQL without fast paths (the general batch path);
+// the PostgreSQL ones only where the server is reachable (pgTestStore).
 func gcStores(t *testing.T) map[string]*Store {
 	t.Helper()
 	ctx := context.Background()
@@ -181,39 +182,53 @@ func gcStores(t *testing.T) map[string]*Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lite.Close() })
+	if err := lite.Migrate(ctx); err != nil {
+		t.Fatalf("sqlite: migrate: %v", err)
+	}
 	out["sqlite"] = lite
+	for name, opts := range map[string][]Option{"postgres": nil, "postgres-general": {WithoutCapabilities(CapFastPaths)}} {
+		if st := pgTestStore(t, opts...); st != nil {
+			out[name] = st
+		}
+	}
+	return out
+}
+
+// pgTestStore opens a Store with opts on a new schema of the PostgreSQL
+// server at AGENTSTORE_TEST_POSTGRES_DSN (default: the local test
+// database), migrated, and drops the schema at the end of the test. When
+// the server is unreachable it fails the test under
+// AGENTSTORE_REQUIRE_POSTGRES=1 (CI) and otherwise returns nil.
+func pgTestStore(t *testing.T, opts ...Option) *Store {
+	t.Helper()
+	ctx := context.Background()
 	dsn := os.Getenv("AGENTSTORE_TEST_POSTGRES_DSN")
 	if dsn == "" {
 		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
-	for name, opts := range map[string][]Option{"postgres": nil, "postgres-general": {WithoutCapabilities(CapFastPaths)}} {
-		schema := "t_gc_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-		st, err := testOpen(ctx, dsn, append([]Option{WithSchema(schema)}, opts...)...)
-		if err == nil {
-			err = st.db.WithContext(ctx).Exec("SELECT 1").Error
+	schema := "t_gc_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	st, err := testOpen(ctx, dsn, append([]Option{WithSchema(schema)}, opts...)...)
+	if err == nil {
+		err = st.db.WithContext(ctx).Exec("SELECT 1").Error
+	}
+	if err != nil {
+		if os.Getenv("AGENTSTORE_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("PostgreSQL required: %v", err)
 		}
-		if err != nil {
-			if os.Getenv("AGENTSTORE_REQUIRE_POSTGRES") == "1" {
-				t.Fatalf("PostgreSQL required: %v", err)
-			}
-			t.Logf("NOTICE: PostgreSQL unreachable (%v); only SQLite runs", err)
-			if st != nil {
-				_ = st.Close()
-			}
-			continue
-		}
-		t.Cleanup(func() {
-			_ = st.db.Exec(`DROP SCHEMA IF EXISTS "` + schema + `" CASCADE`).Error
+		t.Logf("NOTICE: PostgreSQL unreachable (%v); only SQLite runs", err)
+		if st != nil {
 			_ = st.Close()
-		})
-		out[name] = st
-	}
-	for name, st := range out {
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatalf("%s: migrate: %v", name, err)
 		}
+		return nil
 	}
-	return out
+	t.Cleanup(func() {
+		_ = st.db.Exec(`DROP SCHEMA IF EXISTS "` + schema + `" CASCADE`).Error
+		_ = st.Close()
+	})
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("postgres: migrate: %v", err)
+	}
+	return st
 }
 
 // TestGroupCommitStatements: the batch statements themselves (not the

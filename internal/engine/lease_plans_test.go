@@ -31,7 +31,7 @@ import (
 // join.
 func TestBatchedLeaseEndsProbeKeys(t *testing.T) {
 	ctx := context.Background()
-	st := gcStores(t)["postgres"]
+	st := pgTestStore(t)
 	if st == nil {
 		t.Skip("PostgreSQL unreachable (CI requires it: AGENTSTORE_REQUIRE_POSTGRES)")
 	}

@@ -27,7 +27,7 @@ import (
 //     (the claim skips it): not fresh.
 func TestPostgresOrchClaimNewInstanceFresh(t *testing.T) {
 	ctx := context.Background()
-	st := gcStores(t)["postgres"]
+	st := pgTestStore(t)
 	if st == nil {
 		t.Skip("PostgreSQL unreachable (CI requires it: AGENTSTORE_REQUIRE_POSTGRES)")
 	}
