@@ -22,9 +22,11 @@ import (
 // statement joins tables of different co-location groups (the worker
 // queue by instance_id, activity_sessions by session_id), and none has a
 // recursive CTE or a correlated subquery other than one pinned by
-// instance_id (citusFetchShapeProblem). The fetches take plain, tagged
+// instance_id (citusFetchShapeProblem), and none is multi-key (an
+// activity session's row is read by its session_id). The fetches take plain, tagged
 // and session-bound items, with and without a session config and tag
-// filters, a session held by another owner, and concurrent fetches (the
+// filters, a session held by another owner (also beside a free one in
+// one page of candidates), and concurrent fetches (the
 // coalesced claim of several attempts). The PostgreSQL fast path and the
 // SQLite and MariaDB claims are the single-node claim (FOR UPDATE SKIP
 // LOCKED over the queue) and are not checked.
@@ -87,6 +89,15 @@ func TestWorkerFetchStatementsCitusShapes(t *testing.T) {
 			fetch(ownerB, both, "g2")
 			fetch(nil, duroxide.TagFilter{Mode: duroxide.TagAny}, "")
 			fetch(ownerA, def, "")
+			// a page naming two sessions, the first held by another owner:
+			// each session's row is read by its key
+			s3, s4 := "s3", "s4"
+			enqueue("s3a", nil, &s3)
+			fetch(ownerA, def, "s3a")
+			enqueue("s3b", nil, &s3)
+			enqueue("s4a", nil, &s4)
+			fetch(ownerB, def, "s4a")
+			fetch(ownerA, def, "s3b")
 
 			// concurrent fetches: coalesced claims of several attempts
 			for i := range 12 {
@@ -127,6 +138,9 @@ func TestWorkerFetchStatementsCitusShapes(t *testing.T) {
 					continue
 				}
 				seen += n
+				if en.class == "multi" {
+					t.Errorf("FetchWorkItem sent a multi-key statement (%d times): %s", n, en.template)
+				}
 				if why := citusWorkerFetchProblem(en.class, en.template); why != "" {
 					t.Errorf("FetchWorkItem sent %s (%d times): %s", why, n, en.template)
 				}

@@ -310,15 +310,21 @@ func (p *gormProvider) ackOrchSteps(tx *gorm.DB, a *orchAck) (string, error) {
 // enqueued, cancelled activities deleted, orchestrator items enqueued, and
 // the fetched batch (exactly) deleted.
 func (p *gormProvider) ackOrchQueues(tx *gorm.DB, a *orchAck, instance string) error {
-	if len(a.wrows) > 0 {
-		if err := tx.CreateInBatches(a.wrows, 500).Error; err != nil {
+	perKey := p.s.citusRoute()
+	for _, g := range byInstance(a.wrows, perKey, func(r models.WorkerQueueItem) string {
+		if r.InstanceID == nil {
+			return ""
+		}
+		return *r.InstanceID
+	}) {
+		if err := tx.CreateInBatches(g, 500).Error; err != nil {
 			return fmt.Errorf("enqueue worker items: %w", err)
 		}
 	}
-	if n := len(a.ack.CancelledActivities); n > 0 {
-		conds := make([]string, 0, n)
-		args := make([]any, 0, 3*n)
-		for _, c := range a.ack.CancelledActivities {
+	for _, g := range byInstance(a.ack.CancelledActivities, perKey, func(c duroxide.ScheduledActivityIdentifier) string { return c.Instance }) {
+		conds := make([]string, 0, len(g))
+		args := make([]any, 0, 3*len(g))
+		for _, c := range g {
 			conds = append(conds, `(instance_id = ? AND execution_id = ? AND activity_id = ?)`)
 			args = append(args, c.Instance, int64(c.ExecutionID), int64(c.ActivityID))
 		}
@@ -326,8 +332,8 @@ func (p *gormProvider) ackOrchQueues(tx *gorm.DB, a *orchAck, instance string) e
 			return fmt.Errorf("cancel activities: %w", err)
 		}
 	}
-	if len(a.orows) > 0 {
-		if err := tx.CreateInBatches(a.orows, 500).Error; err != nil {
+	for _, g := range byInstance(a.orows, perKey, func(r models.OrchestratorQueueItem) string { return r.InstanceID }) {
+		if err := tx.CreateInBatches(g, 500).Error; err != nil {
 			return fmt.Errorf("enqueue orchestrator items: %w", err)
 		}
 	}
@@ -457,4 +463,31 @@ func (p *gormProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken
 		return tx.Exec(`UPDATE `+p.q(models.TableOrchestratorQueue)+` SET locked_until = ? WHERE lock_token = ?`+ic, l.args(until)...).Error
 	})
 	return perrLock(op, lockToken, err)
+}
+
+// byInstance splits rows into the groups one statement writes: all of
+// them in one group, or with perKey (the Citus route: a statement pinned
+// to one shard key, docs/distributed.md) one group per instance, in the
+// order the instances first appear and each group in the rows' order. No
+// rows, no group.
+func byInstance[T any](rows []T, perKey bool, instance func(T) string) [][]T {
+	if len(rows) == 0 {
+		return nil
+	}
+	if !perKey {
+		return [][]T{rows}
+	}
+	var groups [][]T
+	at := map[string]int{}
+	for _, r := range rows {
+		k := instance(r)
+		i, ok := at[k]
+		if !ok {
+			i = len(groups)
+			at[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	return groups
 }

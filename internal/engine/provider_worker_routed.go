@@ -22,9 +22,9 @@ import (
 //
 //   - the candidates are a plain read of the worker queue (no row locks,
 //     no join): a global read, like the orchestration fetch's window;
-//   - with a session config, the activity-session rows of the candidates'
-//     sessions are read by an uncorrelated IN list, and the choice is
-//     made here;
+//   - with a session config, the activity-session row of a candidate's
+//     session is read by its session_id (once per session and fetch), and
+//     the choice is made here;
 //   - the claim of a candidate is one UPDATE pinned by its instance_id and
 //     id that re-checks it is still visible and unlocked (optimistic: a
 //     claim another fetcher made first matches no row, and the next
@@ -205,12 +205,12 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 
 // fetchWorkSessionRouted is fetchWorkSession's routed form (routedWork):
 // in one fetch transaction it reads the visible, unlocked items of the
-// filter in id order, workSessionPage at a time, and the activity-session
-// rows of their sessions (one read by IN list per page, for the sessions
-// not seen yet), and takes the first item outside activity sessions or of
-// a session the owner holds or nobody holds: the item is claimed first
+// filter in id order, workSessionPage at a time, and takes the first item
+// outside activity sessions or of a session the owner holds or nobody
+// holds. The first time a candidate names a session, that session's row is
+// read by its key (single-shard); a candidate the choice allows is claimed
 // (claimWorkRow: pinned, re-checked; lost to another fetcher, the next
-// one), then the session lease is claimed or extended
+// one), then its session lease is claimed or extended
 // (claimActivitySession, pinned by session_id). A session another owner
 // won meanwhile (or whose row another transaction holds longer than
 // claimWait) gives the item back in the transaction and passes it over;
@@ -242,36 +242,30 @@ func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout t
 			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
 				return fmt.Errorf("select work items: %w", err)
 			}
-			var ask []any
-			for _, c := range cands {
-				if c.SessionID != nil {
-					if _, seen := free[*c.SessionID]; !seen {
-						free[*c.SessionID] = true
-						ask = append(ask, *c.SessionID)
-					}
-				}
-			}
-			if len(ask) > 0 {
-				var ss []struct {
-					SessionID   string
-					WorkerID    string
-					LockedUntil int64
-				}
-				if err := tx.Raw(`SELECT session_id, worker_id, locked_until FROM `+as+` WHERE session_id IN (`+placeholders(len(ask))+`)`, ask...).
-					Scan(&ss).Error; err != nil {
-					return fmt.Errorf("read activity sessions: %w", err)
-				}
-				for _, s := range ss {
-					if s.LockedUntil > now && s.WorkerID != session.OwnerID {
-						free[s.SessionID] = false
-						blocked = append(blocked, s.SessionID)
-					}
-				}
-			}
 			for _, c := range cands {
 				after = c.ID
-				if c.SessionID != nil && !free[*c.SessionID] {
-					continue
+				if c.SessionID != nil {
+					ok, seen := free[*c.SessionID]
+					if !seen {
+						// the session's row, read by its key (single-shard)
+						// the first time a candidate names it
+						var ss []struct {
+							WorkerID    string
+							LockedUntil int64
+						}
+						if err := tx.Raw(`SELECT worker_id, locked_until FROM `+as+` WHERE session_id = ?`, *c.SessionID).
+							Scan(&ss).Error; err != nil {
+							return fmt.Errorf("read activity session %s: %w", *c.SessionID, err)
+						}
+						ok = len(ss) == 0 || ss[0].LockedUntil <= now || ss[0].WorkerID == session.OwnerID
+						free[*c.SessionID] = ok
+						if !ok {
+							blocked = append(blocked, *c.SessionID)
+						}
+					}
+					if !ok {
+						continue
+					}
 				}
 				token := newLockToken()
 				row, busy, err := p.claimWorkRow(tx, true, c, token, now+durMS(lockTimeout), now)

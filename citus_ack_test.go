@@ -1,0 +1,88 @@
+package agentstore_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentstore/agentstore"
+	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/repo/duroxide"
+)
+
+// TestOrchAckStatementsSingleKeyCitus: on the route of a row-distributed
+// deployment (PostgreSQL with its fast paths switched off,
+// docs/distributed.md), an orchestration ack that starts two
+// sub-orchestrations, sends a message to its own instance, schedules an
+// activity and cancels one sends only single-key statements (one shard on
+// Citus): the messages for other instances are written one statement per
+// instance, not one multi-row insert over several. Each message reaches
+// its instance. The other variants (one node) write them in one statement
+// and are checked for the outcome only.
+func TestOrchAckStatementsSingleKeyCitus(t *testing.T) {
+	for _, v := range statementVariants() {
+		t.Run(v.name, func(t *testing.T) {
+			audit := &citusAudit{dquoted: v.d == agentstore.SQLite}
+			clock := newTestClock()
+			h := newHarness(t, v.d)
+			st := h.New(t, append(v.opts, agentstore.WithLogger(audit), agentstore.WithClock(clock.Now))...)
+			e := newPEnvOn(h, st, clock)
+			p := "p"
+			e.StartInstance(t, p, nil)
+			e.Enqueue(t, &duroxide.ExternalRaised{Instance: p, Name: "go", Data: "x"})
+			it := e.Fetch(t)
+			audit.mu.Lock()
+			clear(audit.counts)
+			audit.mu.Unlock()
+			e.Ack(t, it, duroxide.OrchestrationAck{
+				HistoryDelta: []duroxide.Event{testkit.Ev(p, 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "in"})},
+				WorkerItems:  []duroxide.WorkItem{testkit.Activity(p, 1, 2)},
+				OrchestratorItems: []duroxide.WorkItem{
+					&duroxide.StartOrchestration{Instance: "c1", Orchestration: "Orch", Input: "{}", ParentInstance: &p, ParentID: ptrU(3), ExecutionID: 1},
+					&duroxide.TimerFired{Instance: p, ExecutionID: 1, ID: 4, FireAtMS: 1},
+					&duroxide.StartOrchestration{Instance: "c2", Orchestration: "Orch", Input: "{}", ParentInstance: &p, ParentID: ptrU(5), ExecutionID: 1},
+					&duroxide.ExternalRaised{Instance: "c1", Name: "hello", Data: "y"},
+				},
+				CancelledActivities: []duroxide.ScheduledActivityIdentifier{{Instance: p, ExecutionID: 1, ActivityID: 9}},
+				Metadata:            testkit.RunningMeta(nil),
+			})
+			if v.name == "postgres-general" {
+				audit.mu.Lock()
+				seen := 0
+				for en, n := range audit.counts {
+					if !strings.HasSuffix(en.op, ".AckOrchestrationItem") {
+						continue
+					}
+					seen += n
+					if en.class != "single" && en.class != "none" {
+						t.Errorf("AckOrchestrationItem sent a %s statement (%d times): %s", en.class, n, en.template)
+					}
+				}
+				audit.mu.Unlock()
+				if seen == 0 {
+					t.Fatal("the audit saw no statement of AckOrchestrationItem")
+				}
+			}
+			// every message reached its instance, in its order
+			got := map[string][]string{}
+			for range 3 {
+				it := e.Fetch(t)
+				for _, m := range it.Messages {
+					got[it.Instance] = append(got[it.Instance], m.WorkItemType())
+				}
+				if err := e.P.AbandonOrchestrationItem(e.Ctx, it.LockToken, time.Hour, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := map[string]string{"c1": "StartOrchestration ExternalRaised", "c2": "StartOrchestration", p: "TimerFired"}
+			for inst, w := range want {
+				if g := strings.Join(got[inst], " "); g != w {
+					t.Errorf("instance %s got %q, want %q (all: %v)", inst, g, w, got)
+				}
+			}
+			if n := e.count(t, "worker_queue"); n != 1 {
+				t.Errorf("worker queue holds %d items, want the one activity", n)
+			}
+		})
+	}
+}
