@@ -1,12 +1,16 @@
 package agentstore_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentstore/agentstore"
 	"github.com/agentstore/agentstore/internal/testkit"
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -82,6 +86,81 @@ func TestOrchAckStatementsSingleKeyCitus(t *testing.T) {
 			}
 			if n := e.count(t, "worker_queue"); n != 1 {
 				t.Errorf("worker queue holds %d items, want the one activity", n)
+			}
+		})
+	}
+}
+
+// TestSessionQueueIDOnlyLeaseRoutedCitus: on the Citus route, Complete,
+// Fail and Release of a lease built from the item id and token alone
+// (Lease.SessionID uuid.Nil) through the Store whose Dequeue handed it
+// out send only single-key statements (the Store remembers the lease's
+// session); through another Store, which does not, they still end the
+// lease (by id alone), and a stale id-only lease (its lease ended, so
+// forgotten) is still ErrLockLost.
+// The other variants check the outcomes only.
+func TestSessionQueueIDOnlyLeaseRoutedCitus(t *testing.T) {
+	for _, v := range statementVariants() {
+		t.Run(v.name, func(t *testing.T) {
+			audit := &citusAudit{dquoted: v.d == agentstore.SQLite}
+			h := newHarness(t, v.d)
+			st := h.New(t, append(v.opts, agentstore.WithLogger(audit))...)
+			other := h.Open(t, v.opts...)
+			ctx := context.Background()
+			s := repo.NewSession()
+			if err := st.Sessions().Save(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			q := st.SessionQueue()
+			for i := range 4 {
+				if _, err := q.Enqueue(ctx, s.ID, fmt.Sprintf("item %d", i), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dequeue := func() *repo.QueueItem {
+				t.Helper()
+				it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Lease: time.Minute})
+				if err != nil || it == nil {
+					t.Fatalf("dequeue: %v, %v", it, err)
+				}
+				return it
+			}
+			idOnly := func(it *repo.QueueItem) repo.Lease { return repo.Lease{ItemID: it.ID, Token: *it.LeaseToken} }
+			a, b, c, d := dequeue(), dequeue(), dequeue(), dequeue()
+			audit.mu.Lock()
+			clear(audit.counts)
+			audit.mu.Unlock()
+			if err := q.Complete(ctx, idOnly(a)); err != nil {
+				t.Fatalf("complete: %v", err)
+			}
+			if err := q.Fail(ctx, idOnly(b), "no"); err != nil {
+				t.Fatalf("fail: %v", err)
+			}
+			if err := q.Release(ctx, idOnly(c)); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			if v.name == "postgres-general" {
+				audit.mu.Lock()
+				for en, n := range audit.counts {
+					if en.class != "single" && en.class != "none" {
+						t.Errorf("%s sent a %s statement (%d times): %s", en.op, en.class, n, en.template)
+					}
+				}
+				audit.mu.Unlock()
+			}
+			// an ended lease is forgotten: found by id alone, and stale
+			if err := q.Complete(ctx, idOnly(a)); !errors.Is(err, agentstore.ErrLockLost) {
+				t.Fatalf("second complete of an id-only lease: %v, want ErrLockLost", err)
+			}
+			// another Store does not know the lease: found by id alone
+			if err := other.SessionQueue().Complete(ctx, idOnly(d)); err != nil {
+				t.Fatalf("complete through another Store: %v", err)
+			}
+			for it, want := range map[*repo.QueueItem]repo.QueueStatus{a: repo.QueueCompleted, b: repo.QueueFailed, c: repo.QueuePending, d: repo.QueueCompleted} {
+				got, err := q.Item(ctx, it.ID)
+				if err != nil || got.Status != want {
+					t.Fatalf("item %s: %v, %v; want status %s", it.Content, got, err, want)
+				}
 			}
 		})
 	}

@@ -661,7 +661,11 @@ type Lease struct {
 	// sets it): Complete, Fail and Release then find the item by session
 	// and id, a statement a distributed database (Citus) routes to the
 	// session's shard. A lease naming another session than the item's is
-	// ErrNotFound. uuid.Nil finds the item by id alone.
+	// ErrNotFound. uuid.Nil finds the item by id alone (on the Citus
+	// route, a PostgreSQL Store with CapFastPaths switched off, the Store
+	// whose Dequeue handed the lease out still pins its statement to the
+	// session it remembers, until the lease ends through it; the outcome
+	// is the same).
 	SessionID uuid.UUID
 }
 

@@ -84,6 +84,9 @@ type Store struct {
 	// keeper runs the pool keeper (MinIdleConns; see pool_keeper.go)
 	// until bg ends; Close waits for it before closing the pools.
 	keeper sync.WaitGroup
+	// leaseRoutes: the sessions of the session-queue leases this Store
+	// handed out, on the Citus route (sessions_queue_routes.go).
+	leaseRoutes leaseRoutes
 }
 
 // ParseDSN splits an agentstore DSN into its dialect and the driver DSN.

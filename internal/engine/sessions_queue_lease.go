@@ -264,6 +264,7 @@ func (s *Store) claimGroup(ctx context.Context, g []*gcReq[uint64, dequeueReq]) 
 			return fmt.Errorf("claim returned an unknown lease token")
 		}
 		*r.in.out = c.item(r.in)
+		s.rememberLease(*r.in.out, r.in.nowMS)
 		claimed[r] = true
 		return nil
 	}
@@ -451,9 +452,10 @@ type completeReq struct {
 	nowMS int64
 }
 
-// leaseCall is the lease-ending call of l through sq, at the clock's time.
+// leaseCall is the lease-ending call of l through sq, at the clock's time
+// (l's session filled in where this Store remembers it: routeLease).
 func (sq *sessionQueue) leaseCall(l repo.Lease) completeReq {
-	return completeReq{sq: sq, l: l, now: sq.s.now(), nowMS: sq.s.nowMS()}
+	return completeReq{sq: sq, l: sq.s.routeLease(l), now: sq.s.now(), nowMS: sq.s.nowMS()}
 }
 
 // leaseSet is the SET list of a lease-ending statement given the SQL of
@@ -617,6 +619,7 @@ func (sq *sessionQueue) endLease(ctx context.Context, op string, r completeReq, 
 		return fmt.Errorf("%s queue item %s: %w", op, r.l.ItemID, err)
 	}
 	if len(done) == 1 {
+		sq.s.forgetLease(r.l)
 		return nil
 	}
 	return sq.leaseMiss(ctx, op, r.l)
