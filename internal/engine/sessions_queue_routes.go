@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"sync"
 
 	"github.com/google/uuid"
@@ -28,6 +29,10 @@ type leaseRoutes struct {
 	mu  sync.Mutex
 	m   map[leaseKey]leaseRoute
 	max int // leaseRoutesMax; smaller in tests
+	// sweepAt: when the memory is full, no sweep before this time (ms):
+	// the earliest lease end the last sweep kept, so a full memory of
+	// live leases is not walked on every Dequeue
+	sweepAt int64
 }
 
 // leaseKey identifies a lease: its item and token.
@@ -55,9 +60,15 @@ func (s *Store) rememberLease(it *repo.QueueItem, nowMS int64) {
 		r.max = leaseRoutesMax
 	}
 	if len(r.m) >= r.max {
+		if nowMS < r.sweepAt {
+			return // full of leases that had not run out at the last sweep
+		}
+		r.sweepAt = math.MaxInt64
 		for k, v := range r.m {
 			if v.untilMS < nowMS {
 				delete(r.m, k)
+			} else {
+				r.sweepAt = min(r.sweepAt, v.untilMS+1)
 			}
 		}
 		if len(r.m) >= r.max {

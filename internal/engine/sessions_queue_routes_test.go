@@ -44,6 +44,14 @@ func TestLeaseRoutesBounded(t *testing.T) {
 	if routed(fourth) {
 		t.Fatal("a lease was remembered beyond the bound")
 	}
+	// once the kept leases have run out, the next sweep frees room
+	later := now.Add(2 * time.Minute)
+	st.rememberLease(fourth, later.UnixMilli())
+	if !routed(fourth) || routed(live) {
+		t.Fatalf("after the leases ran out: fourth %v live %v; want true false", routed(fourth), routed(live))
+	}
+	live = item(later.Add(time.Minute))
+	st.rememberLease(live, later.UnixMilli())
 	st.forgetLease(repo.Lease{ItemID: live.ID, Token: *live.LeaseToken})
 	if routed(live) {
 		t.Fatal("an ended lease is still remembered")
