@@ -26,18 +26,12 @@ import (
 func TestOrchAckStatementsSingleKeyCitus(t *testing.T) {
 	for _, v := range statementVariants() {
 		t.Run(v.name, func(t *testing.T) {
-			audit := &citusAudit{dquoted: v.d == agentstore.SQLite}
-			clock := newTestClock()
-			h := newHarness(t, v.d)
-			st := h.New(t, append(v.opts, agentstore.WithLogger(audit), agentstore.WithClock(clock.Now))...)
-			e := newPEnvOn(h, st, clock)
+			audit, e := auditedPEnv(t, v)
 			p := "p"
 			e.StartInstance(t, p, nil)
 			e.Enqueue(t, &duroxide.ExternalRaised{Instance: p, Name: "go", Data: "x"})
 			it := e.Fetch(t)
-			audit.mu.Lock()
-			clear(audit.counts)
-			audit.mu.Unlock()
+			audit.reset()
 			e.Ack(t, it, duroxide.OrchestrationAck{
 				HistoryDelta: []duroxide.Event{testkit.Ev(p, 1, 2, &duroxide.ActivityScheduledEvent{Name: "act", Input: "in"})},
 				WorkerItems:  []duroxide.WorkItem{testkit.Activity(p, 1, 2)},
@@ -51,18 +45,13 @@ func TestOrchAckStatementsSingleKeyCitus(t *testing.T) {
 				Metadata:            testkit.RunningMeta(nil),
 			})
 			if v.name == "postgres-general" {
-				audit.mu.Lock()
 				seen := 0
-				for en, n := range audit.counts {
-					if !strings.HasSuffix(en.op, ".AckOrchestrationItem") {
-						continue
-					}
+				for en, n := range audit.sent(".AckOrchestrationItem") {
 					seen += n
 					if en.class != "single" && en.class != "none" {
 						t.Errorf("AckOrchestrationItem sent a %s statement (%d times): %s", en.class, n, en.template)
 					}
 				}
-				audit.mu.Unlock()
 				if seen == 0 {
 					t.Fatal("the audit saw no statement of AckOrchestrationItem")
 				}
@@ -89,6 +78,17 @@ func TestOrchAckStatementsSingleKeyCitus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// auditedPEnv opens a migrated Store of variant v on a test clock, with
+// an audit recording its statements, and returns both.
+func auditedPEnv(t *testing.T, v statementVariant) (*citusAudit, *pEnv) {
+	t.Helper()
+	audit := &citusAudit{dquoted: v.d == agentstore.SQLite}
+	clock := newTestClock()
+	h := newHarness(t, v.d)
+	st := h.New(t, append(v.opts, agentstore.WithLogger(audit), agentstore.WithClock(clock.Now))...)
+	return audit, newPEnvOn(h, st, clock)
 }
 
 // TestSessionQueueIDOnlyLeaseRoutedCitus: on the Citus route, Complete,
@@ -127,9 +127,7 @@ func TestSessionQueueIDOnlyLeaseRoutedCitus(t *testing.T) {
 			}
 			idOnly := func(it *repo.QueueItem) repo.Lease { return repo.Lease{ItemID: it.ID, Token: *it.LeaseToken} }
 			a, b, c, d := dequeue(), dequeue(), dequeue(), dequeue()
-			audit.mu.Lock()
-			clear(audit.counts)
-			audit.mu.Unlock()
+			audit.reset()
 			if err := q.Complete(ctx, idOnly(a)); err != nil {
 				t.Fatalf("complete: %v", err)
 			}
@@ -140,13 +138,11 @@ func TestSessionQueueIDOnlyLeaseRoutedCitus(t *testing.T) {
 				t.Fatalf("release: %v", err)
 			}
 			if v.name == "postgres-general" {
-				audit.mu.Lock()
-				for en, n := range audit.counts {
+				for en, n := range audit.sent("") {
 					if en.class != "single" && en.class != "none" {
 						t.Errorf("%s sent a %s statement (%d times): %s", en.op, en.class, n, en.template)
 					}
 				}
-				audit.mu.Unlock()
 			}
 			// an ended lease is forgotten: found by id alone, and stale
 			if err := q.Complete(ctx, idOnly(a)); !errors.Is(err, agentstore.ErrLockLost) {

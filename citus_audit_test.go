@@ -207,6 +207,27 @@ func readCitusAudit(t testing.TB) map[string]string {
 	return out
 }
 
+// reset forgets the statements recorded so far.
+func (a *citusAudit) reset() {
+	a.mu.Lock()
+	clear(a.counts)
+	a.mu.Unlock()
+}
+
+// sent returns a copy of the recorded entries of the operations whose
+// name ends in opSuffix ("": every operation), with their counts.
+func (a *citusAudit) sent(opSuffix string) map[auditEntry]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[auditEntry]int{}
+	for e, n := range a.counts {
+		if strings.HasSuffix(e.op, opSuffix) {
+			out[e] = n
+		}
+	}
+	return out
+}
+
 // check compares the run with the committed list (or writes it with
 // AGENTSTORE_CITUS_AUDIT_WRITE=1) and logs the figures.
 func (a *citusAudit) check(t *testing.T) {

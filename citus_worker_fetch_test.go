@@ -36,12 +36,8 @@ func TestWorkerFetchStatementsCitusShapes(t *testing.T) {
 			if v.name != "postgres-general" {
 				t.Skip("the single-node claim (FOR UPDATE SKIP LOCKED over the queue): the fast path, and SQLite's and MariaDB's claim")
 			}
-			audit := &citusAudit{dquoted: v.d == agentstore.SQLite}
-			clock := newTestClock()
-			h := newHarness(t, v.d)
-			st := h.New(t, append(v.opts, agentstore.WithLogger(audit), agentstore.WithClock(clock.Now))...)
-			e := newPEnvOn(h, st, clock)
-			p := st.Provider()
+			audit, e := auditedPEnv(t, v)
+			p := e.P
 			gpu := "gpu"
 			s1, s2 := "s1", "s2"
 			enqueue := func(input string, tag, session *string) {
@@ -130,13 +126,8 @@ func TestWorkerFetchStatementsCitusShapes(t *testing.T) {
 				t.Fatalf("concurrent fetches took %d distinct items, want 12", len(got))
 			}
 
-			audit.mu.Lock()
-			defer audit.mu.Unlock()
 			seen := 0
-			for en, n := range audit.counts {
-				if !strings.HasSuffix(en.op, ".FetchWorkItem") {
-					continue
-				}
+			for en, n := range audit.sent(".FetchWorkItem") {
 				seen += n
 				if en.class == "multi" {
 					t.Errorf("FetchWorkItem sent a multi-key statement (%d times): %s", n, en.template)
