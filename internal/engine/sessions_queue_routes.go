@@ -30,8 +30,9 @@ type leaseRoutes struct {
 	m   map[leaseKey]leaseRoute
 	max int // leaseRoutesMax; smaller in tests
 	// sweepAt: when the memory is full, no sweep before this time (ms):
-	// the earliest lease end the last sweep kept, so a full memory of
-	// live leases is not walked on every Dequeue
+	// just after the earliest end of the leases remembered (0 before the
+	// first sweep), so a full memory of live leases is not walked on
+	// every Dequeue
 	sweepAt int64
 }
 
@@ -44,8 +45,8 @@ type leaseRoute struct {
 	untilMS int64
 }
 
-// rememberLease records it's session, when the Store runs the Citus
-// route and it holds a lease.
+// rememberLease records the session of item it, just dequeued, under its
+// lease (item and token), when the Store runs the Citus route.
 func (s *Store) rememberLease(it *repo.QueueItem, nowMS int64) {
 	if !s.citusRoute() || it == nil || it.LeaseToken == nil || it.LeasedUntil == nil {
 		return
@@ -75,7 +76,9 @@ func (s *Store) rememberLease(it *repo.QueueItem, nowMS int64) {
 			return
 		}
 	}
-	r.m[leaseKey{it.ID, *it.LeaseToken}] = leaseRoute{session: it.SessionID, untilMS: it.LeasedUntil.UnixMilli()}
+	until := it.LeasedUntil.UnixMilli()
+	r.m[leaseKey{it.ID, *it.LeaseToken}] = leaseRoute{session: it.SessionID, untilMS: until}
+	r.sweepAt = min(r.sweepAt, until+1) // a lease ending before the kept ones (0: no sweep yet)
 }
 
 // routeLease returns l with its session filled in from the memory when l

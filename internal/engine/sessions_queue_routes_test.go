@@ -10,8 +10,9 @@ import (
 )
 
 // TestLeaseRoutesBounded: the lease memory of the Citus route is bounded:
-// once full, a new lease first sweeps the leases that have run out, and
-// when every remembered lease is live it is not remembered (its Complete
+// once full, a new lease first sweeps the leases that have run out (not
+// again before the earliest remembered one ends), and when every
+// remembered lease is live it is not remembered (its Complete
 // goes by id alone). A remembered lease's session fills an id-only lease;
 // an ended one is forgotten. Off the Citus route nothing is remembered.
 func TestLeaseRoutesBounded(t *testing.T) {
@@ -55,6 +56,21 @@ func TestLeaseRoutesBounded(t *testing.T) {
 	st.forgetLease(repo.Lease{ItemID: live.ID, Token: *live.LeaseToken})
 	if routed(live) {
 		t.Fatal("an ended lease is still remembered")
+	}
+	// a short lease remembered after a sweep is swept once it ends, before
+	// the leases the sweep kept end
+	st.leaseRoutes = leaseRoutes{max: 2}
+	long1, long2 := item(now.Add(time.Hour)), item(now.Add(time.Hour))
+	st.rememberLease(long1, now.UnixMilli())
+	st.rememberLease(long2, now.UnixMilli())
+	st.rememberLease(item(now.Add(time.Hour)), now.UnixMilli()) // full of live leases: not remembered
+	st.forgetLease(repo.Lease{ItemID: long2.ID, Token: *long2.LeaseToken})
+	short := item(now.Add(time.Second))
+	st.rememberLease(short, now.UnixMilli())
+	next := item(now.Add(time.Hour))
+	st.rememberLease(next, now.Add(2*time.Second).UnixMilli())
+	if !routed(next) || routed(short) || !routed(long1) {
+		t.Fatalf("after the short lease ended: next %v short %v long %v; want true false true", routed(next), routed(short), routed(long1))
 	}
 	// a lease naming its session is left as it is
 	other := uuid.New()
