@@ -2,8 +2,11 @@ package dialect
 
 import (
 	"context"
+	"fmt"
 
 	"gorm.io/gorm"
+
+	"github.com/agentstore/agentstore/models"
 )
 
 // ChangeFeedVisibility is implemented by a dialect whose concurrent writers
@@ -49,6 +52,35 @@ type FeedObject struct {
 // that is not present and enabled (IssueChangeFeed).
 type FeedVerifier interface {
 	FeedObjects(db *gorm.DB, env *Env, nsp string) ([]FeedObject, error)
+}
+
+// TriggerFeedObjects returns the FeedObjects of a dialect whose change
+// feed is the five row triggers of its migrations (SQLite's V10,
+// MariaDB's V14; neither database has disabled triggers): each named with
+// env's prefix, "present" when hasTrigger reports the trigger on its
+// table, "missing" otherwise.
+func TriggerFeedObjects(env *Env, hasTrigger func(name, table string) (bool, error)) ([]FeedObject, error) {
+	triggers := []struct{ table, name string }{
+		{models.TableSessions, "sessions_change_insert"},
+		{models.TableSessions, "sessions_change_update"},
+		{models.TableSessions, "sessions_change_delete"},
+		{models.TableQueue, "queue_change_insert"},
+		{models.TableQueue, "queue_change_status"},
+	}
+	out := make([]FeedObject, 0, len(triggers))
+	for _, tr := range triggers {
+		table, name := env.Config.Prefix+tr.table, env.Config.Prefix+tr.name
+		ok, err := hasTrigger(name, table)
+		if err != nil {
+			return nil, fmt.Errorf("read change feed trigger %s: %w", name, err)
+		}
+		o := FeedObject{Table: table, Kind: "trigger", Name: name, State: "present"}
+		if !ok {
+			o.State = "missing"
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // ChangeFeedClock is implemented by a dialect that can read the

@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"database/sql"
 	"fmt"
 	"strings"
 	"unicode"
@@ -176,6 +177,41 @@ type SearchRow struct {
 	Score     float64
 	Snippet   string
 	DocID     int64
+}
+
+// ScanSearchRows reads the rows of a SearchPage statement and closes them.
+// Each row's columns are, in order: the row's DocID when docID, then the
+// session id (text), seq, id, role, created_at and score, then the
+// snippet (NULL for none) when snippet. A session id that is not a UUID
+// is an error naming it.
+func ScanSearchRows(rows *sql.Rows, docID, snippet bool) ([]SearchRow, error) {
+	defer rows.Close()
+	var out []SearchRow
+	for rows.Next() {
+		var (
+			r    SearchRow
+			sid  string
+			snip sql.NullString
+		)
+		dest := make([]any, 0, 8)
+		if docID {
+			dest = append(dest, &r.DocID)
+		}
+		dest = append(dest, &sid, &r.Seq, &r.ID, &r.Role, &r.CreatedAt, &r.Score)
+		if snippet {
+			dest = append(dest, &snip)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		var err error
+		if r.SessionID, err = uuid.Parse(sid); err != nil {
+			return nil, fmt.Errorf("search: session id %q: %w", sid, err)
+		}
+		r.Snippet = snip.String
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // Searcher is implemented by a dialect whose schema has the message

@@ -444,30 +444,7 @@ func (s *Store) repairIndexes(ctx context.Context) error {
 			issues = append(issues, s.indexIssues(db, exp, lt)...)
 		}
 	}
-	var fixes []string
-	for _, is := range issues {
-		switch is.Kind {
-		case IssueInvalidIndex:
-			if !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter) {
-				// Without a migration lock an INVALID index may be another
-				// migrator's CONCURRENTLY build in progress: leave it (Verify
-				// reports it).
-				continue
-			}
-		case IssueMissingIndex, IssueIndexMismatch:
-		case IssueExtraIndex:
-			if !strings.HasPrefix(is.Object, "idx_"+s.cfg.Prefix) {
-				continue
-			}
-		default:
-			continue
-		}
-		for _, st := range strings.Split(is.Fix, ";\n") {
-			if st = strings.TrimSuffix(strings.TrimSpace(st), ";"); st != "" {
-				fixes = append(fixes, st)
-			}
-		}
-	}
+	fixes := s.indexRepairStatements(issues)
 	if len(fixes) == 0 {
 		return nil
 	}

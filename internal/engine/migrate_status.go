@@ -148,7 +148,7 @@ func (s *Store) MigrationPlan(ctx context.Context, target int64) ([]PlannedMigra
 		if err != nil {
 			return nil, fmt.Errorf("migration plan: %w", err)
 		}
-		if fixes := s.indexRepairStatements(rep); len(fixes) > 0 {
+		if fixes := s.indexRepairStatements(rep.Issues); len(fixes) > 0 {
 			plan = append(plan, PlannedMigration{Description: "index repair", Statements: fixes, NoTransaction: !transactionalDDL(s.d)})
 		}
 		return plan, nil
@@ -171,17 +171,20 @@ func (s *Store) MigrationPlan(ctx context.Context, target int64) ([]PlannedMigra
 }
 
 // indexRepairStatements returns the statements of the index repair Migrate
-// runs at head for the issues of rep: the fixes of missing, redefined and
+// runs at head (repairIndexes) and MigratePlan shows, for issues as Verify
+// reports them: the fixes of missing, redefined and
 // INVALID indexes and of undeclared indexes named idx_<prefix>...
 // (without a migration lock, INVALID indexes are left alone: one may be a
-// concurrent migrator's build in progress). It is the selection
-// repairIndexes makes.
-func (s *Store) indexRepairStatements(rep *VerifyReport) []string {
+// concurrent migrator's build in progress).
+func (s *Store) indexRepairStatements(issues []SchemaIssue) []string {
 	var fixes []string
-	for _, is := range rep.Issues {
+	for _, is := range issues {
 		switch is.Kind {
 		case IssueInvalidIndex:
 			if !s.has(CapAdvisoryLocks) && !s.has(CapSingleWriter) {
+				// Without a migration lock an INVALID index may be another
+				// migrator's CONCURRENTLY build in progress: leave it (Verify
+				// reports it).
 				continue
 			}
 		case IssueMissingIndex, IssueIndexMismatch:

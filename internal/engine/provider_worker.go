@@ -453,6 +453,20 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	return left, nil
 }
 
+// claimSessionStep is claimActivitySession as a claim step of the fetch
+// transaction tx (boundedStep): busy when a lock wait on the session row
+// exceeded claimWait.
+func (p *gormProvider) claimSessionStep(tx *gorm.DB, sid, owner string, until, now int64) (won, busy bool, err error) {
+	busy, err = p.boundedStep(tx, func() error {
+		var err error
+		if won, err = p.claimActivitySession(tx, sid, owner, until, now); err != nil {
+			return fmt.Errorf("claim session %s: %w", sid, err)
+		}
+		return nil
+	})
+	return won, busy, err
+}
+
 // claimActivitySession claims or extends activity session sid for owner
 // (lease end until) unless another owner's lease is live at now, and
 // reports whether it did. One guarded upsert; on a dialect.Upserter the
@@ -660,14 +674,7 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				// claim or extend the session lease; another live owner -> next item
 				// (a lock wait over claimWait on the session row: next item)
 				leaseMS := sessionLeaseMS(session, lockTimeout)
-				won := false
-				busy, err := p.boundedStep(tx, func() error {
-					var err error
-					if won, err = p.claimActivitySession(tx, *c.SessionID, session.OwnerID, now+leaseMS, now); err != nil {
-						return fmt.Errorf("claim session %s: %w", *c.SessionID, err)
-					}
-					return nil
-				})
+				won, busy, err := p.claimSessionStep(tx, *c.SessionID, session.OwnerID, now+leaseMS, now)
 				if err != nil {
 					return err
 				}

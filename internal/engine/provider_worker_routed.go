@@ -286,14 +286,7 @@ func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout t
 					// claim or extend the session lease; another live owner:
 					// the item back, the next one (a lock wait over claimWait
 					// on the session row too)
-					won := false
-					busy, err := p.boundedStep(tx, func() error {
-						var err error
-						if won, err = p.claimActivitySession(tx, *c.SessionID, session.OwnerID, now+leaseMS, now); err != nil {
-							return fmt.Errorf("claim session %s: %w", *c.SessionID, err)
-						}
-						return nil
-					})
+					won, busy, err := p.claimSessionStep(tx, *c.SessionID, session.OwnerID, now+leaseMS, now)
 					if err != nil {
 						return err
 					}

@@ -178,19 +178,9 @@ func (ss *sessionStore) LoadBranch(ctx context.Context, sessionID uuid.UUID, mes
 	if err := checkID("branch message id", messageID); err != nil {
 		return nil, fmt.Errorf("load branch of session %s: %w", sessionID, err)
 	}
-	var o repo.LoadOptions
-	switch len(opts) {
-	case 0:
-	case 1:
-		o = opts[0]
-	default:
-		return nil, invalidf("load branch of session %s: at most one LoadOptions", sessionID)
-	}
-	if o.AfterSeq < 0 || o.BeforeSeq < 0 || o.Limit < 0 || o.LastN < 0 {
-		return nil, invalidf("load branch of session %s: negative load option", sessionID)
-	}
-	if o.Limit > 0 && o.LastN > 0 {
-		return nil, invalidf("load branch of session %s: Limit and LastN are mutually exclusive", sessionID)
+	o, refused := loadOptions(opts)
+	if refused != "" {
+		return nil, invalidf("load branch of session %s: %s", sessionID, refused)
 	}
 	o.CurrentBranch = true
 	var out []repo.Message

@@ -57,24 +57,34 @@ func sessionFromRow(m *models.Session) (*repo.Session, error) {
 	return s, nil
 }
 
-// Load implements repo.Sessions.
-func (ss *sessionStore) Load(ctx context.Context, id uuid.UUID, opts ...repo.LoadOptions) (*repo.Session, error) {
-	if ss.scopeErr != nil {
-		return nil, ss.scopeErr
-	}
-	var o repo.LoadOptions
+// loadOptions returns the one LoadOptions of a Load or LoadBranch call
+// (the zero value for none), or why they are refused (more than one, a
+// negative field, Limit with LastN): the caller's ErrInvalidInput.
+func loadOptions(opts []repo.LoadOptions) (o repo.LoadOptions, refused string) {
 	switch len(opts) {
 	case 0:
 	case 1:
 		o = opts[0]
 	default:
-		return nil, invalidf("load session %s: at most one LoadOptions", id)
+		return o, "at most one LoadOptions"
 	}
 	if o.AfterSeq < 0 || o.BeforeSeq < 0 || o.Limit < 0 || o.LastN < 0 {
-		return nil, invalidf("load session %s: negative load option", id)
+		return o, "negative load option"
 	}
 	if o.Limit > 0 && o.LastN > 0 {
-		return nil, invalidf("load session %s: Limit and LastN are mutually exclusive", id)
+		return o, "Limit and LastN are mutually exclusive"
+	}
+	return o, ""
+}
+
+// Load implements repo.Sessions.
+func (ss *sessionStore) Load(ctx context.Context, id uuid.UUID, opts ...repo.LoadOptions) (*repo.Session, error) {
+	if ss.scopeErr != nil {
+		return nil, ss.scopeErr
+	}
+	o, refused := loadOptions(opts)
+	if refused != "" {
+		return nil, invalidf("load session %s: %s", id, refused)
 	}
 	var out *repo.Session
 	run := func(tx *gorm.DB) error {

@@ -143,36 +143,16 @@ func holdBack(tx *gorm.DB, ct string, picked []struct {
 	return ids, nil
 }
 
-// mdFeedTriggers are migration V14's triggers, named with the prefix
-// (MariaDB scopes trigger names to the database).
-func mdFeedTriggers() []struct{ table, name string } {
-	return []struct{ table, name string }{
-		{models.TableSessions, "sessions_change_insert"},
-		{models.TableSessions, "sessions_change_update"},
-		{models.TableSessions, "sessions_change_delete"},
-		{models.TableQueue, "queue_change_insert"},
-		{models.TableQueue, "queue_change_status"},
-	}
-}
-
 // FeedObjects implements dialect.FeedVerifier: V14's five triggers exist
-// on their tables (MariaDB has no disabled triggers).
+// on their tables (MariaDB has no disabled triggers; trigger names are
+// scoped to the database, hence prefixed).
 func (mdDialect) FeedObjects(db *gorm.DB, env *dialect.Env, _ string) ([]dialect.FeedObject, error) {
-	var out []dialect.FeedObject
-	for _, tr := range mdFeedTriggers() {
-		table, name := env.Config.Prefix+tr.table, env.Config.Prefix+tr.name
+	return dialect.TriggerFeedObjects(env, func(name, table string) (bool, error) {
 		var n int64
-		if err := db.Raw(`SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = ? AND EVENT_OBJECT_TABLE = ?`,
-			name, table).Scan(&n).Error; err != nil {
-			return nil, fmt.Errorf("read change feed trigger %s: %w", name, err)
-		}
-		o := dialect.FeedObject{Table: table, Kind: "trigger", Name: name, State: "present"}
-		if n == 0 {
-			o.State = "missing"
-		}
-		out = append(out, o)
-	}
-	return out, nil
+		err := db.Raw(`SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = ? AND EVENT_OBJECT_TABLE = ?`,
+			name, table).Scan(&n).Error
+		return n > 0, err
+	})
 }
 
 // NowMillisSQL implements dialect.ChangeFeedClock: the database's clock in

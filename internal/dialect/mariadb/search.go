@@ -7,7 +7,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -177,24 +176,8 @@ func (mdDialect) SearchPage(db *gorm.DB, env *dialect.Env, q *dialect.SearchQuer
 	if err != nil {
 		return nil, err
 	}
-	var out []dialect.SearchRow
-	for rows.Next() {
-		var (
-			r   dialect.SearchRow
-			sid string
-		)
-		if err := rows.Scan(&sid, &r.Seq, &r.ID, &r.Role, &r.CreatedAt, &r.Score); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if r.SessionID, err = uuid.Parse(sid); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("search: session id %q: %w", sid, err)
-		}
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(out) == 0 {
+	out, err := dialect.ScanSearchRows(rows, false, false)
+	if err != nil || len(out) == 0 {
 		return out, err
 	}
 	// The snippets: the page's rows' indexed text, excerpted here.

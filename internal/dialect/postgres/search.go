@@ -1,11 +1,9 @@
 package postgres
 
 import (
-	"database/sql"
 	"fmt"
 	"strings"
 
-	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -126,24 +124,7 @@ func (pgDialect) SearchPage(db *gorm.DB, env *dialect.Env, q *dialect.SearchQuer
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []dialect.SearchRow
-	for rows.Next() {
-		var (
-			r       dialect.SearchRow
-			sid     string
-			snippet sql.NullString
-		)
-		if err := rows.Scan(&sid, &r.Seq, &r.ID, &r.Role, &r.CreatedAt, &r.Score, &snippet); err != nil {
-			return nil, err
-		}
-		if r.SessionID, err = uuid.Parse(sid); err != nil {
-			return nil, fmt.Errorf("search: session id %q: %w", sid, err)
-		}
-		r.Snippet = snippet.String
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return dialect.ScanSearchRows(rows, false, true)
 }
 
 // SearchIssues implements dialect.Searcher: the functions, the trigger

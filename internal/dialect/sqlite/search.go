@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/agentstore/agentstore/internal/dialect"
@@ -185,24 +184,8 @@ func (liteDialect) SearchPage(db *gorm.DB, env *dialect.Env, q *dialect.SearchQu
 	if err != nil {
 		return nil, err
 	}
-	var out []dialect.SearchRow
-	for rows.Next() {
-		var (
-			r   dialect.SearchRow
-			sid string
-		)
-		if err := rows.Scan(&r.DocID, &sid, &r.Seq, &r.ID, &r.Role, &r.CreatedAt, &r.Score); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if r.SessionID, err = uuid.Parse(sid); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("search: session id %q: %w", sid, err)
-		}
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(out) == 0 {
+	out, err := dialect.ScanSearchRows(rows, true, false)
+	if err != nil || len(out) == 0 {
 		return out, err
 	}
 	// The snippets of the page's rows: one full-text query bounded by the
