@@ -170,12 +170,12 @@ func (s *Store) MigrationPlan(ctx context.Context, target int64) ([]PlannedMigra
 	return plan, nil
 }
 
-// indexRepairStatements returns the statements of the index repair Migrate
-// runs at head (repairIndexes) and MigratePlan shows, for issues as Verify
-// reports them: the fixes of missing, redefined and
-// INVALID indexes and of undeclared indexes named idx_<prefix>...
-// (without a migration lock, INVALID indexes are left alone: one may be a
-// concurrent migrator's build in progress).
+// indexRepairStatements returns the statements of the index repair that
+// Migrate runs at head (repairIndexes) and MigrationPlan shows, for issues
+// as Verify reports them: the fixes of missing, redefined and INVALID
+// indexes and of undeclared indexes named idx_<prefix>... (without a
+// migration lock, INVALID indexes are left alone: one may be a concurrent
+// migrator's build in progress).
 func (s *Store) indexRepairStatements(issues []SchemaIssue) []string {
 	var fixes []string
 	for _, is := range issues {
