@@ -186,21 +186,22 @@ type SearchRow struct {
 // is an error naming it.
 func ScanSearchRows(rows *sql.Rows, docID, snippet bool) ([]SearchRow, error) {
 	defer rows.Close()
+	var (
+		r    SearchRow
+		sid  string
+		snip sql.NullString
+	)
+	dest := make([]any, 0, 8) // the row's columns, scanned into r, sid and snip
+	if docID {
+		dest = append(dest, &r.DocID)
+	}
+	dest = append(dest, &sid, &r.Seq, &r.ID, &r.Role, &r.CreatedAt, &r.Score)
+	if snippet {
+		dest = append(dest, &snip)
+	}
 	var out []SearchRow
 	for rows.Next() {
-		var (
-			r    SearchRow
-			sid  string
-			snip sql.NullString
-		)
-		dest := make([]any, 0, 8)
-		if docID {
-			dest = append(dest, &r.DocID)
-		}
-		dest = append(dest, &sid, &r.Seq, &r.ID, &r.Role, &r.CreatedAt, &r.Score)
-		if snippet {
-			dest = append(dest, &snip)
-		}
+		r, snip = SearchRow{}, sql.NullString{}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}

@@ -209,10 +209,10 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 // outside activity sessions or of a session the owner holds or nobody
 // holds. The first time a candidate names a session, that session's row is
 // read by its key (single-shard: one read per distinct session passed
-// over, where one IN-list read per page would be multi-key); a candidate the choice allows is claimed
-// (claimWorkRow: pinned, re-checked; lost to another fetcher, the next
-// one), then its session lease is claimed or extended
-// (claimActivitySession, pinned by session_id). A session another owner
+// over, where one IN-list read per page would be multi-key); a candidate
+// the choice allows is claimed (claimWorkRow: pinned, re-checked; lost to
+// another fetcher, the next one), then its session lease is claimed or
+// extended (claimActivitySession, pinned by session_id). A session another owner
 // won meanwhile (or whose row another transaction holds longer than
 // claimWait) gives the item back in the transaction and passes it over;
 // the items of sessions found held by another owner are left out of the
