@@ -68,6 +68,9 @@ var released = map[string]int32{
 	"mariadb/V18__worker_queue_plain_claim_index.sql":              -531244478,  // issue 24: MariaDB's stand-in for the plain claim's partial index (unreleased)
 	"postgres/V18__worker_queue_plain_claim_index.sql":             -375454484,  // issue 24: version only (unreleased)
 	"sqlite/V18__worker_queue_plain_claim_index.sql":               1033719049,  // issue 24: version only (unreleased)
+	"sqlite/V19__sqlite_feed_id_order.sql":                         -1691151119, // issue 24: SQLite's change feed in id order (unreleased)
+	"postgres/V19__sqlite_feed_id_order.sql":                       -952467912,  // issue 24: version only (unreleased)
+	"mariadb/V19__sqlite_feed_id_order.sql":                        -128479723,  // issue 24: version only (unreleased)
 }
 
 // TestReleasedFilesNeverChange: every committed migration is pinned, its

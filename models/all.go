@@ -12,7 +12,7 @@ import (
 
 // SchemaVersion is the version of the schema these models describe. Migrate
 // records it; Verify reports a database whose recorded version is behind.
-const SchemaVersion = 18
+const SchemaVersion = 19
 
 // TableSchemaVersion is the base name of the table recording applied schema versions.
 const TableSchemaVersion = "schema_version"

@@ -21,6 +21,16 @@ type ChangeFeedVisibility interface {
 	VisibleOrdSQL() string
 }
 
+// ChangeFeedIDOrder is implemented by a dialect whose session change feed
+// is in id order: one writer at a time, so ord is always 0 and the id is
+// commit order (SQLite). Its feed table (migration V19) has neither the
+// (ord, id) index nor AUTOINCREMENT: feed reads and purges order by the id
+// (the primary key) alone, and Verify does not expect the models' (ord,
+// id) index of it.
+type ChangeFeedIDOrder interface {
+	ChangeFeedIDOrder()
+}
+
 // NotifyFeed is the wake-up payload of the session change feed: session
 // changes were committed.
 const NotifyFeed = "f"

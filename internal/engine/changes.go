@@ -22,8 +22,8 @@ import (
 // queue tables, in the writing statement, so every write path (the
 // one-statement append, group commit, Save, Fork, cascades) records its
 // change in its own transaction without a statement of its own. The feed's
-// order is (ord, id). On a single-writer dialect ord is 0 and the
-// AUTOINCREMENT id is commit order. On PostgreSQL ord is the writing
+// order is (ord, id). On a single-writer dialect (dialect.ChangeFeedIDOrder)
+// ord is 0 and the id is commit order: reads and purges walk the id. On PostgreSQL ord is the writing
 // transaction's id raised to the session's newest ord, and a read delivers
 // only rows below dialect.ChangeFeedVisibility's bound (the snapshot's
 // xmin), so a cursor (ord, id) never has a committed row appear behind it.
@@ -149,8 +149,9 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 	if err != nil {
 		return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 	}
-	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE (ord > ? OR (ord = ? AND id > ?)) AND kind <> ?"
-	args := []any{ord, ord, id, changePurged}
+	after, args, order := f.after(ord, id)
+	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE " + after + " AND kind <> ?"
+	args = append(args, changePurged)
 	if sequenced {
 		q += " AND ord > 0" // ord 0: not in the feed yet
 	}
@@ -168,7 +169,7 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 	if v, ok := f.ss.s.d.(dialect.ChangeFeedVisibility); ok {
 		q += " AND ord < (SELECT " + v.VisibleOrdSQL() + ")"
 	}
-	q += " ORDER BY ord, id LIMIT " + strconv.Itoa(limit)
+	q += " ORDER BY " + order + " LIMIT " + strconv.Itoa(limit)
 	rows, err := f.ss.db(ctx).Raw(q, args...).Rows()
 	if err != nil {
 		return repo.ChangesPage{}, fmt.Errorf("read changes: %w", dbErr(err))
@@ -191,6 +192,28 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 		page.Next = out[len(out)-1].Cursor
 	}
 	return page, nil
+}
+
+// idOrder reports whether the feed is in id order on this dialect
+// (dialect.ChangeFeedIDOrder: ord is always 0, and the table has no (ord,
+// id) index to walk).
+func (f changeFeed) idOrder() bool {
+	_, ok := f.ss.s.d.(dialect.ChangeFeedIDOrder)
+	return ok
+}
+
+// after returns the condition "after the cursor (ord, id) in the feed's
+// order", its arguments, and the ORDER BY list of that order: (ord, id),
+// or on a dialect whose feed is in id order the id alone (the same order,
+// ord being 0 on every row, by its primary key).
+func (f changeFeed) after(ord, id int64) (cond string, args []any, order string) {
+	if !f.idOrder() {
+		return "(ord > ? OR (ord = ? AND id > ?))", []any{ord, ord, id}, "ord, id"
+	}
+	if ord > 0 { // not a cursor of this database: nothing lies after it
+		return "ord > ?", []any{ord}, "id"
+	}
+	return "ord = 0 AND id > ?", []any{id}, "id"
 }
 
 // sequence has a dialect.ChangeFeedSequencer place the committed changes
@@ -351,7 +374,8 @@ func (f changeFeed) Watch(ctx context.Context, p repo.ChangesParams, fn func(rep
 }
 
 // PurgeChanges implements repo.ChangeFeed. Each batch is one DELETE of the
-// feed's first rows (by the (ord, id) index) older than the cutoff; a
+// feed's first rows (by the (ord, id) index, or the id where the feed is in
+// id order) older than the cutoff; a
 // batch that deletes fewer than batch rows met a younger change (or the
 // end) and ends the purge.
 func (f changeFeed) PurgeChanges(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
@@ -398,8 +422,12 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 	if sequenced {
 		tc += " AND ord > 0"
 	}
+	order := "ord, id"
+	if f.idOrder() {
+		order = "id" // the same order there (docs: changeFeed.after)
+	}
 	var bound []struct{ Ord, ID int64 }
-	if err := f.ss.db(ctx).Raw("SELECT ord, id FROM "+ct+" WHERE at >= ? AND kind <> ?"+tc+" ORDER BY ord, id LIMIT 1",
+	if err := f.ss.db(ctx).Raw("SELECT ord, id FROM "+ct+" WHERE at >= ? AND kind <> ?"+tc+" ORDER BY "+order+" LIMIT 1",
 		append([]any{cutoff, changePurged}, targs...)...).Scan(&bound).Error; err != nil {
 		return 0, fmt.Errorf("purge changes: %w", dbErr(err))
 	}
@@ -412,7 +440,7 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 		stmt += " AND (ord < ? OR (ord = ? AND id < ?))"
 		args = append(args, bound[0].Ord, bound[0].Ord, bound[0].ID)
 	}
-	stmt += " ORDER BY ord, id LIMIT " + strconv.Itoa(batch) + ") AS b) RETURNING ord, id, at"
+	stmt += " ORDER BY " + order + " LIMIT " + strconv.Itoa(batch) + ") AS b) RETURNING ord, id, at"
 	// The batch's tombstone replaces the scope's previous one. Other
 	// scopes' tombstones stay (one per tenant that purged, at most).
 	var scope any // NULL: the whole feed

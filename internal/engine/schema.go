@@ -150,8 +150,15 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 	if cfg.Schema != "" {
 		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS \"%s\";\n\n", cfg.Schema)
 	}
+	n := models.NewNamer(cfg.Prefix, cfg.Schema)
 	for _, st := range orderDDL(rec.stmts) {
-		b.WriteString(dl.NormalizeDDL(st))
+		st = dl.NormalizeDDL(st)
+		if _, ok := dl.(dialect.ChangeFeedIDOrder); ok {
+			if st = feedIDOrderDDL(st, quoteQualified(n.Table(models.TableSessionChanges))); st == "" {
+				continue
+			}
+		}
+		b.WriteString(st)
 		b.WriteString(";\n")
 	}
 	if sr, ok := dl.(dialect.Searcher); ok { // the message search index, outside the models
@@ -166,10 +173,24 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 	for _, st := range feed { // the change feed's triggers, outside the models
 		b.WriteString(clientScript(dl, migrations.Render(st, cfg.Prefix, cfg.Schema)+";\n"))
 	}
-	n := models.NewNamer(cfg.Prefix, cfg.Schema)
 	fmt.Fprintf(&b, "\nINSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP);\n",
 		quoteQualified(n.Table(models.TableSchemaVersion)), SchemaVersion)
 	return b.String(), nil
+}
+
+// feedIDOrderDDL rewrites one normalized statement of the models' DDL for
+// a dialect whose change feed is in id order (dialect.ChangeFeedIDOrder,
+// migration V19): the feed table ct (quoted) without AUTOINCREMENT, and
+// without its (ord, id) index ("" drops the statement). Other statements
+// are returned unchanged.
+func feedIDOrderDDL(st, ct string) string {
+	switch {
+	case strings.HasPrefix(st, "CREATE TABLE "+ct+" ("):
+		return strings.Replace(st, `"id" integer PRIMARY KEY AUTOINCREMENT`, `"id" integer PRIMARY KEY`, 1)
+	case strings.HasPrefix(st, "CREATE INDEX ") && strings.HasSuffix(st, " ON "+ct+`("ord","id")`):
+		return ""
+	}
+	return st
 }
 
 func quoteQualified(name string) string {

@@ -254,8 +254,16 @@ func (s *Store) expectedTable(m any, indexesOnly bool) (*expectedTable, error) {
 		}
 		t.indexes = append(t.indexes, ei)
 	}
+	if _, ok := s.d.(dialect.ChangeFeedIDOrder); ok && strings.TrimPrefix(t.name, s.cfg.Prefix) == models.TableSessionChanges {
+		// V19: that feed is read in id order, without the (ord, id) index.
+		t.indexes = slices.DeleteFunc(t.indexes, func(ei expectedIndex) bool { return slices.Equal(ei.cols, feedOrdIndexCols) })
+	}
 	return t, nil
 }
+
+// feedOrdIndexCols are the columns of the change feed's (ord, id) index,
+// which a dialect whose feed is in id order does not have.
+var feedOrdIndexCols = []string{"ord", "id"}
 
 // expectColumnsAndKeys fills t's columns, primary key and foreign keys
 // from the parsed model sch.

@@ -239,6 +239,10 @@ func (liteDialect) DescribeOpenFailure(_, target string, cfg *dialect.Config, er
 // string only through its double-quoted-string quirk).
 func (liteDialect) NormalizeDDL(stmt string) string { return normalizeSQLiteDDL(stmt) }
 
+// ChangeFeedIDOrder implements dialect.ChangeFeedIDOrder: one writer at a
+// time, so the feed's id is its commit order (V19).
+func (liteDialect) ChangeFeedIDOrder() {}
+
 // applyNoTx: every SQLite migration runs in a transaction.
 func (liteDialect) ApplyNoTx(context.Context, *dialect.Env, int64, []string) error {
 	return errors.New("SQLite migrations run in transactions; a migration marked executeInTransaction=false has no SQLite form")
@@ -248,5 +252,6 @@ func (liteDialect) ApplyNoTx(context.Context, *dialect.Env, int64, []string) err
 var (
 	_ dialect.DriverErrorTranslator = liteDialect{}
 	_ dialect.OpenFailureDescriber  = liteDialect{}
+	_ dialect.ChangeFeedIDOrder     = liteDialect{}
 	_ dialect.HealthReporter        = (*liteWatcher)(nil)
 )
