@@ -256,14 +256,10 @@ func (s *Store) expectedTable(m any, indexesOnly bool) (*expectedTable, error) {
 	}
 	if _, ok := s.d.(dialect.ChangeFeedIDOrder); ok && strings.TrimPrefix(t.name, s.cfg.Prefix) == models.TableSessionChanges {
 		// V19: that feed is read in id order, without the (ord, id) index.
-		t.indexes = slices.DeleteFunc(t.indexes, func(ei expectedIndex) bool { return slices.Equal(ei.cols, feedOrdIndexCols) })
+		t.indexes = slices.DeleteFunc(t.indexes, func(ei expectedIndex) bool { return slices.Equal(ei.cols, []string{"ord", "id"}) })
 	}
 	return t, nil
 }
-
-// feedOrdIndexCols are the columns of the change feed's (ord, id) index,
-// which a dialect whose feed is in id order does not have.
-var feedOrdIndexCols = []string{"ord", "id"}
 
 // expectColumnsAndKeys fills t's columns, primary key and foreign keys
 // from the parsed model sch.
