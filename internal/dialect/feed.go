@@ -15,8 +15,8 @@ import (
 // in any order). VisibleOrdSQL returns a scalar SQL expression, evaluated
 // once per read, below which every ord is final: no transaction still
 // running can add a change with a smaller ord. A feed read delivers only
-// the changes below it. A single-writer dialect (commit order is the
-// AUTOINCREMENT id's order) does not implement it.
+// the changes below it. A single-writer dialect (commit order is the id's
+// order, ChangeFeedIDOrder) does not implement it.
 type ChangeFeedVisibility interface {
 	VisibleOrdSQL() string
 }
