@@ -23,8 +23,9 @@ import (
 // one-statement append, group commit, Save, Fork, cascades) records its
 // change in its own transaction without a statement of its own. The feed's
 // order is (ord, id). On a single-writer dialect (dialect.ChangeFeedIDOrder)
-// ord is 0 and the id is commit order: reads and purges walk the id. On PostgreSQL ord is the writing
-// transaction's id raised to the session's newest ord, and a read delivers
+// ord is 0 and the id is commit order: reads and purges walk the id. On
+// PostgreSQL ord is the writing transaction's id raised to the session's
+// newest ord, and a read delivers
 // only rows below dialect.ChangeFeedVisibility's bound (the snapshot's
 // xmin), so a cursor (ord, id) never has a committed row appear behind it.
 // On MariaDB (dialect.ChangeFeedSequencer) the triggers write ord 0, not
@@ -194,26 +195,28 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 	return page, nil
 }
 
-// idOrder reports whether the feed is in id order on this dialect
-// (dialect.ChangeFeedIDOrder: ord is always 0, and the table has no (ord,
-// id) index to walk).
-func (f changeFeed) idOrder() bool {
-	_, ok := f.ss.s.d.(dialect.ChangeFeedIDOrder)
-	return ok
+// order returns the ORDER BY list of the feed's order: (ord, id), or on a
+// dialect whose feed is in id order (dialect.ChangeFeedIDOrder: ord is 0
+// on every row and the table has no (ord, id) index) the id alone, the
+// same order by the primary key.
+func (f changeFeed) order() string {
+	if _, ok := f.ss.s.d.(dialect.ChangeFeedIDOrder); ok {
+		return "id"
+	}
+	return "ord, id"
 }
 
 // after returns the condition "after the cursor (ord, id) in the feed's
-// order", its arguments, and the ORDER BY list of that order: (ord, id),
-// or on a dialect whose feed is in id order the id alone (the same order,
-// ord being 0 on every row, by its primary key).
+// order", its arguments, and the ORDER BY list of that order (order).
 func (f changeFeed) after(ord, id int64) (cond string, args []any, order string) {
-	if !f.idOrder() {
-		return "(ord > ? OR (ord = ? AND id > ?))", []any{ord, ord, id}, "ord, id"
+	order = f.order()
+	switch {
+	case order != "id":
+		return "(ord > ? OR (ord = ? AND id > ?))", []any{ord, ord, id}, order
+	case ord > 0: // not a cursor of this database: nothing lies after it
+		return "ord > ?", []any{ord}, order
 	}
-	if ord > 0 { // not a cursor of this database: nothing lies after it
-		return "ord > ?", []any{ord}, "id"
-	}
-	return "ord = 0 AND id > ?", []any{id}, "id"
+	return "ord = 0 AND id > ?", []any{id}, order
 }
 
 // sequence has a dialect.ChangeFeedSequencer place the committed changes
@@ -374,10 +377,9 @@ func (f changeFeed) Watch(ctx context.Context, p repo.ChangesParams, fn func(rep
 }
 
 // PurgeChanges implements repo.ChangeFeed. Each batch is one DELETE of the
-// feed's first rows (by the (ord, id) index, or the id where the feed is in
-// id order) older than the cutoff; a
-// batch that deletes fewer than batch rows met a younger change (or the
-// end) and ends the purge.
+// feed's first rows in its order (order) older than the cutoff; a batch
+// that deletes fewer than batch rows met a younger change (or the end) and
+// ends the purge.
 func (f changeFeed) PurgeChanges(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
 	n, err := f.purge(ctx, olderThan, batch)
 	return n, opErr("purge_changes", err)
@@ -422,10 +424,7 @@ func (f changeFeed) purge(ctx context.Context, olderThan time.Duration, batch in
 	if sequenced {
 		tc += " AND ord > 0"
 	}
-	order := "ord, id"
-	if f.idOrder() {
-		order = "id" // the same order there (docs: changeFeed.after)
-	}
+	order := f.order()
 	var bound []struct{ Ord, ID int64 }
 	if err := f.ss.db(ctx).Raw("SELECT ord, id FROM "+ct+" WHERE at >= ? AND kind <> ?"+tc+" ORDER BY "+order+" LIMIT 1",
 		append([]any{cutoff, changePurged}, targs...)...).Scan(&bound).Error; err != nil {
