@@ -211,3 +211,39 @@ func TestFeedIDOrderPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedIDOrderVerifyFix: on SQLite, Verify's fix for a missing change
+// feed table is the table V19 makes (no AUTOINCREMENT, no (ord, id)
+// index), and after running it Verify reports nothing.
+func TestFeedIDOrderVerifyFix(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, agentstore.SQLite)
+	st := h.New(t)
+	ct := quote(st, models.TableSessionChanges)
+	if _, err := st.SQLDB().ExecContext(ctx, "DROP TABLE "+ct); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := st.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fix string
+	for _, i := range rep.Issues {
+		if i.Kind == agentstore.IssueMissingTable && i.Table == st.Table(models.TableSessionChanges) {
+			fix = i.Fix
+		}
+	}
+	if fix == "" {
+		t.Fatalf("Verify does not report the missing feed table with a fix: %v", rep.Issues)
+	}
+	if strings.Contains(strings.ToUpper(fix), "AUTOINCREMENT") || strings.Contains(fix, `("ord","id")`) {
+		t.Fatalf("the fix is not V19's table:\n%s", fix)
+	}
+	if _, err := st.SQLDB().ExecContext(ctx, fix); err != nil {
+		t.Fatalf("run the fix: %v\n%s", err, fix)
+	}
+	if rep, err := st.Verify(ctx); err != nil || !rep.OK() {
+		t.Fatalf("after the fix: %v, %v", rep, err)
+	}
+}

@@ -152,11 +152,8 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 	}
 	n := models.NewNamer(cfg.Prefix, cfg.Schema)
 	for _, st := range orderDDL(rec.stmts) {
-		st = dl.NormalizeDDL(st)
-		if _, ok := dl.(dialect.ChangeFeedIDOrder); ok {
-			if st = feedIDOrderDDL(st, quoteQualified(n.Table(models.TableSessionChanges))); st == "" {
-				continue
-			}
+		if st = normalizeModelDDL(dl, st, quoteQualified(n.Table(models.TableSessionChanges))); st == "" {
+			continue
 		}
 		b.WriteString(st)
 		b.WriteString(";\n")
@@ -176,6 +173,18 @@ func ModelsDDL(ds []dialect.Dialect, d Dialect, opts ...Option) (string, error) 
 	fmt.Fprintf(&b, "\nINSERT INTO %s (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP);\n",
 		quoteQualified(n.Table(models.TableSchemaVersion)), SchemaVersion)
 	return b.String(), nil
+}
+
+// normalizeModelDDL is dl's NormalizeDDL of one statement GORM generated
+// from the models, with the change feed's table ct (quoted) as a dialect
+// whose feed is in id order has it (feedIDOrderDDL); "" drops the
+// statement.
+func normalizeModelDDL(dl dialect.Dialect, st, ct string) string {
+	st = dl.NormalizeDDL(st)
+	if _, ok := dl.(dialect.ChangeFeedIDOrder); ok {
+		st = feedIDOrderDDL(st, ct)
+	}
+	return st
 }
 
 // feedIDOrderDDL rewrites one normalized statement of the models' DDL for

@@ -580,7 +580,9 @@ func (s *Store) fixSQL(db *gorm.DB, fn func(m gorm.Migrator) error) (fix string)
 	}
 	var out []string
 	for _, st := range orderDDL(rec.stmts) {
-		out = append(out, s.d.NormalizeDDL(st)+";")
+		if st = normalizeModelDDL(s.d, st, s.quoted(models.TableSessionChanges)); st != "" {
+			out = append(out, st+";")
+		}
 	}
 	if len(out) == 0 {
 		return fallback
