@@ -200,23 +200,29 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 // on every row and the table has no (ord, id) index) the id alone, the
 // same order by the primary key.
 func (f changeFeed) order() string {
-	if _, ok := f.ss.s.d.(dialect.ChangeFeedIDOrder); ok {
+	if f.idOrder() {
 		return "id"
 	}
 	return "ord, id"
 }
 
+// idOrder reports whether the dialect's feed is in id order
+// (dialect.ChangeFeedIDOrder).
+func (f changeFeed) idOrder() bool {
+	_, ok := f.ss.s.d.(dialect.ChangeFeedIDOrder)
+	return ok
+}
+
 // after returns the condition "after the cursor (ord, id) in the feed's
 // order", its arguments, and the ORDER BY list of that order (order).
 func (f changeFeed) after(ord, id int64) (cond string, args []any, order string) {
-	order = f.order()
 	switch {
-	case order != "id":
-		return "(ord > ? OR (ord = ? AND id > ?))", []any{ord, ord, id}, order
+	case !f.idOrder():
+		return "(ord > ? OR (ord = ? AND id > ?))", []any{ord, ord, id}, f.order()
 	case ord > 0: // not a cursor of this database: nothing lies after it
-		return "ord > ?", []any{ord}, order
+		return "ord > ?", []any{ord}, f.order()
 	}
-	return "ord = 0 AND id > ?", []any{id}, order
+	return "ord = 0 AND id > ?", []any{id}, f.order()
 }
 
 // sequence has a dialect.ChangeFeedSequencer place the committed changes
