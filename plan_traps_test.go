@@ -338,25 +338,27 @@ func planTrapCases() []planTrapCase {
 					" CASE WHEN g.i %% 10000 = 7 THEN 'zanzibar' ELSE 'text' END || ' ' || g.i || '\"}]' AS "+typ+"), "+ts+" FROM %s")
 			},
 			call: func(t *testing.T, st *agentstore.Store) {
-				page, err := st.Sessions().Search(context.Background(), repo.SearchParams{Query: "zanzibar"})
-				if err != nil || len(page.Hits) != 10 {
-					if st.Dialect() == agentstore.MariaDB {
-						// Seen once in ~30 runs beside the other dialects' fills
-						// (2 of 10 hits): say whether InnoDB's FULLTEXT index or
-						// the search statement missed the rows, and whether a
-						// later search finds them.
-						ctx, tb := context.Background(), quote(st, models.TableMessages)
-						var inIndex, inText int
-						st.DB(ctx).Raw("SELECT COUNT(*) FROM " + tb + " WHERE MATCH(search_text) AGAINST('+zanzibar' IN BOOLEAN MODE)").Scan(&inIndex)
-						st.DB(ctx).Raw("SELECT COUNT(*) FROM " + tb + " WHERE search_text LIKE '%zanzibar%'").Scan(&inText)
-						time.Sleep(2 * time.Second)
-						again, err2 := st.Sessions().Search(ctx, repo.SearchParams{Query: "zanzibar"})
-						n := -1
-						if err2 == nil {
-							n = len(again.Hits)
+				ctx := context.Background()
+				page, err := st.Sessions().Search(ctx, repo.SearchParams{Query: "zanzibar"})
+				if st.Dialect() == agentstore.MariaDB && err == nil && len(page.Hits) < 10 {
+					// InnoDB's FULLTEXT index can miss rows of a large
+					// commit for a moment after it (docs/search.md; seen
+					// here as 7 and 2 of 10 hits, once in ~30 runs, beside
+					// the other cases' fills, with a MATCH count a moment
+					// later finding all 10): a transient of the server,
+					// not of the search statement. Ask again until the index has them
+					// all (bounded), and say how long that took.
+					start, misses := time.Now(), 1
+					for time.Since(start) < 30*time.Second && err == nil && len(page.Hits) < 10 {
+						time.Sleep(50 * time.Millisecond)
+						page, err = st.Sessions().Search(ctx, repo.SearchParams{Query: "zanzibar"})
+						if err == nil && len(page.Hits) < 10 {
+							misses++
 						}
-						t.Logf("MariaDB: MATCH finds %d rows, LIKE %d; the same search 2 s later %d hits", inIndex, inText, n)
 					}
+					t.Logf("MariaDB: the search missed rows %d time(s) after the fill; all 10 found %v later", misses, time.Since(start).Round(time.Millisecond))
+				}
+				if err != nil || len(page.Hits) != 10 {
 					t.Fatalf("Search: %d hits, %v; want 10", len(page.Hits), err)
 				}
 			},
