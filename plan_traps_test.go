@@ -346,8 +346,9 @@ func planTrapCases() []planTrapCase {
 					// here as 7 and 2 of 10 hits, once in ~30 runs, beside
 					// the other cases' fills, with a MATCH count a moment
 					// later finding all 10): a transient of the server,
-					// not of the search statement. Ask again until the index has them
-					// all (bounded), and say how long that took.
+					// not of the search statement. Ask again until the
+					// index has them all (bounded), and say how long that
+					// took; the check below fails if it never does.
 					start, misses := time.Now(), 1
 					for time.Since(start) < 30*time.Second && err == nil && len(page.Hits) < 10 {
 						time.Sleep(50 * time.Millisecond)
@@ -356,7 +357,8 @@ func planTrapCases() []planTrapCase {
 							misses++
 						}
 					}
-					t.Logf("MariaDB: the search missed rows %d time(s) after the fill; all 10 found %v later", misses, time.Since(start).Round(time.Millisecond))
+					t.Logf("MariaDB: the search missed rows %d time(s) after the fill; %v later: %d hits, %v", misses,
+						time.Since(start).Round(time.Millisecond), len(page.Hits), err)
 				}
 				if err != nil || len(page.Hits) != 10 {
 					t.Fatalf("Search: %d hits, %v; want 10", len(page.Hits), err)
