@@ -150,7 +150,8 @@ func (f changeFeed) changes(ctx context.Context, p repo.ChangesParams) (repo.Cha
 	if err != nil {
 		return repo.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 	}
-	after, args, order := f.after(ord, id)
+	after, args := f.after(ord, id)
+	order := f.order()
 	q := "SELECT " + changeCols + " FROM " + f.ss.s.quoted(models.TableSessionChanges) + " WHERE " + after + " AND kind <> ?"
 	args = append(args, changePurged)
 	if sequenced {
@@ -214,15 +215,15 @@ func (f changeFeed) idOrder() bool {
 }
 
 // after returns the condition "after the cursor (ord, id) in the feed's
-// order", its arguments, and the ORDER BY list of that order (order).
-func (f changeFeed) after(ord, id int64) (cond string, args []any, order string) {
+// order" (order) and its arguments.
+func (f changeFeed) after(ord, id int64) (cond string, args []any) {
 	switch {
 	case !f.idOrder():
-		return "(ord > ? OR (ord = ? AND id > ?))", []any{ord, ord, id}, f.order()
+		return "(ord > ? OR (ord = ? AND id > ?))", []any{ord, ord, id}
 	case ord > 0: // not a cursor of this database: nothing lies after it
-		return "ord > ?", []any{ord}, f.order()
+		return "ord > ?", []any{ord}
 	}
-	return "ord = 0 AND id > ?", []any{id}, f.order()
+	return "ord = 0 AND id > ?", []any{id}
 }
 
 // sequence has a dialect.ChangeFeedSequencer place the committed changes
