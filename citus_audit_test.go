@@ -521,8 +521,12 @@ func templateOf(toks []sqlTok) string {
 	for _, r := range [][2]string{{"( ", "("}, {" )", ")"}, {" ,", ","}, {" . ", "."}, {" ::", "::"}, {":: ", "::"}} {
 		s = strings.ReplaceAll(s, r[0], r[1])
 	}
-	return s
+	// gorm names each savepoint by a random number: one template for all
+	return savepointName.ReplaceAllString(s, "${1}sp?")
 }
+
+// savepointName matches gorm's generated savepoint names.
+var savepointName = regexp.MustCompile(`^((?:RELEASE |ROLLBACK TO )?SAVEPOINT )sp[0-9]+$`)
 
 // collapseRepeats drops immediate repeats of a run of up to 16 words
 // ("WHEN ? THEN ? WHEN ? THEN ?" -> "WHEN ? THEN ?"): a statement built

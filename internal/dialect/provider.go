@@ -141,7 +141,9 @@ type OrchAck struct {
 	KVRows                 []KVRow
 	KVClearAll, KVTerminal bool
 	// Worker and Orch are enqueued; Cancelled worker items are deleted
-	// (Worker holds none of them).
+	// (Worker holds none of them). A Worker row with a LockToken is
+	// enqueued leased (its LockToken, LockedUntil and AttemptCount
+	// stored as given), for an in-process hand-over to a waiting fetch.
 	Worker    []models.WorkerQueueItem
 	Cancelled []ActivityRef
 	Orch      []models.OrchestratorQueueItem
@@ -154,7 +156,10 @@ type OrchAckStatement interface {
 	// deletes the instance lock row of a.LockToken if its lock holds at
 	// a.Now and, only then, does every write of the ack and deletes the
 	// messages claimed with the token; it returns the instance_id of the
-	// deleted lock row (no row: nothing was written). ok is false when the
+	// deleted lock row (no row: nothing was written). When a Worker row
+	// has a LockToken, every row has four columns: first the instance row
+	// (0, instance_id, NULL, NULL), then one row (1, NULL, id, lock_token)
+	// per such worker row enqueued. ok is false when the
 	// ack does not fit in one statement (the portable transaction runs).
 	OrchAckSQL(a *OrchAck) (q string, args []any, ok bool)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentstore/agentstore/internal/dialect"
 	"github.com/agentstore/agentstore/repo/duroxide"
@@ -44,6 +45,9 @@ type signal struct {
 	// the order they enlisted; each is woken by its own hand-off or by
 	// the broadcast
 	plain []*handoff
+	// reserved: parked takers of leases reserved by acks in flight
+	// (reserveTakers)
+	reserved int
 	// seq counts wake-ups (broadcasts and hand-offs), epoch broadcasts
 	// only (every wake-up but a hand-off: another Store's, a notify).
 	seq, epoch uint64
@@ -129,23 +133,119 @@ func (s *signal) broadcastLocked(ready bool) {
 }
 
 // handoff is one plain fetcher's enlistment: ch is closed when a wake-up
-// is handed to it (handed set first).
+// is handed to it (handed set first), with a lease when the wake-up is
+// an item already claimed for it (signal.deliver).
 type handoff struct {
 	ch     chan struct{}
 	handed bool
+	// takes, when positive, is the lock timeout of a worker fetch that
+	// takes a lease handed over in-process (an orchestration ack's worker
+	// item, enqueued already leased to it); 0: wake-ups only. parked: the
+	// fetch waits for a wake-up (not in a claim of its own); leases go to
+	// parked fetches only.
+	takes  time.Duration
+	parked bool
+	// lease: the lease handed over with the wake-up, nil for a wake-up only
+	lease *handedLease
+}
+
+// handedLease is a worker item's lease handed over in-process: the item
+// was enqueued already leased (lock token, locked_until = start + the
+// taker's lock timeout, one attempt) by the orchestration ack that
+// scheduled it, for a parked plain worker fetch of the same Store.
+type handedLease struct {
+	lease *duroxide.WorkItemLease
+	wl    workLease
+	start int64 // the clock (Unix ms) the lease's end was computed from
 }
 
 // enlist adds a plain fetcher to the hand-off list; it must leave.
-func (s *signal) enlist() *handoff {
-	h := &handoff{ch: make(chan struct{})}
+func (s *signal) enlist() *handoff { return s.enlistAs(0) }
+
+// enlistAs is enlist for a worker fetch that takes leases handed over
+// in-process (takes: its lock timeout; 0: it does not).
+func (s *signal) enlistAs(takes time.Duration) *handoff {
+	h := &handoff{ch: make(chan struct{}), takes: takes}
 	s.mu.Lock()
 	s.plain = append(s.plain, h)
 	s.mu.Unlock()
 	return h
 }
 
+// park marks h as waiting for a wake-up: from now until it leaves, a
+// lease may be handed to it.
+func (s *signal) park(h *handoff) {
+	s.mu.Lock()
+	h.parked = true
+	s.mu.Unlock()
+}
+
+// reserveTakers reserves up to max parked takers for leases an ack is
+// about to enqueue: it returns the lock timeout of the longest-parked
+// taker and how many parked takers with that lock timeout it reserved
+// (0 when none is free: every parked taker is reserved by an ack in
+// flight). The ack hands its leases over with deliver, or gives the
+// reservation back with unreserve when it fails.
+func (s *signal) reserveTakers(max int) (time.Duration, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lt time.Duration
+	n := 0
+	for _, h := range s.plain {
+		if !h.parked || h.takes <= 0 {
+			continue
+		}
+		if n == 0 {
+			lt = h.takes
+		}
+		if h.takes == lt {
+			n++
+		}
+	}
+	n = min(n-s.reserved, max)
+	if n <= 0 {
+		return 0, 0
+	}
+	s.reserved += n
+	return lt, n
+}
+
+// unreserve gives back n takers reserved by reserveTakers.
+func (s *signal) unreserve(n int) {
+	s.mu.Lock()
+	s.reserved = max(s.reserved-n, 0)
+	s.mu.Unlock()
+}
+
+// deliver ends a reservation of n takers (reserveTakers) and hands each
+// lease of ls to a taker whose lock timeout is lt: a parked one, longest
+// parked first, else one enlisted in its claim (it uses the lease when
+// its claim finds nothing, and releases it otherwise). It returns the
+// leases no such taker was left for (the caller releases them).
+func (s *signal) deliver(ls []*handedLease, lt time.Duration, n int) []*handedLease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved = max(s.reserved-n, 0)
+	for len(ls) > 0 {
+		i := slices.IndexFunc(s.plain, func(h *handoff) bool { return h.parked && h.takes == lt })
+		if i < 0 {
+			i = slices.IndexFunc(s.plain, func(h *handoff) bool { return h.takes == lt })
+		}
+		if i < 0 {
+			break
+		}
+		h := s.plain[i]
+		s.plain = slices.Delete(s.plain, i, i+1)
+		h.handed, h.lease = true, ls[0]
+		close(h.ch)
+		ls = ls[1:]
+	}
+	return ls
+}
+
 // leave takes h off the list and reports whether a wake-up was handed to
-// it (then it is the fetcher's to use, or to pass on).
+// it (then it is the fetcher's to use, or to pass on; h.lease, when set,
+// is a lease the fetcher must use or release).
 func (s *signal) leave(h *handoff) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -298,6 +398,10 @@ type gormProvider struct {
 	// step on the path of every woken item. (Set to 1 at the start: the
 	// first fetch reads first.)
 	orchIdle atomic.Uint64
+	// beforeHandOver, when set (the engine's own tests only), runs after
+	// an orchestration ack committed and before its leased worker items
+	// are handed over (handOverWork).
+	beforeHandOver func()
 }
 
 var (

@@ -30,7 +30,7 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 	// a fetch without a capability filter can take any instance's
 	// messages: a hand-off of a new message wakes one such fetch
 	// (and is quiet: all such claim the same messages)
-	item, err := longPollAs(ctx, p.orch, nil, false, filter == nil, filter == nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, _ bool) (*duroxide.OrchestrationItem, error) {
+	item, err := longPollAs(ctx, p.orch, nil, false, filter == nil, filter == nil, nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, _ bool) (*duroxide.OrchestrationItem, error) {
 		var it *duroxide.OrchestrationItem
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error

@@ -261,7 +261,7 @@ const idleRecheck = time.Second
 // fetcher that loses an item to another.
 func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady bool,
 	pollTimeout, fallback time.Duration, try func(deadline time.Time) (*T, error)) (*T, error) {
-	return longPollAs(ctx, sig, due, keepOnReady, false, false, pollTimeout, fallback, func(deadline time.Time, _ bool) (*T, error) {
+	return longPollAs(ctx, sig, due, keepOnReady, false, false, nil, pollTimeout, fallback, func(deadline time.Time, _ bool) (*T, error) {
 		return try(deadline)
 	})
 }
@@ -283,12 +283,19 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 // after that empty claim. A loop's fetch right after its previous item
 // thus costs no claim while nothing new came.
 //
+// lt, when not nil (a plain worker fetch), takes leases handed over
+// in-process (signal.deliver): a lease handed to this fetcher is returned
+// through lt.take (which renews it when it was stamped longer ago than the
+// slack) instead of a claim; one it cannot use (its own claim found an
+// item, ctx ended) is released through lt.drop. Only a parked fetcher (in
+// its wait) is handed a lease.
+//
 // try is told idle when the wait before it ended at its timer with no
 // wake-up (a re-check at a due time, after idleRecheck or at the poll
 // interval, following an empty claim or a skipped one): only the clock can
 // have made something claimable since, as far as this Store knows.
 func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Context, since int64) (int64, bool, error), keepOnReady, plain, quiet bool,
-	pollTimeout, fallback time.Duration, try func(deadline time.Time, idle bool) (*T, error)) (*T, error) {
+	lt *leaseTake[T], pollTimeout, fallback time.Duration, try func(deadline time.Time, idle bool) (*T, error)) (*T, error) {
 	nextDue := sig.nextDue
 	if nextDue != nil && due != nil {
 		nextDue = due
@@ -308,15 +315,24 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 		var h *handoff
 		var hch <-chan struct{}
 		if plain {
-			h = sig.enlist()
+			var takes time.Duration
+			if lt != nil {
+				takes = lt.lockTimeout
+			}
+			h = sig.enlistAs(takes)
 			hch = h.ch
 		}
 		// leave takes this fetcher off the hand-off list when it returns,
-		// passing on a hand-off it will not use
-		leave := func() {
+		// passing on a hand-off it will not use; it returns a lease handed
+		// to it, which the caller must use or drop
+		leave := func() *handedLease {
 			if h != nil && sig.leave(h) {
+				if h.lease != nil {
+					return h.lease
+				}
 				sig.passOn()
 			}
+			return nil
 		}
 		seq0 := sig.seqNow()
 		idle := !first && seq0 == prevSeq // no wake-up since the last round began: its wait ended at the timer
@@ -340,13 +356,19 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 				if v != nil && quiet {
 					sig.tookQuiet()
 				}
-				leave()
+				if hl := leave(); hl != nil {
+					lt.drop(hl)
+				}
 				return v, err
 			}
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			leave()
+			if hl := leave(); hl != nil {
+				if v, err := lt.take(hl); err != nil || v != nil {
+					return v, err
+				}
+			}
 			return nil, nil
 		}
 		wait := fallback
@@ -382,6 +404,9 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 			}
 		}
 		t := time.NewTimer(min(remaining, wait))
+		if h != nil && lt != nil {
+			sig.park(h)
+		}
 		if sig.waiting != nil {
 			sig.waiting(1)
 		}
@@ -402,14 +427,31 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 			sig.waiting(-1)
 		}
 		if err := ctx.Err(); err != nil {
-			leave()
+			if hl := leave(); hl != nil {
+				lt.drop(hl)
+			}
 			return nil, err
 		}
-		// a hand-off received meanwhile is used by the next try
-		if h != nil {
-			sig.leave(h)
+		// a hand-off received meanwhile is used by the next try; a lease
+		// handed over is the item (unless it was lost meanwhile)
+		if h != nil && sig.leave(h) && h.lease != nil {
+			if v, err := lt.take(h.lease); err != nil || v != nil {
+				return v, err
+			}
 		}
 	}
+}
+
+// leaseTake is what a plain worker fetch does with leases handed over
+// in-process (longPollAs): lockTimeout is its lock timeout (a lease is
+// handed over only when it was stamped for the same), take returns the
+// lease as the fetch's result (renewed when stamped longer ago than the
+// slack; nil, nil when it was lost meanwhile, a cancelled activity: the
+// poll goes on), drop releases one the fetch will not use.
+type leaseTake[T any] struct {
+	lockTimeout time.Duration
+	take        func(hl *handedLease) (*T, error)
+	drop        func(hl *handedLease)
 }
 
 // minDue runs a query of one column t (MIN over UNION ALL branches) and

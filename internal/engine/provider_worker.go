@@ -89,7 +89,17 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	plain := session == nil && (tags.Mode == duroxide.TagDefaultOnly || tags.Mode == duroxide.TagDefaultAnd || tags.Mode == duroxide.TagAny)
 	// and one taking untagged items only is quiet (all such claim the same items)
 	quiet := session == nil && tags.Mode == duroxide.TagDefaultOnly
-	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, idle bool) (*duroxide.WorkItemLease, error) {
+	// and one taking untagged items is handed the leases of worker items an
+	// orchestration ack of this Store enqueues while it waits (handedLease)
+	var lt *leaseTake[duroxide.WorkItemLease]
+	if plain {
+		lt = &leaseTake[duroxide.WorkItemLease]{lockTimeout: lockTimeout,
+			take: func(hl *handedLease) (*duroxide.WorkItemLease, error) {
+				return p.keepWorkLease(ctx, hl.lease, hl.start, lockTimeout, nil)
+			},
+			drop: p.dropHandedLease}
+	}
+	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, lt, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, idle bool) (*duroxide.WorkItemLease, error) {
 		if idle && session == nil && !p.workClaimableBeforeTx(ctx, tags) {
 			return nil, nil
 		}
@@ -170,6 +180,14 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 		}
 		start = now
 	}
+}
+
+// dropHandedLease releases a lease handed over in-process that its fetch
+// will not use (releaseWorkLease: unlocked, its attempt uncounted) and
+// hands the item's wake-up to another plain fetcher.
+func (p *gormProvider) dropHandedLease(hl *handedLease) {
+	p.releaseWorkLease(context.Background(), hl.wl)
+	p.work.handOff(1, true)
 }
 
 // workItemLease is the lease of the claimed worker item id of instance

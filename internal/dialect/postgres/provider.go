@@ -121,7 +121,7 @@ const maxAckParams = 30000
 // already left activities scheduled and cancelled in the same turn out of
 // a.Worker).
 func (pgDialect) OrchAckSQL(a *dialect.OrchAck) (string, []any, bool) {
-	if 40+4*len(a.History)+9*len(a.Worker)+3*len(a.Cancelled)+4*len(a.Orch)+3*len(a.KVRows) > maxAckParams {
+	if 40+4*len(a.History)+11*len(a.Worker)+3*len(a.Cancelled)+4*len(a.Orch)+3*len(a.KVRows) > maxAckParams {
 		return "", nil, false
 	}
 	q := a.Quote
@@ -166,13 +166,30 @@ func (pgDialect) OrchAckSQL(a *dialect.OrchAck) (string, []any, bool) {
 	args = ackKVCTEs(&b, args, a)
 	args = ackQueueCTEs(&b, args, a)
 	// delete exactly the fetched batch
-	b.WriteString(`, q AS (DELETE FROM ` + q(models.TableOrchestratorQueue) + ` WHERE lock_token = ?` + pin + ` AND EXISTS (SELECT 1 FROM d))` +
-		` SELECT instance_id FROM d`)
+	b.WriteString(`, q AS (DELETE FROM ` + q(models.TableOrchestratorQueue) + ` WHERE lock_token = ?` + pin + ` AND EXISTS (SELECT 1 FROM d))`)
+	if workerLeased(a) {
+		// the instance first, then the leased worker rows' ids
+		b.WriteString(` SELECT 0 AS k, instance_id, CAST(NULL AS bigint) AS id, CAST(NULL AS text) AS tok FROM d` +
+			` UNION ALL SELECT 1, NULL, w.id, w.lock_token FROM w WHERE w.lock_token IS NOT NULL ORDER BY k`)
+	} else {
+		b.WriteString(` SELECT instance_id FROM d`)
+	}
 	args = append(args, a.LockToken)
 	if pin != "" {
 		args = append(args, a.Instance)
 	}
 	return b.String(), args, true
+}
+
+// workerLeased reports whether a enqueues a worker item leased
+// (dialect.OrchAck.Worker).
+func workerLeased(a *dialect.OrchAck) bool {
+	for i := range a.Worker {
+		if a.Worker[i].LockToken != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ackInstanceCTE writes the ack's instance CTE inst: the upsert (name and
@@ -213,12 +230,31 @@ func ackInstanceCTE(b *strings.Builder, args []any, a *dialect.OrchAck) []any {
 func ackQueueCTEs(b *strings.Builder, args []any, a *dialect.OrchAck) []any {
 	if len(a.Worker) > 0 {
 		b.WriteString(`, w AS (INSERT INTO ` + a.Quote(models.TableWorkerQueue) + ` (work_item, visible_at, created_at, attempt_count, instance_id, execution_id,` +
-			` activity_id, session_id, tag) SELECT v.wi, v.va, v.ca, 0, v.ii, v.ei, v.ai, v.si, v.tg FROM d, (VALUES `)
-		writeTuples(b, len(a.Worker), `(CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text))`)
-		for _, r := range a.Worker {
-			args = append(args, r.WorkItem, r.VisibleAt, r.CreatedAt, r.InstanceID, r.ExecutionID, r.ActivityID, r.SessionID, r.Tag)
+			` activity_id, session_id, tag`)
+		leased := workerLeased(a)
+		if leased {
+			b.WriteString(`, lock_token, locked_until`)
 		}
-		b.WriteString(`) v(wi, va, ca, ii, ei, ai, si, tg))`)
+		b.WriteString(`) SELECT v.wi, v.va, v.ca, v.ac, v.ii, v.ei, v.ai, v.si, v.tg`)
+		tuple := `(CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS integer), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text)`
+		if leased {
+			b.WriteString(`, v.lt, v.lu`)
+			tuple += `, CAST(? AS text), CAST(? AS bigint)`
+		}
+		b.WriteString(` FROM d, (VALUES `)
+		writeTuples(b, len(a.Worker), tuple+`)`)
+		for _, r := range a.Worker {
+			args = append(args, r.WorkItem, r.VisibleAt, r.CreatedAt, r.AttemptCount, r.InstanceID, r.ExecutionID, r.ActivityID, r.SessionID, r.Tag)
+			if leased {
+				args = append(args, r.LockToken, r.LockedUntil)
+			}
+		}
+		b.WriteString(`) v(wi, va, ca, ac, ii, ei, ai, si, tg`)
+		if leased {
+			b.WriteString(`, lt, lu) RETURNING id, lock_token)`)
+		} else {
+			b.WriteString(`))`)
+		}
 	}
 	if n := len(a.Cancelled); n > 0 {
 		conds := make([]string, 0, n)
