@@ -141,8 +141,9 @@ type handoff struct {
 	// takes, when positive, is the lock timeout of a worker fetch that
 	// takes a lease handed over in-process (an orchestration ack's worker
 	// item, enqueued already leased to it); 0: wake-ups only. parked: the
-	// fetch waits for a wake-up (not in a claim of its own); leases go to
-	// parked fetches only.
+	// fetch waits for a wake-up (not in a claim of its own); an ack
+	// reserves parked takers only (reserveTakers), and hands a lease to
+	// an unparked one only when no parked one is left (deliver).
 	takes  time.Duration
 	parked bool
 	// lease: the lease handed over with the wake-up, nil for a wake-up only

@@ -287,8 +287,9 @@ func longPoll[T any](ctx context.Context, sig *signal, due func(ctx context.Cont
 // in-process (signal.deliver): a lease handed to this fetcher is returned
 // through lt.take (which renews it when it was stamped longer ago than the
 // slack) instead of a claim; one it cannot use (its own claim found an
-// item, ctx ended) is released through lt.drop. Only a parked fetcher (in
-// its wait) is handed a lease.
+// item, ctx ended) is released through lt.drop. Acks reserve parked
+// fetchers (in their wait); a fetcher in its claim is handed a lease only
+// when none of those is left (signal.deliver).
 //
 // try is told idle when the wait before it ended at its timer with no
 // wake-up (a re-check at a due time, after idleRecheck or at the poll
