@@ -4,8 +4,12 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,6 +237,149 @@ func TestLeaseHandOverOnEveryDialect(t *testing.T) {
 			p.work.mu.Unlock()
 			if reserved != 0 {
 				t.Fatalf("%d takers still reserved after the acks", reserved)
+			}
+		})
+	}
+}
+
+// TestLeaseHandOverConcurrent: two orchestrator goroutines ack turns that
+// schedule three activities each while eight worker goroutines fetch on
+// the same Store, a third of their fetches cancelled after a few
+// milliseconds (so hand-overs meet fetches that leave, before, during and
+// after the reservation). Every activity is handed out exactly once, at
+// attempt 1 (no lease lost to a fetch that left: it would come back only
+// after its 30 s lock timeout, at attempt 2), every ack with a handed-out
+// lease succeeds, the worker queue ends empty and no reservation is left.
+func TestLeaseHandOverConcurrent(t *testing.T) {
+	for name, hs := range handOverStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancelAll := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancelAll()
+			p := hs.st.provider()
+			const instances, perTurn, workers = 60, 3, 8
+			const lt = 30 * time.Second
+			var mu sync.Mutex
+			seen := map[string]int{}
+			var failures []string
+			fail := func(format string, args ...any) {
+				mu.Lock()
+				failures = append(failures, fmt.Sprintf(format, args...))
+				mu.Unlock()
+			}
+			want := instances * perTurn
+			acked := make(chan struct{}, want)
+			wctx, stopWorkers := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(w), 7))
+					for wctx.Err() == nil {
+						fctx, cancel := wctx, context.CancelFunc(func() {})
+						if rng.IntN(3) == 0 {
+							fctx, cancel = context.WithTimeout(wctx, time.Duration(1+rng.IntN(20))*time.Millisecond)
+						}
+						l, err := p.FetchWorkItem(fctx, lt, 200*time.Millisecond, nil, duroxide.TagFilter{})
+						cancel()
+						if err != nil || l == nil {
+							continue
+						}
+						ae, ok := l.Item.(*duroxide.ActivityExecute)
+						if !ok {
+							fail("unexpected item %+v", l.Item)
+							continue
+						}
+						key := fmt.Sprintf("%s/%d", ae.Instance, ae.ID)
+						mu.Lock()
+						seen[key]++
+						mu.Unlock()
+						if l.AttemptCount != 1 {
+							fail("%s handed out at attempt %d", key, l.AttemptCount)
+						}
+						if err := p.AckWorkItem(ctx, l.LockToken, &duroxide.ActivityCompleted{Instance: ae.Instance, ExecutionID: 1, ID: ae.ID, Result: "r"}); err != nil {
+							fail("ack %s: %v", key, err)
+							continue
+						}
+						acked <- struct{}{}
+					}
+				}()
+			}
+			// the orchestrators: start every instance, then ack each turn
+			// that starts one with perTurn activities and each later turn
+			// (completions) as completed
+			for i := range instances {
+				if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: fmt.Sprintf("hc-%03d", i), Orchestration: "o", ExecutionID: 1}, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name, ver, doneSt := "o", "1.0.0", duroxide.StatusCompleted
+			var started atomic.Int64
+			octx, stopOrch := context.WithCancel(ctx)
+			var og sync.WaitGroup
+			for range 2 {
+				og.Add(1)
+				go func() {
+					defer og.Done()
+					for octx.Err() == nil {
+						it, err := p.FetchOrchestrationItem(octx, lt, 200*time.Millisecond, nil)
+						if err != nil || it == nil {
+							continue
+						}
+						ack := duroxide.OrchestrationAck{ExecutionID: 1, Metadata: duroxide.ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &ver}}
+						start := false
+						for _, m := range it.Messages {
+							if _, ok := m.(*duroxide.StartOrchestration); ok {
+								start = true
+							}
+						}
+						if start {
+							for a := range perTurn {
+								ack.WorkerItems = append(ack.WorkerItems, &duroxide.ActivityExecute{Instance: it.Instance, ExecutionID: 1, ID: uint64(a + 1), Name: "a", Input: "x"})
+							}
+							started.Add(1)
+						} else {
+							ack.Metadata.Status = &doneSt
+						}
+						if err := p.AckOrchestrationItem(ctx, it.LockToken, ack); err != nil {
+							fail("ack turn of %s: %v", it.Instance, err)
+						}
+					}
+				}()
+			}
+			for n := 0; n < want; n++ {
+				select {
+				case <-acked:
+				case <-ctx.Done():
+					mu.Lock()
+					t.Fatalf("%d of %d activities acked after 2 minutes (a lease lost to a fetch that left waits for its lock timeout); failures: %v", n, want, failures)
+				}
+			}
+			stopWorkers()
+			wg.Wait()
+			stopOrch()
+			og.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(failures) > 0 {
+				t.Fatalf("%d failures, first: %s", len(failures), failures[0])
+			}
+			if started.Load() != instances || len(seen) != want {
+				t.Fatalf("%d instances started, %d distinct activities handed out; want %d and %d", started.Load(), len(seen), instances, want)
+			}
+			for k, c := range seen {
+				if c != 1 {
+					t.Fatalf("activity %s handed out %d times", k, c)
+				}
+			}
+			if d, err := p.GetQueueDepths(ctx); err != nil || d.WorkerQueue != 0 {
+				t.Fatalf("worker queue after the run: %+v, %v; want empty", d, err)
+			}
+			p.work.mu.Lock()
+			reserved := p.work.reserved
+			p.work.mu.Unlock()
+			if reserved != 0 {
+				t.Fatalf("%d takers still reserved", reserved)
 			}
 		})
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,7 +97,12 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 	if plain {
 		lt = &leaseTake[duroxide.WorkItemLease]{lockTimeout: lockTimeout,
 			take: func(hl *handedLease) (*duroxide.WorkItemLease, error) {
-				return p.keepWorkLease(ctx, hl.lease, hl.start, lockTimeout, nil)
+				if ctx.Err() != nil {
+					p.dropHandedLease(hl)
+					return nil, ctx.Err()
+				}
+				l, err := p.keepWorkLease(ctx, hl.lease, hl.start, lockTimeout, nil)
+				return p.unlessCancelled(ctx, l, err)
 			},
 			drop: p.dropHandedLease}
 	}
@@ -113,7 +120,7 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 			l, e = p.keepWorkLease(ctx, l, start, lockTimeout, session)
 			return e
 		})
-		return l, err
+		return p.unlessCancelled(ctx, l, err)
 	})
 	return lease, perr(op, err)
 }
@@ -180,6 +187,21 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 		}
 		start = now
 	}
+}
+
+// unlessCancelled returns lease l and err, unless ctx ended meanwhile: a
+// lease is then given back (releaseWorkLease: unlocked, its attempt
+// uncounted, a plain fetcher woken) and the call returns ctx's error, so a
+// cancelled fetch never leaves an item locked.
+func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItemLease, err error) (*duroxide.WorkItemLease, error) {
+	if l == nil || ctx.Err() == nil {
+		return l, err
+	}
+	if wl, ok := parseWorkToken(l.LockToken); ok {
+		p.releaseWorkLease(ctx, wl)
+		p.work.handOff(1, true)
+	}
+	return nil, ctx.Err()
 }
 
 // dropHandedLease releases a lease handed over in-process that its fetch
@@ -307,6 +329,8 @@ func (p *gormProvider) fetchWorkPlain(ctx context.Context, lockTimeout time.Dura
 // the same. With the fast paths switched off (routedWork) the claim is
 // claimWorkRouted's, per shard key.
 func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
+	ctx, cancel := p.claimContext(ctx)
+	defer cancel()
 	if p.routedWork() {
 		return p.claimWorkRouted(ctx, g)
 	}
@@ -455,11 +479,14 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		_, err = claimRows(p.s.db.WithContext(ctx), b.String(), args)
 	}
 	if err != nil {
-		// items claimed before the reply broke off stay locked until
-		// their lock times out (as after a lost reply to a single claim)
+		// the claim may have committed although its reply broke off (a
+		// context that ended during the statement, a lost connection):
+		// its items are given back, not left locked until their lock
+		// timeout with an attempt counted
 		for r := range claimed {
 			*r.in.out, r.err = nil, nil
 		}
+		p.releaseClaimTokens(ctx, slices.Collect(maps.Keys(byToken)))
 		return nil, fmt.Errorf("claim work items: %w", err)
 	}
 	var left []*gcReq[uint64, workFetchReq]
@@ -469,6 +496,45 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		}
 	}
 	return left, nil
+}
+
+// claimDetach bounds a claim statement that runs on after its caller's
+// context ended (claimContext).
+const claimDetach = 30 * time.Second
+
+// claimContext is the context a worker claim's statements run under: the
+// caller's values without its cancellation, bounded by claimDetach. A claim
+// cancelled in flight would leave its outcome unknown (the statement may
+// commit after the client gave up on it, and its items stay locked until
+// their lock timeout, an attempt counted); run to its end, its outcome is
+// known, and a fetch whose context ended meanwhile gives the items back
+// (FetchWorkItem). A claim is one short statement (its lock waits bounded
+// by the claim wait), so a cancelled fetch returns when it ends.
+// On an in-process database (SQLite) an interrupted statement rolls back,
+// so the outcome is always known and the caller's context stays in force.
+func (p *gormProvider) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.s.inProcess() {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), claimDetach)
+}
+
+// releaseClaimTokens gives back the items a failed claim may have locked
+// under stored tokens toks (fresh tokens of that claim only, so no other
+// fetcher's lease can match): unlocked, their attempt uncounted, and a
+// plain fetcher woken per item. Best effort: if it fails too, the locks
+// expire.
+func (p *gormProvider) releaseClaimTokens(ctx context.Context, toks []string) {
+	if len(toks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = NULL, locked_until = NULL,`+
+		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token IN ?`, toks)
+	if res.Error == nil && res.RowsAffected > 0 {
+		p.work.handOff(int(res.RowsAffected), true)
+	}
 }
 
 // claimSessionStep is claimActivitySession as a claim step of the fetch

@@ -170,6 +170,9 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 				row, isBusy, err := p.claimWorkRow(db, inTx, c, tok, now+durMS(r.in.lockTimeout), now)
 				switch {
 				case err != nil:
+					// the claim may have committed although its reply
+					// broke off: released with the others below
+					held = append(held, workLease{stored: tok, id: c.ID, instance: c.InstanceID, routed: true})
 					return err
 				case isBusy:
 					if busy++; busy > maxBusySkips {
@@ -194,6 +197,9 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 	if err != nil {
 		for _, l := range held {
 			p.releaseWorkLease(ctx, l)
+		}
+		if len(held) > 0 {
+			p.work.wake() // this Store's waiting fetchers (others re-check)
 		}
 		for _, r := range g {
 			*r.in.out, r.err = nil, nil
