@@ -384,3 +384,87 @@ func TestLeaseHandOverConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestOrchFetchCancelledGivesBack: six orchestration fetchers, a third of
+// their fetches cancelled after 1–20 ms, take 60 started instances' first
+// turns and complete them. Every turn is handed out exactly once, at
+// attempt 1: a fetch cancelled while its claim ran either returns the turn
+// or gives the instance back at once (not locked until its 30 s lock
+// timeout, then handed out at attempt 2).
+func TestOrchFetchCancelledGivesBack(t *testing.T) {
+	for name, hs := range handOverStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancelAll := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancelAll()
+			p := hs.st.provider()
+			const instances, fetchers = 60, 6
+			const lt = 30 * time.Second
+			for i := range instances {
+				if err := p.EnqueueForOrchestrator(ctx, &duroxide.StartOrchestration{Instance: fmt.Sprintf("oc-%03d", i), Orchestration: "o", ExecutionID: 1}, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			seen := map[string]int{}
+			var failures []string
+			done := make(chan struct{}, instances)
+			name, ver, st := "o", "1.0.0", duroxide.StatusCompleted
+			fctx, stop := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for f := range fetchers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(f), 11))
+					for fctx.Err() == nil {
+						c, cancel := fctx, context.CancelFunc(func() {})
+						if rng.IntN(3) == 0 {
+							c, cancel = context.WithTimeout(fctx, time.Duration(1+rng.IntN(20))*time.Millisecond)
+						}
+						it, err := p.FetchOrchestrationItem(c, lt, 200*time.Millisecond, nil)
+						cancel()
+						if err != nil || it == nil {
+							continue
+						}
+						mu.Lock()
+						seen[it.Instance]++
+						if it.AttemptCount != 1 {
+							failures = append(failures, fmt.Sprintf("%s handed out at attempt %d", it.Instance, it.AttemptCount))
+						}
+						mu.Unlock()
+						if err := p.AckOrchestrationItem(ctx, it.LockToken, duroxide.OrchestrationAck{ExecutionID: 1,
+							Metadata: duroxide.ExecutionMetadata{Status: &st, OrchestrationName: &name, OrchestrationVersion: &ver}}); err != nil {
+							mu.Lock()
+							failures = append(failures, fmt.Sprintf("ack %s: %v", it.Instance, err))
+							mu.Unlock()
+							continue
+						}
+						done <- struct{}{}
+					}
+				}()
+			}
+			for n := 0; n < instances; n++ {
+				select {
+				case <-done:
+				case <-ctx.Done():
+					stop()
+					wg.Wait()
+					t.Fatalf("%d of %d turns completed after 2 minutes; failures: %v", n, instances, failures)
+				}
+			}
+			stop()
+			wg.Wait()
+			if len(failures) > 0 {
+				t.Fatalf("%d failures, first: %s", len(failures), failures[0])
+			}
+			for k, c := range seen {
+				if c != 1 {
+					t.Fatalf("%s's turn handed out %d times", k, c)
+				}
+			}
+			if len(seen) != instances {
+				t.Fatalf("%d turns handed out, want %d", len(seen), instances)
+			}
+		})
+	}
+}

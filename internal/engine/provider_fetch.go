@@ -35,12 +35,24 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
 			start := p.s.nowMS()
-			if it, e = p.fetchOrchOnce(ctx, lockTimeout, filter); e != nil || it == nil {
+			// the claim runs to its end (claimContext): its outcome known
+			cctx, cancel := p.claimContext(ctx)
+			it, e = p.fetchOrchOnce(cctx, lockTimeout, filter)
+			cancel()
+			if e != nil || it == nil {
 				return p.claimWaitExpired(e)
 			}
 			it, e = p.keepOrchLease(ctx, it, start, lockTimeout)
 			return e
 		})
+		if it != nil && ctx.Err() != nil {
+			// the caller gave up meanwhile: the instance is given back
+			// (unlocked, its messages' attempts uncounted), not left locked
+			// until the lock timeout
+			p.releaseOrchLease(ctx, parseOrchToken(it.LockToken))
+			p.orch.handOff(1, false)
+			return nil, ctx.Err()
+		}
 		return it, err
 	})
 	return item, perr(op, err)

@@ -502,7 +502,8 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 // context ended (claimContext).
 const claimDetach = 30 * time.Second
 
-// claimContext is the context a worker claim's statements run under: the
+// claimContext is the context a claim's statements run under (a worker
+// claim, an orchestration fetch's claim and reads): the
 // caller's values without its cancellation, bounded by claimDetach. A claim
 // cancelled in flight would leave its outcome unknown (the statement may
 // commit after the client gave up on it, and its items stay locked until

@@ -50,6 +50,11 @@ type Provider interface {
 	// abandon or renew right away succeeds). A claim whose lock another
 	// fetcher took over meanwhile is not returned. History holds the
 	// events exactly as acked or appended (every field, never restamped).
+	// A fetch whose ctx ends returns ctx's error and no item: an instance
+	// it claimed is given back at once (unlocked, its messages' attempts
+	// uncounted), never left locked until its lock timeout. (On a
+	// networked database a claim in flight runs to its end first, at most
+	// the claim's own bounded time, so its outcome is known.)
 	FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, error)
 	// AckOrchestrationItem commits a turn atomically: validates and
 	// consumes the lock, creates the instance (only when the metadata names
@@ -120,6 +125,15 @@ type Provider interface {
 	// fetch claimed or extended) is re-stamped after a claim that took
 	// longer than the slack, so it has at least lockTimeout minus the
 	// slack to run when the call returns.
+	// A fetch whose ctx ends returns ctx's error and no item: an item it
+	// claimed or was handed is given back at once (unlocked, the attempt
+	// uncounted), never left locked until its lock timeout. (On a networked
+	// database a claim statement in flight runs to its end first, at most
+	// the claim's own bounded time, so its outcome is known.)
+	// In agentstore, an orchestration ack of the same Store may enqueue an
+	// activity already leased to a fetch waiting without session config
+	// and for untagged items, and hand the lease over in-process; such a
+	// lease is as a claimed one (attempt 1, lockTimeout from the ack).
 	FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (*WorkItemLease, error)
 	// AckWorkItem deletes the locked item and, when completion is non-nil
 	// (ActivityCompleted or ActivityFailed), enqueues it for the
