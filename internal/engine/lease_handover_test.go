@@ -468,3 +468,53 @@ func TestOrchFetchCancelledGivesBack(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimGraceBoundsCancelledFetch: a claim runs on after its caller's
+// context ends only for claimGrace. Behind a worker queue (and an
+// instance-lock table) locked ACCESS EXCLUSIVE by another transaction on
+// PostgreSQL, a fetch whose context ends after 100 ms returns an error
+// within claimGrace and a second of slack, not when the lock is released.
+func TestClaimGraceBoundsCancelledFetch(t *testing.T) {
+	st := pgTestStore(t)
+	if st == nil {
+		t.Skip("PostgreSQL unreachable (CI requires it: AGENTSTORE_REQUIRE_POSTGRES)")
+	}
+	p := st.provider()
+	bg := context.Background()
+	for _, c := range []struct {
+		table string
+		fetch func(ctx context.Context) error
+	}{
+		{models.TableWorkerQueue, func(ctx context.Context) error {
+			_, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, duroxide.TagFilter{})
+			return err
+		}},
+		{models.TableOrchestratorQueue, func(ctx context.Context) error {
+			_, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+			return err
+		}},
+	} {
+		t.Run(c.table, func(t *testing.T) {
+			tx := st.db.WithContext(bg).Begin()
+			if tx.Error != nil {
+				t.Fatal(tx.Error)
+			}
+			defer tx.Rollback()
+			if err := tx.Exec(`LOCK TABLE ` + p.q(c.table) + ` IN ACCESS EXCLUSIVE MODE`).Error; err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+			defer cancel()
+			t0 := time.Now()
+			err := c.fetch(ctx)
+			el := time.Since(t0)
+			if err == nil {
+				t.Fatalf("fetch behind a locked %s returned no error", c.table)
+			}
+			if el > claimGrace+time.Second {
+				t.Fatalf("fetch behind a locked %s returned after %v, want within %v of its 100 ms context", c.table, el, claimGrace+time.Second)
+			}
+			t.Logf("%s: %v after %v", c.table, err, el.Round(time.Millisecond))
+		})
+	}
+}

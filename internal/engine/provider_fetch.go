@@ -45,6 +45,9 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 			it, e = p.keepOrchLease(ctx, it, start, lockTimeout)
 			return e
 		})
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err() // the caller's, not the claim context's (claimContext)
+		}
 		if it != nil && ctx.Err() != nil {
 			// the caller gave up meanwhile: the instance is given back
 			// (unlocked, its messages' attempts uncounted), not left locked

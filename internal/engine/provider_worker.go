@@ -192,10 +192,17 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 // unlessCancelled returns lease l and err, unless ctx ended meanwhile: a
 // lease is then given back (releaseWorkLease: unlocked, its attempt
 // uncounted, a plain fetcher woken) and the call returns ctx's error, so a
-// cancelled fetch never leaves an item locked.
+// cancelled fetch never leaves an item locked; a failure is then reported
+// as ctx's error (the claim's own context, claimContext, ended after it).
 func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItemLease, err error) (*duroxide.WorkItemLease, error) {
-	if l == nil || ctx.Err() == nil {
+	if ctx.Err() == nil {
 		return l, err
+	}
+	if l == nil {
+		if err != nil { // the caller's own error, not the claim context's (claimContext)
+			err = ctx.Err()
+		}
+		return nil, err
 	}
 	if wl, ok := parseWorkToken(l.LockToken); ok {
 		p.releaseWorkLease(ctx, wl)
@@ -486,7 +493,7 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 		for r := range claimed {
 			*r.in.out, r.err = nil, nil
 		}
-		p.releaseClaimTokens(ctx, slices.Collect(maps.Keys(byToken)))
+		p.releaseClaimTokens(slices.Collect(maps.Keys(byToken)))
 		return nil, fmt.Errorf("claim work items: %w", err)
 	}
 	var left []*gcReq[uint64, workFetchReq]
@@ -498,44 +505,51 @@ func (p *gormProvider) claimWork(ctx context.Context, g []*gcReq[uint64, workFet
 	return left, nil
 }
 
-// claimDetach bounds a claim statement that runs on after its caller's
-// context ended (claimContext).
-const claimDetach = 30 * time.Second
+// claimGrace is how long a claim may run on after its caller's context
+// ended (claimContext).
+const claimGrace = time.Second
 
 // claimContext is the context a claim's statements run under (a worker
-// claim, an orchestration fetch's claim and reads): the
-// caller's values without its cancellation, bounded by claimDetach. A claim
-// cancelled in flight would leave its outcome unknown (the statement may
-// commit after the client gave up on it, and its items stay locked until
-// their lock timeout, an attempt counted); run to its end, its outcome is
-// known, and a fetch whose context ended meanwhile gives the items back
-// (FetchWorkItem). A claim is one short statement (its lock waits bounded
-// by the claim wait), so a cancelled fetch returns when it ends.
+// claim, an orchestration fetch's claim and reads): the caller's values,
+// cancelled claimGrace after the caller's context ends. A claim cancelled
+// in flight would leave its outcome unknown (the statement may commit after
+// the client gave up on it, and its items stay locked until their lock
+// timeout, an attempt counted); run to its end, its outcome is known, and a
+// fetch whose context ended meanwhile gives the items back (FetchWorkItem,
+// FetchOrchestrationItem). A claim is one short statement or transaction
+// with bounded lock waits, so it ends well within the grace; a database that
+// does not answer still releases the caller after it.
 // On an in-process database (SQLite) an interrupted statement rolls back,
 // so the outcome is always known and the caller's context stays in force.
 func (p *gormProvider) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if p.s.inProcess() {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), claimDetach)
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(claimGrace, cancel) })
+	return cctx, func() { stop(); cancel() }
 }
 
 // releaseClaimTokens gives back the items a failed claim may have locked
 // under stored tokens toks (fresh tokens of that claim only, so no other
 // fetcher's lease can match): unlocked, their attempt uncounted, and a
-// plain fetcher woken per item. Best effort: if it fails too, the locks
-// expire.
-func (p *gormProvider) releaseClaimTokens(ctx context.Context, toks []string) {
+// plain fetcher woken per item. In the background, so that the failed
+// fetch returns at once (the database that failed its claim may keep the
+// release waiting too); best effort, bounded by 5 s and by the Store's
+// life: if it fails too, the locks expire.
+func (p *gormProvider) releaseClaimTokens(toks []string) {
 	if len(toks) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = NULL, locked_until = NULL,`+
-		` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token IN ?`, toks)
-	if res.Error == nil && res.RowsAffected > 0 {
-		p.work.handOff(int(res.RowsAffected), true)
-	}
+	go func() {
+		ctx, cancel := context.WithTimeout(p.s.bg, 5*time.Second)
+		defer cancel()
+		res := p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = NULL, locked_until = NULL,`+
+			` attempt_count = CASE WHEN attempt_count > 0 THEN attempt_count - 1 ELSE 0 END WHERE lock_token IN ?`, toks)
+		if res.Error == nil && res.RowsAffected > 0 {
+			p.work.handOff(int(res.RowsAffected), true)
+		}
+	}()
 }
 
 // claimSessionStep is claimActivitySession as a claim step of the fetch

@@ -53,8 +53,8 @@ type Provider interface {
 	// A fetch whose ctx ends returns ctx's error and no item: an instance
 	// it claimed is given back at once (unlocked, its messages' attempts
 	// uncounted), never left locked until its lock timeout. (On a
-	// networked database a claim in flight runs to its end first, at most
-	// the claim's own bounded time, so its outcome is known.)
+	// networked database a claim in flight runs to its end first, for at
+	// most 1 s more, so its outcome is known.)
 	FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, error)
 	// AckOrchestrationItem commits a turn atomically: validates and
 	// consumes the lock, creates the instance (only when the metadata names
@@ -128,8 +128,8 @@ type Provider interface {
 	// A fetch whose ctx ends returns ctx's error and no item: an item it
 	// claimed or was handed is given back at once (unlocked, the attempt
 	// uncounted), never left locked until its lock timeout. (On a networked
-	// database a claim statement in flight runs to its end first, at most
-	// the claim's own bounded time, so its outcome is known.)
+	// database a claim statement in flight runs to its end first, for at
+	// most 1 s more, so its outcome is known.)
 	// In agentstore, an orchestration ack of the same Store may enqueue an
 	// activity already leased to a fetch waiting without session config
 	// and for untagged items, and hand the lease over in-process; such a
