@@ -31,6 +31,9 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 	// messages: a hand-off of a new message wakes one such fetch
 	// (and is quiet: all such claim the same messages)
 	item, err := longPollAs(ctx, p.orch, nil, false, filter == nil, filter == nil, nil, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, _ bool) (*duroxide.OrchestrationItem, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err // no claim for a call that already ended (claimContext would run it)
+		}
 		var it *duroxide.OrchestrationItem
 		err := p.withRetry(ctx, "fetch_orchestration_item", deadline, func() error {
 			var e error
@@ -45,7 +48,7 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 			it, e = p.keepOrchLease(ctx, it, start, lockTimeout)
 			return e
 		})
-		if err != nil && ctx.Err() != nil {
+		if it == nil && ctx.Err() != nil {
 			return nil, ctx.Err() // the caller's, not the claim context's (claimContext)
 		}
 		if it != nil && ctx.Err() != nil {

@@ -110,6 +110,9 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 		if idle && session == nil && !p.workClaimableBeforeTx(ctx, tags) {
 			return nil, nil
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, err // no claim for a call that already ended (claimContext would run it)
+		}
 		var l *duroxide.WorkItemLease
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error
@@ -192,17 +195,15 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 // unlessCancelled returns lease l and err, unless ctx ended meanwhile: a
 // lease is then given back (releaseWorkLease: unlocked, its attempt
 // uncounted, a plain fetcher woken) and the call returns ctx's error, so a
-// cancelled fetch never leaves an item locked; a failure is then reported
-// as ctx's error (the claim's own context, claimContext, ended after it).
+// cancelled fetch never leaves an item locked; a failure or an empty claim
+// is then reported as ctx's error too (the claim's own context,
+// claimContext, ends after the caller's).
 func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItemLease, err error) (*duroxide.WorkItemLease, error) {
 	if ctx.Err() == nil {
 		return l, err
 	}
-	if l == nil {
-		if err != nil { // the caller's own error, not the claim context's (claimContext)
-			err = ctx.Err()
-		}
-		return nil, err
+	if l == nil { // the caller's own error, not the claim context's (claimContext)
+		return nil, ctx.Err()
 	}
 	if wl, ok := parseWorkToken(l.LockToken); ok {
 		p.releaseWorkLease(ctx, wl)
