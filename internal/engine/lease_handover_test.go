@@ -98,6 +98,27 @@ func waitParked(t *testing.T, p *gormProvider, n int) {
 	}
 }
 
+// noReservation fails t when p's worker signal still counts takers
+// reserved by acks (signal.reserveTakers) after they all ended.
+func noReservation(t *testing.T, p *gormProvider) {
+	t.Helper()
+	p.work.mu.Lock()
+	reserved := p.work.reserved
+	p.work.mu.Unlock()
+	if reserved != 0 {
+		t.Fatalf("%d takers still reserved after the acks", reserved)
+	}
+}
+
+// sometimesCancelled returns parent for two fetches in three and, for the
+// third, a context of parent that ends after 1–20 ms.
+func sometimesCancelled(parent context.Context, rng *rand.Rand) (context.Context, context.CancelFunc) {
+	if rng.IntN(3) != 0 {
+		return parent, func() {}
+	}
+	return context.WithTimeout(parent, time.Duration(1+rng.IntN(20))*time.Millisecond)
+}
+
 // startTurn starts instance and fetches its first turn (its lock token).
 func startTurn(t *testing.T, p *gormProvider, instance string) string {
 	t.Helper()
@@ -232,12 +253,7 @@ func TestLeaseHandOverOnEveryDialect(t *testing.T) {
 			if ae, ok := l2.Item.(*duroxide.ActivityExecute); !ok || ae.Instance != "ho-2" || l2.AttemptCount != 1 {
 				t.Fatalf("released item: %+v attempt %d; want ho-2's activity at attempt 1", l2.Item, l2.AttemptCount)
 			}
-			p.work.mu.Lock()
-			reserved := p.work.reserved
-			p.work.mu.Unlock()
-			if reserved != 0 {
-				t.Fatalf("%d takers still reserved after the acks", reserved)
-			}
+			noReservation(t, p)
 		})
 	}
 }
@@ -276,10 +292,7 @@ func TestLeaseHandOverConcurrent(t *testing.T) {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(w), 7))
 					for wctx.Err() == nil {
-						fctx, cancel := wctx, context.CancelFunc(func() {})
-						if rng.IntN(3) == 0 {
-							fctx, cancel = context.WithTimeout(wctx, time.Duration(1+rng.IntN(20))*time.Millisecond)
-						}
+						fctx, cancel := sometimesCancelled(wctx, rng)
 						l, err := p.FetchWorkItem(fctx, lt, 200*time.Millisecond, nil, duroxide.TagFilter{})
 						cancel()
 						if err != nil || l == nil {
@@ -375,12 +388,7 @@ func TestLeaseHandOverConcurrent(t *testing.T) {
 			if d, err := p.GetQueueDepths(ctx); err != nil || d.WorkerQueue != 0 {
 				t.Fatalf("worker queue after the run: %+v, %v; want empty", d, err)
 			}
-			p.work.mu.Lock()
-			reserved := p.work.reserved
-			p.work.mu.Unlock()
-			if reserved != 0 {
-				t.Fatalf("%d takers still reserved", reserved)
-			}
+			noReservation(t, p)
 		})
 	}
 }
@@ -417,10 +425,7 @@ func TestOrchFetchCancelledGivesBack(t *testing.T) {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(f), 11))
 					for fctx.Err() == nil {
-						c, cancel := fctx, context.CancelFunc(func() {})
-						if rng.IntN(3) == 0 {
-							c, cancel = context.WithTimeout(fctx, time.Duration(1+rng.IntN(20))*time.Millisecond)
-						}
+						c, cancel := sometimesCancelled(fctx, rng)
 						it, err := p.FetchOrchestrationItem(c, lt, 200*time.Millisecond, nil)
 						cancel()
 						if err != nil || it == nil {

@@ -160,11 +160,9 @@ type handedLease struct {
 	start int64 // the clock (Unix ms) the lease's end was computed from
 }
 
-// enlist adds a plain fetcher to the hand-off list; it must leave.
-func (s *signal) enlist() *handoff { return s.enlistAs(0) }
-
-// enlistAs is enlist for a worker fetch that takes leases handed over
-// in-process (takes: its lock timeout; 0: it does not).
+// enlistAs adds a plain fetcher to the hand-off list; it must leave.
+// takes: the lock timeout of a worker fetch that takes leases handed over
+// in-process, 0 for one that does not.
 func (s *signal) enlistAs(takes time.Duration) *handoff {
 	h := &handoff{ch: make(chan struct{}), takes: takes}
 	s.mu.Lock()

@@ -100,7 +100,7 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 		return perrLock(op, lockToken, pfail(op, ErrInvalidLockToken, "Invalid lock token"))
 	}
 	// worker items enqueued leased to parked worker fetches (preLease)
-	a.leaseLT, a.leaseN = p.work.reserveTakers(plainWorkItems(ack.WorkerItems, ack.CancelledActivities))
+	a.leaseLT, a.leaseN = p.work.reserveTakers(plainWorkItems(ack.WorkerItems))
 	err = p.withRetry(ctx, op, time.Time{}, func() error {
 		a.now = p.s.nowMS()
 		wrows, err := workerRows(ack.WorkerItems, a.now)
@@ -133,19 +133,16 @@ func (p *gormProvider) AckOrchestrationItem(ctx context.Context, lockToken strin
 	return nil
 }
 
-// plainWorkItems counts the worker items of an ack that any plain worker
-// fetch can take (plainWorkItem) and that are not cancelled in the same
-// ack.
-func plainWorkItems(items []duroxide.WorkItem, cancelled []duroxide.ScheduledActivityIdentifier) int {
+// plainWorkItems counts the activities of an ack that any plain worker
+// fetch can take (no tag, no session: plainWorkItem). An activity also
+// cancelled in the same ack (dropCancelled) is counted too: it only holds
+// a reservation until the ack ends.
+func plainWorkItems(items []duroxide.WorkItem) int {
 	n := 0
 	for _, it := range items {
-		ae, ok := it.(*duroxide.ActivityExecute)
-		if !ok || ae.Tag != nil || ae.SessionID != nil || slices.ContainsFunc(cancelled, func(c duroxide.ScheduledActivityIdentifier) bool {
-			return c.Instance == ae.Instance && c.ExecutionID == ae.ExecutionID && c.ActivityID == ae.ID
-		}) {
-			continue
+		if ae, ok := it.(*duroxide.ActivityExecute); ok && ae.Tag == nil && ae.SessionID == nil {
+			n++
 		}
-		n++
 	}
 	return n
 }
@@ -188,45 +185,32 @@ func (p *gormProvider) handOverWork(a *orchAck) {
 	if a.leaseN > 0 {
 		rest = make([]models.WorkerQueueItem, 0, len(a.wrows))
 		var hls []*handedLease
+		var lost []string // leased rows that cannot be handed over (cannot happen): unlocked by token
 		for _, r := range a.wrows {
 			if r.LockToken == nil {
 				rest = append(rest, r)
 				continue
 			}
 			id := a.leasedIDs[*r.LockToken]
-			if id <= 0 { // not reported back (cannot happen): unlock it by its token
-				p.releaseLeasedRow(*r.LockToken, *r.InstanceID)
-				continue
-			}
 			l, err := workItemLease(id, *r.InstanceID, *r.LockToken, r.WorkItem, r.AttemptCount)
-			if err != nil {
-				p.releaseLeasedRow(*r.LockToken, *r.InstanceID)
+			if id <= 0 || err != nil {
+				lost = append(lost, *r.LockToken)
 				continue
 			}
 			wl, _ := parseWorkToken(l.LockToken)
 			hls = append(hls, &handedLease{lease: l, wl: wl, start: a.now})
 		}
+		p.releaseClaimTokens(lost)
 		if p.beforeHandOver != nil {
 			p.beforeHandOver()
 		}
 		for _, hl := range p.work.deliver(hls, a.leaseLT, a.leaseN) {
-			p.dropHandedLease(hl)
+			p.giveBackWork(hl.wl)
 		}
 	}
 	if len(rest) > 0 {
 		p.notifyWork(rest)
 	}
-}
-
-// releaseLeasedRow unlocks the worker row enqueued leased under stored
-// token tok (preLease) whose lease cannot be handed over, and wakes a
-// plain fetcher for it. Best effort: if it fails, the lock expires.
-func (p *gormProvider) releaseLeasedRow(tok, instance string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableWorkerQueue)+` SET lock_token = NULL, locked_until = NULL, attempt_count = 0`+
-		` WHERE lock_token = ? AND instance_id = ?`, tok, instance).Error
-	p.work.handOff(1, true)
 }
 
 // orchAck is an ack, validated and encoded: what one attempt writes.

@@ -48,15 +48,15 @@ func (p *gormProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, 
 			it, e = p.keepOrchLease(ctx, it, start, lockTimeout)
 			return e
 		})
-		if it == nil && ctx.Err() != nil {
-			return nil, ctx.Err() // the caller's, not the claim context's (claimContext)
-		}
-		if it != nil && ctx.Err() != nil {
-			// the caller gave up meanwhile: the instance is given back
+		if ctx.Err() != nil {
+			// the caller gave up meanwhile: a claimed instance is given back
 			// (unlocked, its messages' attempts uncounted), not left locked
-			// until the lock timeout
-			p.releaseOrchLease(ctx, parseOrchToken(it.LockToken))
-			p.orch.handOff(1, false)
+			// until the lock timeout; the error is the caller's, not the
+			// claim context's (claimContext)
+			if it != nil {
+				p.releaseOrchLease(ctx, parseOrchToken(it.LockToken))
+				p.orch.handOff(1, false)
+			}
 			return nil, ctx.Err()
 		}
 		return it, err

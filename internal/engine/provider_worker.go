@@ -98,13 +98,13 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 		lt = &leaseTake[duroxide.WorkItemLease]{lockTimeout: lockTimeout,
 			take: func(hl *handedLease) (*duroxide.WorkItemLease, error) {
 				if ctx.Err() != nil {
-					p.dropHandedLease(hl)
+					p.giveBackWork(hl.wl)
 					return nil, ctx.Err()
 				}
 				l, err := p.keepWorkLease(ctx, hl.lease, hl.start, lockTimeout, nil)
 				return p.unlessCancelled(ctx, l, err)
 			},
-			drop: p.dropHandedLease}
+			drop: func(hl *handedLease) { p.giveBackWork(hl.wl) }}
 	}
 	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, lt, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, idle bool) (*duroxide.WorkItemLease, error) {
 		if idle && session == nil && !p.workClaimableBeforeTx(ctx, tags) {
@@ -193,8 +193,7 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 }
 
 // unlessCancelled returns lease l and err, unless ctx ended meanwhile: a
-// lease is then given back (releaseWorkLease: unlocked, its attempt
-// uncounted, a plain fetcher woken) and the call returns ctx's error, so a
+// lease is then given back (giveBackWork) and the call returns ctx's error, so a
 // cancelled fetch never leaves an item locked; a failure or an empty claim
 // is then reported as ctx's error too (the claim's own context,
 // claimContext, ends after the caller's).
@@ -206,17 +205,17 @@ func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItem
 		return nil, ctx.Err()
 	}
 	if wl, ok := parseWorkToken(l.LockToken); ok {
-		p.releaseWorkLease(ctx, wl)
-		p.work.handOff(1, true)
+		p.giveBackWork(wl)
 	}
 	return nil, ctx.Err()
 }
 
-// dropHandedLease releases a lease handed over in-process that its fetch
-// will not use (releaseWorkLease: unlocked, its attempt uncounted) and
+// giveBackWork releases the lease wl that no caller will use (a lease
+// handed over in-process that its fetch left, a claim whose fetch was
+// cancelled: releaseWorkLease, unlocked and its attempt uncounted) and
 // hands the item's wake-up to another plain fetcher.
-func (p *gormProvider) dropHandedLease(hl *handedLease) {
-	p.releaseWorkLease(context.Background(), hl.wl)
+func (p *gormProvider) giveBackWork(wl workLease) {
+	p.releaseWorkLease(context.Background(), wl)
 	p.work.handOff(1, true)
 }
 
