@@ -98,6 +98,14 @@ type Env struct {
 	Caps Capability
 	// SQLDB is the Store's pool.
 	SQLDB *sql.DB
+	// WriteDB is the Store's one-connection write pool (a SQLite file
+	// opened by Open: every write of the Store goes through it), nil
+	// when it has none.
+	WriteDB *sql.DB
+	// OwnTxWrites returns how many write calls through the Store's
+	// views of application transactions (InTx) have succeeded: such a
+	// commit wakes nothing in-process.
+	OwnTxWrites func() uint64
 	// BG lives until the Store is closed; background goroutines stop
 	// when it is cancelled.
 	BG context.Context

@@ -68,8 +68,8 @@ func (s *Store) translateDriver(err error) error {
 
 // env is what the dialect sees of this Store.
 func (s *Store) env() *dialect.Env {
-	return &dialect.Env{Config: &s.cfg.Config, Caps: s.caps, SQLDB: s.sqlDB, BG: s.bg,
-		MigrateLockKey: s.migrateLockKey(), Quote: s.quoted}
+	return &dialect.Env{Config: &s.cfg.Config, Caps: s.caps, SQLDB: s.sqlDB, WriteDB: s.writeDB, BG: s.bg,
+		MigrateLockKey: s.migrateLockKey(), Quote: s.quoted, OwnTxWrites: s.txWrites.Load}
 }
 
 // translateVia maps err with the dialect behind db's dialector (the

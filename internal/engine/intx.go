@@ -375,6 +375,9 @@ func (v *TxView) call(ctx context.Context, op string, wake txWake, fn func(ss *s
 	}
 	err := fn(v.store(db))
 	var send []string
+	if err == nil && wake != wakeNone {
+		v.st.txWrites.Add(1) // for SQLite's watcher (dialect.Env.OwnTxWrites)
+	}
 	if err == nil {
 		if tw, ok := v.st.d.(dialect.TxWakeup); ok && v.st.has(CapWakeup) {
 			for _, k := range wake.kinds() {

@@ -5,9 +5,12 @@ package engine
 import (
 	"context"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentstore/agentstore/repo"
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
@@ -91,4 +94,168 @@ func TestLiteWatcherMemoryDatabase(t *testing.T) {
 type liteWatcherStats interface {
 	Checks() int64
 	UsesFileEvents() bool
+	Skipped() int64
+}
+
+// providerStatements counts the statements of l that name a provider
+// queue table.
+func providerStatements(l *sqlLog) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, q := range l.stmts {
+		if strings.Contains(q, "orchestrator_queue") || strings.Contains(q, "worker_queue") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLiteWatcherIgnoresOwnWrites: the Store's own session writes do not
+// wake its waiting provider fetches (they woke every one of them for a
+// claim that found nothing: about 3 provider statements per append with
+// four fetches waiting), while a commit through another Store on the same
+// file still wakes a waiting fetch at once.
+func TestLiteWatcherIgnoresOwnWrites(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "own.db")
+	l := &sqlLog{}
+	st, err := testOpen(ctx, "sqlite:"+path, WithLogger(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := st.provider()
+	fctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for fctx.Err() == nil {
+				_, _ = p.FetchOrchestrationItem(fctx, time.Minute, 30*time.Second, nil)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for fctx.Err() == nil {
+				_, _ = p.FetchWorkItem(fctx, time.Minute, 30*time.Second, nil, duroxide.TagFilter{})
+			}
+		}()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	time.Sleep(300 * time.Millisecond) // the fetches wait, the watcher runs
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	l.reset()
+	skipped := p.waker.(liteWatcherStats).Skipped()
+	t0 := time.Now()
+	const n = 300
+	for i := range n {
+		if _, err := st.Sessions().AppendMessages(ctx, s.ID, repo.Message{Role: repo.RoleUser, Content: []byte(`[{"type":"text","text":"hi"}]`)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			time.Sleep(5 * time.Millisecond) // let the watcher see some of them
+		}
+	}
+	el := time.Since(t0)
+	got := providerStatements(l)
+	// the four fetches' idle re-checks (a claim and a next-due read about
+	// once a second each) are all they may send meanwhile
+	allowed := 4 * 3 * (int(el/time.Second) + 1)
+	t.Logf("%d appends in %v: %d provider statements (at most %d allowed), %d own changes skipped",
+		n, el.Round(time.Millisecond), got, allowed, p.waker.(liteWatcherStats).Skipped()-skipped)
+	if got > allowed {
+		t.Fatalf("%d provider statements during %d appends by the Store itself, want at most %d (the waiting fetches were woken by its own writes)", got, n, allowed)
+	}
+	if p.waker.(liteWatcherStats).Skipped() == skipped {
+		t.Fatal("the watcher saw none of the Store's own commits (the test did not exercise it)")
+	}
+	// another Store's commit still wakes a waiting fetch at once
+	other, err := testOpen(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	cancel()
+	wg.Wait()
+	got2 := make(chan time.Time, 1)
+	go func() {
+		if le, err := p.FetchWorkItem(ctx, time.Minute, 10*time.Second, nil, duroxide.TagFilter{}); err != nil || le == nil {
+			t.Errorf("waiting fetch: %v %v", le, err)
+		}
+		got2 <- time.Now()
+	}()
+	time.Sleep(300 * time.Millisecond)
+	at := time.Now()
+	if err := other.provider().EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 1, Name: "a", Input: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := (<-got2).Sub(at); d > 500*time.Millisecond {
+		t.Fatalf("a fetch waiting on one Store returned %v after another Store's enqueue, want within 500 ms", d)
+	}
+}
+
+// TestLiteWatcherWakesAfterOwnTxView: an enqueue through the Store's own
+// view of an application transaction (InTx, on the Store's write
+// connection) wakes nothing in-process; the watcher wakes the Store's
+// waiting Dequeue after the commit, well before its poll interval.
+func TestLiteWatcherWakesAfterOwnTxView(t *testing.T) {
+	ctx := context.Background()
+	st, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "tx.db"), WithPollInterval(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := repo.NewSession()
+	if err := st.Sessions().Save(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	q := st.SessionQueue()
+	if it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Wait: 200 * time.Millisecond}); err != nil || it != nil {
+		t.Fatalf("warm-up dequeue: %v %v", it, err)
+	}
+	type res struct {
+		it  *repo.QueueItem
+		err error
+		at  time.Time
+	}
+	done := make(chan res, 1)
+	go func() {
+		it, err := q.Dequeue(ctx, s.ID, repo.DequeueParams{Owner: "w", Wait: 20 * time.Second})
+		done <- res{it, err, time.Now()}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	tx, err := st.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := st.InTx(ctx, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := view.SessionQueue().Enqueue(ctx, s.ID, "in tx", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.it == nil || r.it.ID != want.ID {
+		t.Fatalf("waiting dequeue = %+v, %v; want item %s", r.it, r.err, want.ID)
+	}
+	if d := r.at.Sub(committed); d > time.Second {
+		t.Fatalf("the waiting dequeue returned %v after the commit, want within 1 s (poll interval 5 s)", d)
+	}
 }

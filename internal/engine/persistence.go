@@ -84,6 +84,12 @@ type Store struct {
 	// keeper runs the pool keeper (MinIdleConns; see pool_keeper.go)
 	// until bg ends; Close waits for it before closing the pools.
 	keeper sync.WaitGroup
+	// txWrites counts the write calls through TxViews (InTx) that
+	// succeeded: their commits wake nothing in-process, so SQLite's
+	// data_version watcher, which tells the Store's own commits apart
+	// from other connections', wakes the Store's fetchers after them
+	// (dialect.Env.OwnTxWrites).
+	txWrites atomic.Uint64
 	// leaseRoutes: the sessions of the session-queue leases this Store
 	// handed out, on the Citus route (sessions_queue_routes.go).
 	leaseRoutes leaseRoutes

@@ -89,6 +89,10 @@ func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (rep Im
 		if err != nil {
 			im.abort()
 		}
+		// what it committed may be claimable or new to a change feed: wake
+		// the waiting calls (of this Store in-process, of others through
+		// the wake-up mechanism), whatever the outcome
+		s.wakeAllWaiters()
 	}()
 	for !im.trailer {
 		b, rerr := im.r.ReadBytes('\n')
@@ -115,6 +119,16 @@ func (s *Store) Import(ctx context.Context, r io.Reader, p ImportParams) (rep Im
 		return im.rep, &ImportError{Line: im.line + 1, Err: fmt.Errorf("%w: data after the trailer record", ErrInvalidStream)}
 	}
 	return im.rep, nil
+}
+
+// wakeAllWaiters wakes every call waiting on this Store's queues and
+// change feed, and publishes the wake-ups to other Stores: after a bulk
+// write (Import) that does not tell what it made claimable.
+func (s *Store) wakeAllWaiters() {
+	p := s.provider()
+	for _, sig := range []*signal{p.orch, p.work, p.queue, p.feed} {
+		sig.notify()
+	}
 }
 
 // fail returns the *ImportError of the current line.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,31 @@ import (
 // the directory (an in-memory database, an error), it reads every
 // liteWatchInterval while fetchers wait.
 
+// data_version changes at every commit of another connection, and the
+// Store's own writes go through its write connection, another connection
+// than the watcher's: so the watcher saw the Store's own commits too, and
+// every session write woke every waiting fetch of the Store for a claim
+// that found nothing (1,000 appends with four provider fetches waiting
+// cost about 2,900 provider statements and half the append rate). The
+// Store's own commits wake its fetchers in-process already (an enqueue
+// hands off or notifies, a session write notifies the change feed), so
+// where the Store has a write connection of its own (a file opened by
+// Open: dialect.Env.WriteDB), a change the watcher sees is confirmed on
+// that write connection before it wakes anyone (ownOnly): its
+// data_version changes only at commits of other connections — other
+// Stores and processes. The one kind of the Store's own commit that wakes
+// nothing in-process, an application transaction the Store's TxView
+// wrote in (InTx, on that write connection), is counted
+// (dialect.Env.OwnTxWrites) and wakes the fetchers once the write
+// connection is free again (so the transaction has ended). A write
+// connection that cannot be had within liteWriterWait, or was replaced,
+// or a read that fails, wakes them as before.
+
+// liteWriterWait bounds how long the watcher waits for the Store's write
+// connection to tell its own commits from others' (while a write
+// transaction holds it, no other connection can commit anyway).
+const liteWriterWait = 100 * time.Millisecond
+
 // liteWatchInterval is how often the watcher reads data_version while
 // fetchers wait and files change (or always, without file events).
 const liteWatchInterval = 2 * time.Millisecond
@@ -62,6 +88,13 @@ type liteWatcher struct {
 	started bool
 	closed  bool
 	wg      sync.WaitGroup
+
+	// what the write connection showed at the last ownOnly (the watcher
+	// goroutine's own state)
+	wConn    uintptr // the driver connection (0: none or unknown; a replaced one shows nothing)
+	wVersion int64
+	wTx      uint64
+	skipped  atomic.Int64 // changes found to be the Store's own (tests)
 }
 
 func newLiteWatcher(env *dialect.Env, onChange func()) *liteWatcher {
@@ -126,6 +159,7 @@ func (w *liteWatcher) watchConn() {
 	}
 	w.up.Store(true)
 	defer w.up.Store(false)
+	w.ownOnly() // the write connection's baseline
 	w.onChange() // changes may have happened while no one watched
 	read := func() bool {
 		var v int64
@@ -135,7 +169,11 @@ func (w *liteWatcher) watchConn() {
 		w.checks.Add(1)
 		if v != last {
 			last = v
-			w.onChange()
+			if w.ownOnly() {
+				w.skipped.Add(1)
+			} else {
+				w.onChange()
+			}
 		}
 		return true
 	}
@@ -149,6 +187,55 @@ func (w *liteWatcher) watchConn() {
 	defer w.events.Store(false)
 	w.watchEvents(fw, files, read)
 }
+
+// ownOnly reports whether every commit since its last call was the
+// Store's own and woke its fetchers in-process: the Store's write
+// connection's data_version (which only other connections' commits
+// change) is unchanged, the connection is the same one, and no TxView
+// wrote since. false when the Store has no write connection of its own,
+// or it cannot be had within liteWriterWait, or a read fails.
+func (w *liteWatcher) ownOnly() bool {
+	wdb := w.env.WriteDB
+	if wdb == nil || wdb == w.env.SQLDB {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(w.env.BG, liteWriterWait)
+	defer cancel()
+	c, err := wdb.Conn(ctx)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	var id uintptr
+	var v int64
+	if err := c.Raw(func(dc any) error { id = connID(dc); return nil }); err != nil {
+		return false
+	}
+	if err := c.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		w.wConn = 0
+		return false
+	}
+	var tx uint64
+	if w.env.OwnTxWrites != nil {
+		tx = w.env.OwnTxWrites() // read while the write connection is ours: those transactions ended
+	}
+	same := id != 0 && id == w.wConn && v == w.wVersion && tx == w.wTx
+	w.wConn, w.wVersion, w.wTx = id, v, tx
+	return same
+}
+
+// connID identifies a driver connection by its address (0: not a
+// pointer, unknown).
+func connID(dc any) uintptr {
+	if v := reflect.ValueOf(dc); v.Kind() == reflect.Pointer {
+		return v.Pointer()
+	}
+	return 0
+}
+
+// Skipped returns how many data_version changes the watcher found to be
+// the Store's own commits only (for tests).
+func (w *liteWatcher) Skipped() int64 { return w.skipped.Load() }
 
 // poll reads data_version every liteWatchInterval while fetchers wait.
 func (w *liteWatcher) poll(read func() bool) {
