@@ -159,7 +159,7 @@ func (w *liteWatcher) watchConn() {
 	}
 	w.up.Store(true)
 	defer w.up.Store(false)
-	w.ownOnly() // the write connection's baseline
+	w.ownOnly()  // the write connection's baseline
 	w.onChange() // changes may have happened while no one watched
 	read := func() bool {
 		var v int64
