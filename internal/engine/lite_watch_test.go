@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
@@ -257,5 +258,68 @@ func TestLiteWatcherWakesAfterOwnTxView(t *testing.T) {
 	}
 	if d := r.at.Sub(committed); d > time.Second {
 		t.Fatalf("the waiting dequeue returned %v after the commit, want within 1 s (poll interval 5 s)", d)
+	}
+}
+
+// TestImportWakesWaitingFetch: Import wakes the Store's waiting calls when
+// it ends (on SQLite the watcher no longer does for the Store's own
+// commits): a worker fetch waiting on the importing Store returns the
+// imported item well before its poll interval.
+func TestImportWakesWaitingFetch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src, err := testOpen(ctx, "sqlite:"+filepath.Join(dir, "src.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := testOpen(ctx, "sqlite:"+filepath.Join(dir, "dst.db"), WithPollInterval(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	for _, st := range []*Store{src, dst} {
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.provider().EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "moved", ExecutionID: 1, ID: 1, Name: "a", Input: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	if _, err := src.Export(ctx, &stream, ExportParams{}); err != nil {
+		t.Fatal(err)
+	}
+	p := dst.provider()
+	// warm up: the first wait starts the watcher
+	if le, err := p.FetchWorkItem(ctx, time.Minute, 200*time.Millisecond, nil, duroxide.TagFilter{}); err != nil || le != nil {
+		t.Fatalf("warm-up fetch: %v %v", le, err)
+	}
+	type res struct {
+		le *duroxide.WorkItemLease
+		at time.Time
+	}
+	done := make(chan res, 1)
+	go func() {
+		le, err := p.FetchWorkItem(ctx, time.Minute, 20*time.Second, nil, duroxide.TagFilter{})
+		if err != nil {
+			t.Errorf("waiting fetch: %v", err)
+		}
+		done <- res{le, time.Now()}
+	}()
+	// past the waiting fetch's first re-check (a second after the last
+	// empty claim): its next one is the poll interval later
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := dst.Import(ctx, &stream, ImportParams{}); err != nil {
+		t.Fatal(err)
+	}
+	imported := time.Now()
+	r := <-done
+	if r.le == nil {
+		t.Fatal("the waiting fetch returned nothing")
+	}
+	t.Logf("woken %v after the import", r.at.Sub(imported))
+	if d := r.at.Sub(imported); d > time.Second {
+		t.Fatalf("the waiting fetch returned the imported item %v after the import, want within 1 s (poll interval 5 s)", d)
 	}
 }
