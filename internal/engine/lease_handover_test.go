@@ -523,3 +523,81 @@ func TestClaimGraceBoundsCancelledFetch(t *testing.T) {
 		})
 	}
 }
+
+// TestRoutedClaimFailureReleasesInBackground: a routed worker claim (the
+// Citus route) that fails after it claimed items returns at once and gives
+// them back in the background: the releases wait for the database as the
+// claim did, and used to run before the fetch returned (each up to
+// releaseWorkLease's bound; behind a table lock here they timed out and
+// the items stayed locked until their lock timeout).
+func TestRoutedClaimFailureReleasesInBackground(t *testing.T) {
+	// the Store's lock timeout, shorter than claimLockWait, fails the
+	// blocked claim with ErrLockTimeout (skipsBusy is false) and bounds
+	// each release's lock wait
+	st := pgTestStore(t, WithoutCapabilities(CapFastPaths), WithLockTimeout(500*time.Millisecond))
+	if st == nil {
+		t.Skip("PostgreSQL unreachable (CI requires it: AGENTSTORE_REQUIRE_POSTGRES)")
+	}
+	p := st.provider()
+	if !p.routedWork() {
+		t.Fatal("a Store without CapFastPaths does not claim routed")
+	}
+	ctx := context.Background()
+	for i := range 2 {
+		if err := p.EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: fmt.Sprint("r", i), ExecutionID: 1, ID: 1, Name: "a", Input: "{}"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// after the first item is claimed, another transaction locks the
+	// worker queue: the second claim fails, and so would a release
+	lock := st.db.WithContext(ctx).Begin()
+	if lock.Error != nil {
+		t.Fatal(lock.Error)
+	}
+	defer lock.Rollback()
+	var once sync.Once
+	p.afterRoutedClaim = func() {
+		once.Do(func() {
+			if err := lock.Exec(`LOCK TABLE ` + p.q(models.TableWorkerQueue) + ` IN ACCESS EXCLUSIVE MODE`).Error; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	var l1, l2 *duroxide.WorkItemLease
+	g := []*gcReq[uint64, workFetchReq]{
+		{ctx: ctx, in: workFetchReq{lockTimeout: time.Minute, out: &l1}},
+		{ctx: ctx, in: workFetchReq{lockTimeout: time.Minute, out: &l2}},
+	}
+	t0 := time.Now()
+	_, err := p.claimWork(ctx, g)
+	el := time.Since(t0)
+	if err == nil {
+		t.Fatal("the claim behind the table lock did not fail")
+	}
+	lock.Rollback() // the releases may proceed now
+	p.afterRoutedClaim = nil
+	t.Logf("claim failed after %v: %v", el.Round(time.Millisecond), err)
+	if l1 != nil || l2 != nil {
+		t.Fatalf("a failed claim handed out leases: %v %v", l1, l2)
+	}
+	// the blocked claim's lock wait (500 ms) and no release's
+	if el > 900*time.Millisecond {
+		t.Fatalf("the failed claim returned after %v, want within 900 ms (its lock wait of 500 ms, not the releases')", el)
+	}
+	// both items come back unlocked, their attempt uncounted
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var locked, attempts int64
+		if err := st.db.WithContext(ctx).Raw(`SELECT COUNT(*) FILTER (WHERE lock_token IS NOT NULL), COALESCE(SUM(attempt_count), 0) FROM `+
+			p.q(models.TableWorkerQueue)).Row().Scan(&locked, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if locked == 0 && attempts == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the failed claim: %d items still locked, %d attempts counted", locked, attempts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

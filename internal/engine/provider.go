@@ -401,6 +401,9 @@ type gormProvider struct {
 	// an orchestration ack committed and before its leased worker items
 	// are handed over (handOverWork).
 	beforeHandOver func()
+	// afterRoutedClaim, when set (the engine's own tests only), runs
+	// after each item a routed worker claim (claimWorkRouted) claimed.
+	afterRoutedClaim func()
 }
 
 var (

@@ -138,7 +138,9 @@ func (p *gormProvider) claimWorkRow(db *gorm.DB, inTx bool, c workCand, token st
 // database's (the rows a read found unlocked are held, if at all, by
 // another claim's or ack's short transaction). The reply is claimWork's:
 // the attempts that got no item, or an error (then none has one; items
-// already claimed are released).
+// already claimed, and the one whose claim failed, are released in the
+// background, unlocked with their attempt uncounted, and this Store's
+// waiting fetchers woken: the fetch returns at once).
 func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, workFetchReq]) ([]*gcReq[uint64, workFetchReq], error) {
 	tp, targs := tagSQL(g[0].in.tags)
 	wq := p.q(models.TableWorkerQueue)
@@ -186,6 +188,9 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 				next++
 				held = append(held, workLease{stored: tok, id: c.ID, instance: c.InstanceID, routed: true})
 				*r.in.out, r.err = workItemLease(c.ID, c.InstanceID, tok, row.WorkItem, row.AttemptCount)
+				if p.afterRoutedClaim != nil {
+					p.afterRoutedClaim()
+				}
 			}
 			if !lost {
 				break // the queue's end, or every attempt served
@@ -195,11 +200,16 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 	}
 	err := run(p.s.db.WithContext(ctx), false)
 	if err != nil {
-		for _, l := range held {
-			p.releaseWorkLease(ctx, l)
-		}
 		if len(held) > 0 {
-			p.work.wake() // this Store's waiting fetchers (others re-check)
+			// in the background, as releaseClaimTokens: the database that
+			// failed the claim may keep each release waiting too (up to
+			// releaseWorkLease's 5 s), and the fetch returns at once
+			go func() {
+				for _, l := range held {
+					p.releaseWorkLease(p.s.bg, l)
+				}
+				p.work.wake() // this Store's waiting fetchers (others re-check)
+			}()
 		}
 		for _, r := range g {
 			*r.in.out, r.err = nil, nil
