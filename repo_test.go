@@ -25,13 +25,8 @@ import (
 // that one with telemetry on and every span audited (telemetrySuiteOptions),
 // and on MariaDB at AGENTSTORE_TEST_MARIADB_DSN, with telemetry on too. The
 // general run also audits every statement for Citus (citus_audit_test.go).
-//
-// Not parallel at the top level (its variants and their tests are): it
-// runs, with every parallel slot to itself, among the serial tests, before
-// the other parallel tests are released. As one of those it was queued
-// behind them at each level of its tree and its PostgreSQL half ended the
-// package's run (`go test .` 256–260 s; 237 s so).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		agentstoretest.Run(t, agentstoretest.SQLite())
