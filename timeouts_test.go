@@ -165,8 +165,18 @@ func TestPostgresTimeoutsBoundEveryStatement(t *testing.T) {
 					t.Fatalf("%s: message %q does not name %s", c.name, re.Message, c.row)
 				}
 				_ = tx.Rollback()
-				if err := c.run(ctx, st); err != nil && !errors.Is(err, agentstore.ErrNotFound) {
-					t.Fatalf("%s after the lock was released: %v", c.name, err)
+				// the Store works again: the call succeeds (a timeout again,
+				// at most twice, is the loaded machine's: 150 ms is short
+				// for a multi-statement call beside the rest of the suite)
+				for attempt := 1; ; attempt++ {
+					err := c.run(ctx, st)
+					if err == nil || errors.Is(err, agentstore.ErrNotFound) {
+						break
+					}
+					if attempt == 3 || !errors.Is(err, mode.want) {
+						t.Fatalf("%s after the lock was released (attempt %d): %v", c.name, attempt, err)
+					}
+					t.Logf("%s after the lock was released, attempt %d: %v", c.name, attempt, err)
 				}
 			})
 		}
