@@ -311,6 +311,11 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 	var dueAt, askedAt int64
 	dueOK, fresh, answered := false, true, false
 	var prevSeq uint64 // the signal's wake-up count at the last round's start
+	// owed: the last round's wait ended with a hand-off (no lease) for
+	// this round's try to use; a try that returns without having claimed
+	// with it (its context ended first, a failure) passes it on, so the
+	// item's wake-up is not lost with this fetcher
+	owed := false
 	for first := true; ; first = false {
 		g := sig.gen()
 		var h *handoff
@@ -360,8 +365,12 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 				if hl := leave(); hl != nil {
 					lt.drop(hl)
 				}
+				if owed && v == nil {
+					sig.passOn()
+				}
 				return v, err
 			}
+			owed = false // its claim ran and found nothing: the hand-off's item went to another
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
@@ -433,10 +442,12 @@ func longPollAs[T any](ctx context.Context, sig *signal, due func(ctx context.Co
 			}
 			return nil, err
 		}
-		// a hand-off received meanwhile is used by the next try; a lease
-		// handed over is the item (unless it was lost meanwhile)
-		if h != nil && sig.leave(h) && h.lease != nil {
-			if v, err := lt.take(h.lease); err != nil || v != nil {
+		// a hand-off received meanwhile is used by the next try (owed);
+		// a lease handed over is the item (unless it was lost meanwhile)
+		if h != nil && sig.leave(h) {
+			if h.lease == nil {
+				owed = true
+			} else if v, err := lt.take(h.lease); err != nil || v != nil {
 				return v, err
 			}
 		}
