@@ -219,8 +219,15 @@ func TestWorkerFetchFlushInProcess(t *testing.T) {
 // statements go to log, closed at the end of the test.
 func loggedLite(t *testing.T, log *sqlLog) *Store {
 	t.Helper()
+	return liteAt(t, filepath.Join(t.TempDir(), "logged.db"), WithLogger(log))
+}
+
+// liteAt opens a Store with opts on the SQLite file at path and migrates
+// it; it is closed at the end of the test.
+func liteAt(t *testing.T, path string, opts ...Option) *Store {
+	t.Helper()
 	ctx := context.Background()
-	st, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "logged.db"), WithLogger(log))
+	st, err := testOpen(ctx, "sqlite:"+path, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,14 +121,7 @@ func TestLiteWatcherIgnoresOwnWrites(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "own.db")
 	l := &sqlLog{}
-	st, err := testOpen(ctx, "sqlite:"+path, WithLogger(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := liteAt(t, path, WithLogger(l))
 	p := st.provider()
 	fctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -179,11 +172,7 @@ func TestLiteWatcherIgnoresOwnWrites(t *testing.T) {
 		t.Fatal("the watcher saw none of the Store's own commits (the test did not exercise it)")
 	}
 	// another Store's commit still wakes a waiting fetch at once
-	other, err := testOpen(ctx, "sqlite:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := liteAt(t, path)
 	cancel()
 	wg.Wait()
 	got2 := make(chan time.Time, 1)
@@ -209,14 +198,7 @@ func TestLiteWatcherIgnoresOwnWrites(t *testing.T) {
 // waiting Dequeue after the commit, well before its poll interval.
 func TestLiteWatcherWakesAfterOwnTxView(t *testing.T) {
 	ctx := context.Background()
-	st, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "tx.db"), WithPollInterval(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := liteAt(t, filepath.Join(t.TempDir(), "tx.db"), WithPollInterval(5*time.Second))
 	s := repo.NewSession()
 	if err := st.Sessions().Save(ctx, s); err != nil {
 		t.Fatal(err)
@@ -268,21 +250,8 @@ func TestLiteWatcherWakesAfterOwnTxView(t *testing.T) {
 func TestImportWakesWaitingFetch(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	src, err := testOpen(ctx, "sqlite:"+filepath.Join(dir, "src.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := testOpen(ctx, "sqlite:"+filepath.Join(dir, "dst.db"), WithPollInterval(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
-	for _, st := range []*Store{src, dst} {
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	src := liteAt(t, filepath.Join(dir, "src.db"))
+	dst := liteAt(t, filepath.Join(dir, "dst.db"), WithPollInterval(5*time.Second))
 	if err := src.provider().EnqueueForWorker(ctx, &duroxide.ActivityExecute{Instance: "moved", ExecutionID: 1, ID: 1, Name: "a", Input: "{}"}); err != nil {
 		t.Fatal(err)
 	}
