@@ -404,6 +404,10 @@ type gormProvider struct {
 	// afterRoutedClaim, when set (the engine's own tests only), runs
 	// after each item a routed worker claim (claimWorkRouted) claimed.
 	afterRoutedClaim func()
+	// afterWorkClaim, when set (the engine's own tests only), runs after
+	// each fetch of FetchWorkItem that claimed an item, before the lease
+	// is checked and handed out.
+	afterWorkClaim func()
 }
 
 var (

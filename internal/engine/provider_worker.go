@@ -101,8 +101,8 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 					p.giveBackWork(hl.wl)
 					return nil, ctx.Err()
 				}
-				l, err := p.keepWorkLease(ctx, hl.lease, hl.start, lockTimeout, nil)
-				return p.unlessCancelled(ctx, l, err)
+				l, err := p.keepWorkLease(ctx, hl.lease, hl.start, lockTimeout, nil, nil)
+				return p.unlessCancelled(ctx, l, err, nil)
 			},
 			drop: func(hl *handedLease) { p.giveBackWork(hl.wl) }}
 	}
@@ -114,16 +114,20 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 			return nil, err // no claim for a call that already ended (claimContext would run it)
 		}
 		var l *duroxide.WorkItemLease
+		var sc *sessionClaim
 		err := p.withRetry(ctx, "fetch_work_item", deadline, func() error {
 			var e error
 			start := p.s.nowMS()
-			if l, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags); e != nil || l == nil {
+			if l, sc, e = p.fetchWorkOnce(ctx, lockTimeout, session, tags); e != nil || l == nil {
 				return p.claimWaitExpired(e)
 			}
-			l, e = p.keepWorkLease(ctx, l, start, lockTimeout, session)
+			if p.afterWorkClaim != nil {
+				p.afterWorkClaim()
+			}
+			l, e = p.keepWorkLease(ctx, l, start, lockTimeout, session, sc)
 			return e
 		})
-		return p.unlessCancelled(ctx, l, err)
+		return p.unlessCancelled(ctx, l, err, sc)
 	})
 	return lease, perr(op, err)
 }
@@ -136,9 +140,10 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 // is gone (a cancelled activity), is not handed out: nil, nil; nor is one
 // whose maxRestamps re-stamps were each slower than the slack and which
 // has less than half its time left (see maxRestamps; it is released). A
-// failed re-stamp releases the item.
+// failed re-stamp releases the item, and the session lease sc when the
+// claim took it anew (releaseSessionClaim).
 func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLease, start int64, lockTimeout time.Duration,
-	session *duroxide.SessionFetchConfig) (*duroxide.WorkItemLease, error) {
+	session *duroxide.SessionFetchConfig, sc *sessionClaim) (*duroxide.WorkItemLease, error) {
 	wl, ok := parseWorkToken(l.LockToken)
 	if !ok {
 		return l, nil
@@ -159,6 +164,7 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 				return l, nil
 			}
 			p.releaseWorkLease(ctx, wl) // the lease would end soon after the call returns: give the item back
+			p.releaseSessionClaim(ctx, sc)
 			return nil, nil
 		}
 		var held bool
@@ -183,6 +189,7 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 		}
 		if err != nil {
 			p.releaseWorkLease(ctx, wl)
+			p.releaseSessionClaim(ctx, sc)
 			return nil, fmt.Errorf("renew the lease of work item %d after a slow claim: %w", wl.id, err)
 		}
 		if !held {
@@ -193,11 +200,12 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 }
 
 // unlessCancelled returns lease l and err, unless ctx ended meanwhile: a
-// lease is then given back (giveBackWork) and the call returns ctx's error, so a
-// cancelled fetch never leaves an item locked; a failure or an empty claim
-// is then reported as ctx's error too (the claim's own context,
-// claimContext, ends after the caller's).
-func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItemLease, err error) (*duroxide.WorkItemLease, error) {
+// lease is then given back (giveBackWork), with the session lease sc its
+// claim took anew (releaseSessionClaim), and the call returns ctx's error,
+// so a cancelled fetch never leaves an item locked nor a session held; a
+// failure or an empty claim is then reported as ctx's error too (the
+// claim's own context, claimContext, ends after the caller's).
+func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItemLease, err error, sc *sessionClaim) (*duroxide.WorkItemLease, error) {
 	if ctx.Err() == nil {
 		return l, err
 	}
@@ -205,9 +213,40 @@ func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItem
 		return nil, ctx.Err()
 	}
 	if wl, ok := parseWorkToken(l.LockToken); ok {
-		p.giveBackWork(wl)
+		p.releaseWorkLease(ctx, wl)
+		p.releaseSessionClaim(ctx, sc)
+		p.work.handOff(1, true)
 	}
 	return nil, ctx.Err()
+}
+
+// sessionClaim is an activity-session lease a session fetch took anew:
+// session sid had no live lease of owner before the claim, which wrote
+// last_activity_at = at.
+type sessionClaim struct {
+	sid, owner string
+	at         int64
+}
+
+// releaseSessionClaim ends the session lease sc (nil: nothing) that a
+// fetch claimed with an item it then gave back, so that the session is
+// free at once for any owner, as it was before the claim, instead of held
+// for the owner until its lease ends. It does so only while the lease is
+// as the claim left it (the owner's, last_activity_at unchanged: no ack
+// or later claim of the owner touched it) and no item of the session is
+// locked (the item given back first). Best effort, like releaseWorkLease:
+// if it fails, the lease runs out.
+func (p *gormProvider) releaseSessionClaim(ctx context.Context, sc *sessionClaim) {
+	if sc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	now := p.s.nowMS()
+	_ = p.s.db.WithContext(ctx).Exec(`UPDATE `+p.q(models.TableActivitySessions)+` SET locked_until = ?`+
+		` WHERE session_id = ? AND worker_id = ? AND last_activity_at = ? AND locked_until > ?`+
+		` AND NOT EXISTS (SELECT 1 FROM `+p.q(models.TableWorkerQueue)+` w WHERE w.session_id = ? AND w.lock_token IS NOT NULL AND w.locked_until > ?)`,
+		min(sc.at, now), sc.sid, sc.owner, sc.at, now, sc.sid, now).Error
 }
 
 // giveBackWork releases the lease wl that no caller will use (a lease
@@ -705,7 +744,7 @@ func (p *gormProvider) fetchWorkOne(ctx context.Context, in workFetchReq) error 
 // fetchWorkOnce is one fetch attempt: without a session config a claim of
 // one item (alone, or coalesced with concurrent attempts under
 // CapGroupCommit: the same claimWork), with one fetchWorkSession.
-func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
+func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, *sessionClaim, error) {
 	if session != nil {
 		if p.routedWork() {
 			return p.fetchWorkSessionRouted(ctx, lockTimeout, session, tags)
@@ -713,30 +752,35 @@ func (p *gormProvider) fetchWorkOnce(ctx context.Context, lockTimeout time.Durat
 		return p.fetchWorkSession(ctx, lockTimeout, session, tags)
 	}
 	if !p.s.groupCommit() {
-		return p.fetchWorkPlain(ctx, lockTimeout, tags)
+		l, err := p.fetchWorkPlain(ctx, lockTimeout, tags)
+		return l, nil, err
 	}
 	var lease *duroxide.WorkItemLease
 	r := workFetchReq{lockTimeout: lockTimeout, tags: tags, out: &lease}
 	err := p.s.gc.fetchWork.do(ctx, p.s.gcFlushes(), p.s.gc.fetchWorkSeq.Add(1), r, p.fetchWorkOne, p.fetchWorkBatch)
-	return lease, err
+	return lease, nil, err
 }
 
 // fetchWorkSession claims, in one fetch transaction, the oldest eligible
 // item for a worker with a session config: an item outside activity
 // sessions, or of a session the owner holds or nobody holds (whose lease
 // it then claims or extends; a lock wait on the session row over
-// claimWait passes the item over).
-func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
+// claimWait passes the item over). It also returns the session lease it
+// took anew, if it did (sessionClaim).
+func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, *sessionClaim, error) {
 	var lease *duroxide.WorkItemLease
+	var sc *sessionClaim
 	var corrupt error
 	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
-		lease, corrupt = nil, nil
+		lease, sc, corrupt = nil, nil, nil
 		now := p.s.nowMS()
 		var skipped []any
 		busySkips := 0
 		for {
 			tp, targs := tagSQL(tags)
-			sql := `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q` +
+			// held: the owner's live lease of the item's session (the WHERE
+			// leaves no other live lease)
+			sql := `SELECT q.id, q.session_id, s.worker_id IS NOT NULL AS held FROM ` + p.q(models.TableWorkerQueue) + ` q` +
 				` LEFT JOIN ` + p.q(models.TableActivitySessions) + ` s ON s.session_id = q.session_id AND s.locked_until > ?` +
 				` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND ` + tp +
 				` AND (q.session_id IS NULL OR s.worker_id = ? OR s.session_id IS NULL)`
@@ -746,11 +790,12 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				// too: the same condition with the session table in subqueries
 				// (a locking read does not lock a subquery's rows)
 				as := p.q(models.TableActivitySessions)
-				sql = `SELECT q.id, q.session_id FROM ` + p.q(models.TableWorkerQueue) + ` q` +
+				sql = `SELECT q.id, q.session_id, EXISTS (SELECT 1 FROM ` + as + ` s WHERE s.session_id = q.session_id AND s.locked_until > ? AND s.worker_id = ?) AS held` +
+					` FROM ` + p.q(models.TableWorkerQueue) + ` q` +
 					` WHERE q.visible_at <= ? AND (q.lock_token IS NULL OR q.locked_until <= ?) AND ` + tp +
 					` AND (q.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM ` + as + ` s WHERE s.session_id = q.session_id AND s.locked_until > ?)` +
 					` OR EXISTS (SELECT 1 FROM ` + as + ` s WHERE s.session_id = q.session_id AND s.locked_until > ? AND s.worker_id = ?))`
-				args = append(append([]any{now, now}, targs...), now, now, session.OwnerID)
+				args = append(append([]any{now, session.OwnerID, now, now}, targs...), now, now, session.OwnerID)
 			}
 			if len(skipped) > 0 {
 				sql += ` AND q.id NOT IN (` + placeholders(len(skipped)) + `)`
@@ -761,6 +806,7 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 			var cands []struct {
 				ID        int64
 				SessionID *string
+				Held      bool
 			}
 			if err := tx.Raw(sql, args...).Scan(&cands).Error; err != nil {
 				return fmt.Errorf("select work item: %w", err)
@@ -803,16 +849,19 @@ func (p *gormProvider) fetchWorkSession(ctx context.Context, lockTimeout time.Du
 				continue
 			}
 			lease, corrupt = workItemLease(c.ID, locked[0].InstanceID, token, locked[0].WorkItem, locked[0].AttemptCount)
+			if c.SessionID != nil && !c.Held {
+				sc = &sessionClaim{sid: *c.SessionID, owner: session.OwnerID, at: now}
+			}
 			return nil
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if corrupt != nil {
-		return nil, corrupt
+		return nil, nil, corrupt
 	}
-	return lease, nil
+	return lease, sc, nil
 }
 
 // GetCustomStatus implements duroxide.Provider.

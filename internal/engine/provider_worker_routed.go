@@ -233,16 +233,18 @@ func (p *gormProvider) claimWorkRouted(ctx context.Context, g []*gcReq[uint64, w
 // claimWait) gives the item back in the transaction and passes it over;
 // the items of sessions found held by another owner are left out of the
 // following reads. The choice is the one fetchWorkSession makes.
-func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, error) {
+func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout time.Duration, session *duroxide.SessionFetchConfig, tags duroxide.TagFilter) (*duroxide.WorkItemLease, *sessionClaim, error) {
 	wq, as := p.q(models.TableWorkerQueue), p.q(models.TableActivitySessions)
 	tp, targs := tagSQL(tags)
 	leaseMS := sessionLeaseMS(session, lockTimeout)
 	var lease *duroxide.WorkItemLease
+	var sc *sessionClaim
 	var corrupt error
 	err := p.fetchTx(ctx, func(tx *gorm.DB) error {
-		lease, corrupt = nil, nil
+		lease, sc, corrupt = nil, nil, nil
 		now := p.s.nowMS()
 		free := map[string]bool{} // session id -> the owner may claim it (false: another owner holds it)
+		held := map[string]bool{} // session id -> the owner's lease of it was live at now
 		var blocked []any
 		var after int64
 		busySkips := 0
@@ -276,6 +278,7 @@ func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout t
 						}
 						ok = len(ss) == 0 || ss[0].LockedUntil <= now || ss[0].WorkerID == session.OwnerID
 						free[*c.SessionID] = ok
+						held[*c.SessionID] = len(ss) > 0 && ss[0].LockedUntil > now && ss[0].WorkerID == session.OwnerID
 						if !ok {
 							blocked = append(blocked, *c.SessionID)
 						}
@@ -323,6 +326,9 @@ func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout t
 					}
 				}
 				lease, corrupt = workItemLease(c.ID, c.InstanceID, token, row.WorkItem, row.AttemptCount)
+				if c.SessionID != nil && !held[*c.SessionID] {
+					sc = &sessionClaim{sid: *c.SessionID, owner: session.OwnerID, at: now}
+				}
 				return nil
 			}
 			if len(cands) < workSessionPage {
@@ -331,10 +337,10 @@ func (p *gormProvider) fetchWorkSessionRouted(ctx context.Context, lockTimeout t
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if corrupt != nil {
-		return nil, corrupt
+		return nil, nil, corrupt
 	}
-	return lease, nil
+	return lease, sc, nil
 }

@@ -127,7 +127,9 @@ type Provider interface {
 	// slack to run when the call returns.
 	// A fetch whose ctx ends returns ctx's error and no item: an item it
 	// claimed or was handed is given back at once (unlocked, the attempt
-	// uncounted), never left locked until its lock timeout. (On a networked
+	// uncounted), never left locked until its lock timeout; so is a
+	// session lease the fetch took for session.OwnerID, unless the owner
+	// held that session before the fetch (then it keeps it). (On a networked
 	// database a claim statement in flight runs to its end first, for at
 	// most 1 s more, so its outcome is known.)
 	// In agentstore, an orchestration ack of the same Store may enqueue an
