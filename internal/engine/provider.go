@@ -404,6 +404,14 @@ type gormProvider struct {
 	// afterRoutedClaim, when set (the engine's own tests only), runs
 	// after each item a routed worker claim (claimWorkRouted) claimed.
 	afterRoutedClaim func()
+	// orchClaiming counts the orchestration claim statements of this
+	// Store in flight (the one-statement claim of the fast path): a fetch
+	// whose first claim starts while others run passes over as many of
+	// the oldest eligible instances (orchCandidateSQL's skip). Two
+	// orchestrator loops of one Store otherwise picked the same instance
+	// often, and one of the two claims lost (19 % of the claims in a
+	// bench round: BENCHMARKS.md, 2026-12-05, sixth session).
+	orchClaiming atomic.Int64
 	// afterWorkClaim, when set (the engine's own tests only), runs after
 	// each fetch of FetchWorkItem that claimed an item, before the lease
 	// is checked and handed out.

@@ -178,6 +178,9 @@ const (
 	// orchCandidateWindow is how many visible messages the window level
 	// inspects.
 	orchCandidateWindow = 8
+	// maxOrchSkip bounds the instances a claim passes over for the
+	// Store's other claims in flight (orchCandidateSQL's skip)
+	maxOrchSkip = 3
 	// orchWalkSlice is how many index entries one walk read takes.
 	orchWalkSlice = 256
 	// orchWalkReads is how many slices the walk reads before it gives up
@@ -217,9 +220,28 @@ func (p *gormProvider) orchExcluded(src string, now int64, filter *duroxide.Disp
 // instances' messages), the walk's first read when the queue is longer
 // than the read: walk on (walkOrchCandidate), and scan when the walk gives
 // up. Every level picks the message the plain ORDER BY visible_at, id
-// over every eligible message would.
-func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level int) (string, []any) {
+// over every eligible message would; except that at the window level with
+// skip > 0 (other fetches of the Store are claiming right now: see
+// orchClaiming) it picks the instance skip places further down the
+// window's eligible instances (each ranked by its oldest message), or the
+// last one there is when there are fewer: the instances before it are
+// likely the ones those fetches are taking, and a claim of the same
+// instance would lose to them (a wasted statement).
+func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level, skip int) (string, []any) {
 	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
+	if level == orchCandWindow && skip > 0 {
+		w, args := p.orchExcluded("w", now, filter, tried)
+		// the first skip+1 eligible instances in order (the window-full
+		// row after them), and of those the last eligible one
+		q := `WITH w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
+			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `)` +
+			` SELECT t.instance_id FROM (SELECT u.ph, u.instance_id, u.va, u.mid FROM` +
+			` (SELECT 0 AS ph, w.instance_id, MIN(w.visible_at) AS va, MIN(w.id) AS mid FROM w` +
+			` WHERE (w.lock_token IS NULL OR w.locked_until <= ?)` + w + ` GROUP BY w.instance_id` +
+			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE (SELECT COUNT(*) FROM w) >= ` + strconv.Itoa(orchCandidateWindow) + `) u` +
+			` ORDER BY u.ph, u.va, u.mid LIMIT ` + strconv.Itoa(skip+1) + `) t ORDER BY t.ph, t.va DESC, t.mid DESC LIMIT 1`
+		return q, append([]any{now, now}, args...)
+	}
 	if level == orchCandWalkOne {
 		b, best, args := p.orchWalkParts(now, filter, tried, nil)
 		n := strconv.Itoa(orchWalkSlice)
@@ -400,7 +422,7 @@ func (p *gormProvider) orchCandidateBeforeTx(ctx context.Context, filter *duroxi
 	if !p.s.inProcess() || p.orchIdle.Load() != seq0+1 {
 		return "", true, nil
 	}
-	cand, cargs := p.orchCandidateSQL(p.s.nowMS(), filter, nil, orchCandWindow)
+	cand, cargs := p.orchCandidateSQL(p.s.nowMS(), filter, nil, orchCandWindow, 0)
 	inst, none, _, err := readOrchCandidate(p.s.db.WithContext(ctx), cand, cargs)
 	return inst, !none, err
 }
@@ -500,12 +522,21 @@ func (p *gormProvider) fetchOrchLoop(ctx context.Context, db *gorm.DB, st dialec
 			named = inst
 			cand, cargs = p.orchNamedCandidateSQL(inst)
 		} else {
-			cand, cargs = p.orchCandidateSQL(now, filter, tried, level)
+			// a first try in one statement (fetches claim concurrently)
+			// passes over the instances the Store's other claims in
+			// flight are likely taking (orchClaiming)
+			skip := 0
+			if st != nil && level == orchCandWindow && len(tried) == 0 {
+				skip = int(min(p.orchClaiming.Load(), maxOrchSkip))
+			}
+			cand, cargs = p.orchCandidateSQL(now, filter, tried, level, skip)
 		}
 		token := newLockToken()
 		var c orchClaimed
 		if st != nil {
+			p.orchClaiming.Add(1)
 			c, err = p.claimOrchStatement(db, st, cand, cargs, token, now, now+durMS(lockTimeout))
+			p.orchClaiming.Add(-1)
 		} else {
 			c, err = p.claimOrchSteps(db, named, cand, cargs, token, now, now+durMS(lockTimeout))
 		}

@@ -44,6 +44,11 @@
 //     row for a true orphan batch (no instance row, no history stored or in
 //     the ack, no StartOrchestration/ContinueAsNew in the batch); duroxide-pg
 //     always writes one.
+//   - FetchOrchestrationItem takes the instance with the oldest visible
+//     message, except on PostgreSQL while n other fetches of the same
+//     Store are claiming (n at most 3): it then takes the (n+1)-th
+//     eligible instance, or the last when there are fewer, since the
+//     first ones are likely theirs.
 //   - Undecodable history is reported in OrchestrationItem.HistoryError,
 //     never a failed fetch (duroxide-pg fails the fetch on non-JSON text).
 //   - DeleteInstanceBulk skips a terminal root whose tree holds a Running

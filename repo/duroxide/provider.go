@@ -32,6 +32,11 @@ type Provider interface {
 	// Messages arriving later are not in the batch and survive the ack.
 	// While the lock (lockTimeout) lives no other fetch returns the
 	// instance. A fetch that loses a race moves on to the next instance.
+	// Instances are taken oldest visible message first; in agentstore on
+	// PostgreSQL a fetch that starts while n other fetches of the same
+	// Store are claiming (n at most 3) takes the (n+1)-th eligible
+	// instance, or the last when there are fewer (the first ones are
+	// likely theirs).
 	// filter (nil = none) skips instances pinned to versions outside its
 	// ranges without locking them. When nothing is eligible it waits up to
 	// pollTimeout for work and then returns (nil, nil). Undecodable history
