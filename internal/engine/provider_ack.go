@@ -205,7 +205,7 @@ func (p *gormProvider) handOverWork(a *orchAck) {
 			p.beforeHandOver()
 		}
 		for _, hl := range p.work.deliver(hls, a.leaseLT, a.leaseN) {
-			p.giveBackWork(hl.wl)
+			p.giveBackWork(hl.wl, nil)
 		}
 	}
 	if len(rest) > 0 {

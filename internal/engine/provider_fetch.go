@@ -229,19 +229,6 @@ func (p *gormProvider) orchExcluded(src string, now int64, filter *duroxide.Disp
 // instance would lose to them (a wasted statement).
 func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCapabilityFilter, tried []string, level, skip int) (string, []any) {
 	oq, il := p.q(models.TableOrchestratorQueue), p.q(models.TableInstanceLocks)
-	if level == orchCandWindow && skip > 0 {
-		w, args := p.orchExcluded("w", now, filter, tried)
-		// the first skip+1 eligible instances in order (the window-full
-		// row after them), and of those the last eligible one
-		q := `WITH w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
-			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `)` +
-			` SELECT t.instance_id FROM (SELECT u.ph, u.instance_id, u.va, u.mid FROM` +
-			` (SELECT 0 AS ph, w.instance_id, MIN(w.visible_at) AS va, MIN(w.id) AS mid FROM w` +
-			` WHERE (w.lock_token IS NULL OR w.locked_until <= ?)` + w + ` GROUP BY w.instance_id` +
-			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE (SELECT COUNT(*) FROM w) >= ` + strconv.Itoa(orchCandidateWindow) + `) u` +
-			` ORDER BY u.ph, u.va, u.mid LIMIT ` + strconv.Itoa(skip+1) + `) t ORDER BY t.ph, t.va DESC, t.mid DESC LIMIT 1`
-		return q, append([]any{now, now}, args...)
-	}
 	if level == orchCandWalkOne {
 		b, best, args := p.orchWalkParts(now, filter, tried, nil)
 		n := strconv.Itoa(orchWalkSlice)
@@ -251,13 +238,23 @@ func (p *gormProvider) orchCandidateSQL(now int64, filter *duroxide.DispatcherCa
 	}
 	if level == orchCandWindow {
 		w, args := p.orchExcluded("w", now, filter, tried)
-		return `WITH w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
-			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + strconv.Itoa(orchCandidateWindow) + `)` +
-			` SELECT u.instance_id FROM (SELECT 0 AS ph, w.instance_id, w.visible_at, w.id FROM w` +
-			` WHERE (w.lock_token IS NULL OR w.locked_until <= ?)` + w +
-			// the window-full row: sorts after every candidate
-			` UNION ALL SELECT 1, NULL, NULL, NULL WHERE (SELECT COUNT(*) FROM w) >= ` + strconv.Itoa(orchCandidateWindow) + `) u` +
-			` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, append([]any{now, now}, args...)
+		args = append([]any{now, now}, args...)
+		n := strconv.Itoa(orchCandidateWindow)
+		win := `WITH w AS (SELECT q.id, q.instance_id, q.visible_at, q.lock_token, q.locked_until FROM ` + oq + ` q` +
+			` WHERE q.visible_at <= ? ORDER BY q.visible_at, q.id LIMIT ` + n + `)`
+		eligible := ` WHERE (w.lock_token IS NULL OR w.locked_until <= ?)` + w
+		// the window-full row: sorts after every candidate
+		full := ` UNION ALL SELECT 1, NULL, NULL, NULL WHERE (SELECT COUNT(*) FROM w) >= ` + n + `) u`
+		if skip == 0 {
+			return win + ` SELECT u.instance_id FROM (SELECT 0 AS ph, w.instance_id, w.visible_at, w.id FROM w` + eligible + full +
+				` ORDER BY u.ph, u.visible_at, u.id LIMIT 1`, args
+		}
+		// the first skip+1 eligible instances, each ranked by its oldest
+		// message (the window-full row after them), and of those the last
+		// eligible one
+		return win + ` SELECT t.instance_id FROM (SELECT u.ph, u.instance_id, u.va, u.mid FROM` +
+			` (SELECT 0 AS ph, w.instance_id, MIN(w.visible_at) AS va, MIN(w.id) AS mid FROM w` + eligible + ` GROUP BY w.instance_id` + full +
+			` ORDER BY u.ph, u.va, u.mid LIMIT ` + strconv.Itoa(skip+1) + `) t ORDER BY t.ph, t.va DESC, t.mid DESC LIMIT 1`, args
 	}
 	// the scan: the queue table itself is the outer query, so the lock
 	// check may be a subquery correlated by instance_id alone (co-located

@@ -98,13 +98,13 @@ func (p *gormProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeo
 		lt = &leaseTake[duroxide.WorkItemLease]{lockTimeout: lockTimeout,
 			take: func(hl *handedLease) (*duroxide.WorkItemLease, error) {
 				if ctx.Err() != nil {
-					p.giveBackWork(hl.wl)
+					p.giveBackWork(hl.wl, nil)
 					return nil, ctx.Err()
 				}
 				l, err := p.keepWorkLease(ctx, hl.lease, hl.start, lockTimeout, nil, nil)
 				return p.unlessCancelled(ctx, l, err, nil)
 			},
-			drop: func(hl *handedLease) { p.giveBackWork(hl.wl) }}
+			drop: func(hl *handedLease) { p.giveBackWork(hl.wl, nil) }}
 	}
 	lease, err := longPollAs(ctx, p.work, nil, session == nil, plain, quiet, lt, pollTimeout, p.s.cfg.PollInterval, func(deadline time.Time, idle bool) (*duroxide.WorkItemLease, error) {
 		if idle && session == nil && !p.workClaimableBeforeTx(ctx, tags) {
@@ -163,8 +163,7 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 			if restampedEnough(now, start, lt) {
 				return l, nil
 			}
-			p.releaseWorkLease(ctx, wl) // the lease would end soon after the call returns: give the item back
-			p.releaseSessionClaim(ctx, sc)
+			p.releaseWorkClaim(ctx, wl, sc) // the lease would end soon after the call returns: give the item back
 			return nil, nil
 		}
 		var held bool
@@ -188,8 +187,7 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 			err = p.tx(ctx, restamp)
 		}
 		if err != nil {
-			p.releaseWorkLease(ctx, wl)
-			p.releaseSessionClaim(ctx, sc)
+			p.releaseWorkClaim(ctx, wl, sc)
 			return nil, fmt.Errorf("renew the lease of work item %d after a slow claim: %w", wl.id, err)
 		}
 		if !held {
@@ -200,8 +198,8 @@ func (p *gormProvider) keepWorkLease(ctx context.Context, l *duroxide.WorkItemLe
 }
 
 // unlessCancelled returns lease l and err, unless ctx ended meanwhile: a
-// lease is then given back (giveBackWork), with the session lease sc its
-// claim took anew (releaseSessionClaim), and the call returns ctx's error,
+// lease is then given back with the session lease sc its claim took anew
+// (giveBackWork), and the call returns ctx's error,
 // so a cancelled fetch never leaves an item locked nor a session held; a
 // failure or an empty claim is then reported as ctx's error too (the
 // claim's own context, claimContext, ends after the caller's).
@@ -213,9 +211,7 @@ func (p *gormProvider) unlessCancelled(ctx context.Context, l *duroxide.WorkItem
 		return nil, ctx.Err()
 	}
 	if wl, ok := parseWorkToken(l.LockToken); ok {
-		p.releaseWorkLease(ctx, wl)
-		p.releaseSessionClaim(ctx, sc)
-		p.work.handOff(1, true)
+		p.giveBackWork(wl, sc)
 	}
 	return nil, ctx.Err()
 }
@@ -251,11 +247,20 @@ func (p *gormProvider) releaseSessionClaim(ctx context.Context, sc *sessionClaim
 
 // giveBackWork releases the lease wl that no caller will use (a lease
 // handed over in-process that its fetch left, a claim whose fetch was
-// cancelled: releaseWorkLease, unlocked and its attempt uncounted) and
-// hands the item's wake-up to another plain fetcher.
-func (p *gormProvider) giveBackWork(wl workLease) {
-	p.releaseWorkLease(context.Background(), wl)
+// cancelled: releaseWorkClaim, unlocked and its attempt uncounted, with
+// the session lease sc its claim took anew) and hands the item's wake-up
+// to another plain fetcher.
+func (p *gormProvider) giveBackWork(wl workLease, sc *sessionClaim) {
+	p.releaseWorkClaim(context.Background(), wl, sc)
 	p.work.handOff(1, true)
+}
+
+// releaseWorkClaim undoes a claim no caller will get: the item's lease wl
+// (releaseWorkLease), then the session lease sc the claim took anew (nil:
+// none; releaseSessionClaim, which needs the item unlocked first).
+func (p *gormProvider) releaseWorkClaim(ctx context.Context, wl workLease, sc *sessionClaim) {
+	p.releaseWorkLease(ctx, wl)
+	p.releaseSessionClaim(ctx, sc)
 }
 
 // workItemLease is the lease of the claimed worker item id of instance
