@@ -18,6 +18,7 @@ import (
 // by the langchaingo integration on PostgreSQL: the one-statement append's
 // snapshot missed a session committed just after it began.
 func TestAppendRacingSessionCreate(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
 		st := h.New(t)

@@ -24,6 +24,7 @@ import (
 // its instance. The other variants (one node) write them in one statement
 // and are checked for the outcome only.
 func TestOrchAckStatementsSingleKeyCitus(t *testing.T) {
+	t.Parallel()
 	for _, v := range statementVariants() {
 		t.Run(v.name, func(t *testing.T) {
 			audit, e := auditedPEnv(t, v)
@@ -100,6 +101,7 @@ func auditedPEnv(t *testing.T, v statementVariant) (*citusAudit, *pEnv) {
 // forgotten) is still ErrLockLost.
 // The other variants check the outcomes only.
 func TestSessionQueueIDOnlyLeaseRoutedCitus(t *testing.T) {
+	t.Parallel()
 	for _, v := range statementVariants() {
 		t.Run(v.name, func(t *testing.T) {
 			audit := &citusAudit{dquoted: v.d == agentstore.SQLite}

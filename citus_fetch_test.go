@@ -26,6 +26,7 @@ import (
 // window full of a locked instance's messages), the scan (the walk given
 // up), each also with a capability filter.
 func TestOrchFetchStatementsCitusShapes(t *testing.T) {
+	t.Parallel()
 	variants := statementVariants()
 	filter := &duroxide.DispatcherCapabilityFilter{SupportedDuroxideVersions: []duroxide.SemverRange{
 		{Min: *semver.MustParse("0.0.0"), Max: *semver.MustParse("99.0.0")}}}
@@ -206,6 +207,7 @@ func citusIdent(tk string) bool {
 // correlated to a derived table, a head probe correlated to a CTE), and
 // accepts the pushed-down form and uncorrelated subqueries.
 func TestCitusFetchShapeChecker(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		sql string
 		bad bool
@@ -232,6 +234,7 @@ func TestCitusFetchShapeChecker(t *testing.T) {
 // younger than y, read after busy's 512 messages), and the reads skip
 // busy's backlog after its first entries.
 func TestOrchWalkOldestAcrossReads(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		e := newPEnv(t, h)
 		for _, inst := range []string{"a", "busy", "y"} {

@@ -20,6 +20,7 @@ import (
 // (docs/distributed.md). The fork holds the branch renumbered from 1,
 // including a parent stored after the fork point (the walk's second read).
 func TestForkStatementsSingleKey(t *testing.T) {
+	t.Parallel()
 	variants := statementVariants()
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {

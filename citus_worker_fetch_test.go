@@ -31,6 +31,7 @@ import (
 // SQLite and MariaDB claims are the single-node claim (FOR UPDATE SKIP
 // LOCKED over the queue) and are not checked.
 func TestWorkerFetchStatementsCitusShapes(t *testing.T) {
+	t.Parallel()
 	for _, v := range statementVariants() {
 		t.Run(v.name, func(t *testing.T) {
 			if v.name != "postgres-general" {
@@ -210,6 +211,7 @@ func citusCrossGroupJoin(template string) string {
 // queue and the sessions, the session check correlated by session_id) and
 // accepts the routed ones.
 func TestCitusWorkerFetchChecker(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		sql string
 		bad bool
@@ -238,6 +240,7 @@ func TestCitusWorkerFetchChecker(t *testing.T) {
 // distributed queue), with and without the instance part; a genuine
 // token of the old form still reaches the database (it is looked up).
 func TestForgedLeaseTokensSendNoStatement(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		audit := &citusAudit{dquoted: h.Dialect == agentstore.SQLite}
 		st := h.New(t, agentstore.WithLogger(audit))

@@ -162,7 +162,7 @@ func TestDocsReadmeExampleRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "readme-example")
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-ldflags=" + testLinkFlags, "-o", bin}
 	if raceBuild { // from the test build's compiled packages (testBinary)
 		args = append(args, "-race")
 	}

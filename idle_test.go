@@ -46,7 +46,7 @@ func (l *stmtLogger) reset() {
 	l.mu.Unlock()
 }
 
-// idleSeconds is the length of TestIdleFetchCost's idle wait
+// idleSeconds is the length of testIdleFetchCost's idle wait
 // (AGENTSTORE_IDLE_SECONDS, default 5).
 func idleSeconds() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("AGENTSTORE_IDLE_SECONDS") + "s"); err == nil && d > 0 {
@@ -55,7 +55,7 @@ func idleSeconds() time.Duration {
 	return 5 * time.Second
 }
 
-// TestIdleFetchCost: an orchestration fetch and a work-item fetch waiting
+// testIdleFetchCost (TestTimingSensitive/IdleFetchCost): an orchestration fetch and a work-item fetch waiting
 // on empty queues with a healthy wake-up channel (LISTEN; the data_version
 // watcher) re-check the database about once per second each (one claim;
 // the next-due query runs after wake-ups), not every poll interval (20
@@ -64,7 +64,7 @@ func idleSeconds() time.Duration {
 // not at the next second. MariaDB has no wake-up channel: its default 1 s
 // poll interval keeps the same idle cost, and another Store's commit is
 // seen within that second (the bounds below say which apply).
-func TestIdleFetchCost(t *testing.T) {
+func testIdleFetchCost(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
 		count := &stmtLogger{}
@@ -204,20 +204,20 @@ func TestIdleFetchCost(t *testing.T) {
 	})
 }
 
-// TestIdleDequeueCost: two Dequeues waiting (DequeueParams.Wait) on empty
+// testIdleDequeueCost (TestTimingSensitive/IdleDequeueCost): two Dequeues waiting (DequeueParams.Wait) on empty
 // sessions with a healthy wake-up channel re-check the database about once
 // per second each, not every poll interval (20 ms): at most 1.5 statements
 // per waiting call per idle second. A lease expiring meanwhile still hands
 // its item over at its expiry, not at the next second; and the wake-up
 // latency across Stores stays that of the channel (logged as BENCH), or
 // within MariaDB's 1 s default poll interval.
-func TestIdleDequeueCost(t *testing.T) {
+func testIdleDequeueCost(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
 		count := &stmtLogger{}
 		st := h.New(t, agentstore.WithLogger(count))
 		q := st.SessionQueue()
-		crossStore := 100 * time.Millisecond // as in TestIdleFetchCost
+		crossStore := 100 * time.Millisecond // as in testIdleFetchCost
 		if !st.Capabilities().Has(agentstore.CapWakeup) {
 			crossStore = 1200 * time.Millisecond
 		}

@@ -20,6 +20,9 @@ import (
 // made the worker and orchestrator queues O(n) per claim before their
 // indexes were fixed.
 func TestPerfClaimPlansUseIndexes(t *testing.T) {
+	// fills 100,000-row tables: a scale test, run by CI in its load-test
+	// step, without -race (as TestPlanTraps)
+	requireLongTests(t)
 	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		const n = 100000

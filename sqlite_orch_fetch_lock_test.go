@@ -10,14 +10,14 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-// TestSQLiteOrchFetchReadsBeforeWriteLock: on SQLite an idle orchestration
+// testSQLiteOrchFetchReadsBeforeWriteLock (TestTimingSensitive/SQLiteOrchFetchReadsBeforeWriteLock): on SQLite an idle orchestration
 // fetch (the Store's first, or one of a queue found empty with no wake-up
 // since) reads whether anything is claimable before it takes the
 // database's one write lock. While another connection holds that lock, a
 // fetch of an empty queue returns nothing at once (it used to wait for
 // the lock and fail with ErrLockTimeout), and a fetch with a claimable
 // message claims it as soon as the lock is released.
-func TestSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
+func testSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
 	h := newHarness(t, agentstore.SQLite)
 	st := h.New(t, agentstore.WithLockTimeout(2*time.Second))
 	ctx := context.Background()
@@ -62,7 +62,7 @@ func TestSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
 	}
 }
 
-// TestSQLiteWorkerIdleRecheckReadsBeforeWriteLock: on SQLite the re-checks
+// testSQLiteWorkerIdleRecheckReadsBeforeWriteLock (TestTimingSensitive/SQLiteWorkerIdleRecheckReadsBeforeWriteLock): on SQLite the re-checks
 // of an idle FetchWorkItem long poll (its claim found nothing and no
 // wake-up came since) read whether an item is claimable before they take
 // the database's one write lock. While another connection holds that lock,
@@ -70,7 +70,7 @@ func TestSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
 // ErrLockTimeout at its first re-check; an item that becomes visible by
 // the clock alone (an abandon with a delay) is still claimed by a
 // re-check.
-func TestSQLiteWorkerIdleRecheckReadsBeforeWriteLock(t *testing.T) {
+func testSQLiteWorkerIdleRecheckReadsBeforeWriteLock(t *testing.T) {
 	h := newHarness(t, agentstore.SQLite)
 	st := h.New(t, agentstore.WithLockTimeout(300*time.Millisecond), agentstore.WithPollInterval(200*time.Millisecond))
 	ctx := context.Background()

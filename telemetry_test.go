@@ -187,6 +187,7 @@ const secret = "SECRET-PAYLOAD-7f3a"
 // status with the sentinel class for a failing call, and neither status
 // nor error for "nothing found".
 func TestTelemetrySpans(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		e := newTelEnv(t, h)
 		ctx, parent := e.tp.Tracer("caller").Start(context.Background(), "caller")
@@ -323,6 +324,7 @@ func TestTelemetrySpans(t *testing.T) {
 // TestTelemetryLockChildren: calls on WithSessionLock's tx are traced as
 // children of the lock's span.
 func TestTelemetryLockChildren(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		e := newTelEnv(t, h)
 		ctx := context.Background()
@@ -348,6 +350,7 @@ func TestTelemetryLockChildren(t *testing.T) {
 // TestTelemetryQueueMetrics: call counts, the depth and age gauges of the
 // three queues, redeliveries after an expired lease and lock-lost acks.
 func TestTelemetryQueueMetrics(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		clock := newTestClock()
 		e := newTelEnv(t, h, agentstore.WithClock(clock.Now))
@@ -454,11 +457,11 @@ func TestTelemetryQueueMetrics(t *testing.T) {
 	})
 }
 
-// TestTelemetryWakeup: a fetch waiting on one Store is woken by another
+// testTelemetryWakeup (TestTimingSensitive/TelemetryWakeup): a fetch waiting on one Store is woken by another
 // Store's enqueue (LISTEN/NOTIFY, the data_version watcher), and the
 // wake-up is counted (MariaDB, which has no cross-Store wake-up: the
 // Store's own enqueue wakes it).
-func TestTelemetryWakeup(t *testing.T) {
+func testTelemetryWakeup(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		// a poll interval of a minute: only a wake-up ends the wait early
 		e := newTelEnv(t, h, agentstore.WithPollInterval(time.Minute))
@@ -782,6 +785,9 @@ func telemetrySuiteOptions(t *testing.T) []agentstore.Option {
 // queues of 100,000 rows, half of the session queue finished, without
 // statistics and after ANALYZE.
 func TestPerfTelemetryGaugePlans(t *testing.T) {
+	// fills 100,000-row tables: a scale test, run by CI in its load-test
+	// step, without -race (as TestPlanTraps)
+	requireLongTests(t)
 	t.Parallel()
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.New(t)

@@ -26,6 +26,13 @@ var testBinaries struct {
 	err  error
 }
 
+// testLinkFlags leave the symbol table and DWARF out of the binaries the
+// tests build: the links (external, for cgo SQLite) then take about half
+// the CPU (2026-12-05: the seven binaries 11 s of CPU against 26 s, 6 s
+// of wall time against 14 s). A panic's trace still names functions and
+// lines.
+const testLinkFlags = "-s -w"
+
 // builtPackages are the main packages testBinary can return, each built
 // to a file named after its last path element.
 var builtPackages = []string{"./cmd/agentstore", "./examples/..."}
@@ -40,7 +47,7 @@ func testBinary(t testing.TB, name string) string {
 		if testBinaries.err != nil {
 			return
 		}
-		args := []string{"build", "-o", testBinaries.dir + string(filepath.Separator)}
+		args := []string{"build", "-ldflags=" + testLinkFlags, "-o", testBinaries.dir + string(filepath.Separator)}
 		if raceBuild {
 			args = append(args, "-race")
 		}
