@@ -152,6 +152,18 @@ func requireSuiteVariant(t testing.TB) {
 	}
 }
 
+// mariadbOnlyLongTest skips t, one of the root package's MariaDB-only
+// tests (TestMariaDB*: query plans, migration internals, the polled change
+// feed under load), unless longTestsEnv=1, as the MariaDB half of its
+// per-dialect tests (forEachDialect): `go test ./...` runs the conformance
+// suite on MariaDB and stays within 5 minutes; CI runs these too.
+func mariadbOnlyLongTest(t testing.TB) {
+	t.Helper()
+	if os.Getenv(longTestsEnv) != "1" {
+		t.Skipf("a MariaDB-only test of the root package: set %s=1 to run it (CI does); the conformance suite runs on MariaDB in every run", longTestsEnv)
+	}
+}
+
 // requireLongTests skips t unless longTestsEnv=1.
 func requireLongTests(t testing.TB) {
 	t.Helper()

@@ -42,6 +42,7 @@ func cursorID(t testing.TB, c repo.ChangeCursor) int64 {
 // whose id is below one delivered before it (the out-of-order commit this
 // test is about happened).
 func TestMariaDBChangeFeedOutOfOrderCommits(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()

@@ -78,6 +78,7 @@ func analyze(t *testing.T, st *agentstore.Store, stmt string) map[string]planTab
 // UPDATE ... FROM (VALUES ...) RETURNING failed with a syntax error and
 // its calls ran again one by one).
 func TestMariaDBSessionQueueRoundTrips(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
@@ -164,6 +165,7 @@ func TestMariaDBSessionQueueRoundTrips(t *testing.T) {
 // finished items, which sort before the live ones of lower priority.
 // Verify reports that older form, and Migrate at head makes the new one.
 func TestMariaDBSessionQueueClaimSkipsFinishedItems(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
@@ -241,6 +243,7 @@ func TestMariaDBSessionQueueClaimSkipsFinishedItems(t *testing.T) {
 // CleanupExpired's recursive step reads the sessions by their parent
 // index once per expired session (without STRAIGHT_JOIN: the whole index).
 func TestMariaDBListAndCleanupPlans(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()

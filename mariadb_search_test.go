@@ -40,6 +40,7 @@ func mariaText(id, text string) repo.Message {
 // message when no word of the query is in the index); underscores and
 // other punctuation separate words as on the other dialects.
 func TestMariaDBSearchWordsTheIndexCannotHold(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	st := h.New(t)
@@ -93,6 +94,7 @@ func TestMariaDBSearchWordsTheIndexCannotHold(t *testing.T) {
 // row) is finished by the next Migrate, which indexes the messages stored
 // meanwhile.
 func TestMariaDBSearchV15Resumes(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	st := h.New(t)
@@ -143,6 +145,7 @@ func TestMariaDBSearchV15Resumes(t *testing.T) {
 // and a missing search trigger, each with a fix that, run as given,
 // restores search.
 func TestMariaDBVerifySearchIndex(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	st := h.New(t)

@@ -24,6 +24,7 @@ import (
 // a fixed number of rounds: every claimer gets work in every round, and
 // no item is leased twice.
 func TestMariaDBConcurrentClaimersAllGetWork(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
@@ -95,6 +96,7 @@ func TestMariaDBConcurrentClaimersAllGetWork(t *testing.T) {
 // statement of the MariaDB chain can run again); concurrent Migrate calls
 // on an empty database are serialised by GET_LOCK and all succeed.
 func TestMariaDBMigrateFinishesAHalfAppliedStep(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
@@ -172,6 +174,7 @@ func TestMariaDBMigrateFinishesAHalfAppliedStep(t *testing.T) {
 // or passed an item over because its session claim waited too long; the
 // one pooled connection is then asked for its bound.
 func TestMariaDBClaimWaitRestoresTheSessionBound(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
@@ -245,6 +248,7 @@ func mustTarget(t *testing.T, dsn string) string {
 // (ANALYZE: with 20,000 visible tagged and 20,000 visible session-bound
 // items, an untagged poll reads none of them).
 func TestMariaDBWorkerReadyIndex(t *testing.T) {
+	mariadbOnlyLongTest(t)
 	t.Parallel()
 	h := newHarness(t, agentstore.MariaDB)
 	ctx := context.Background()
