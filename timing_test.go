@@ -10,7 +10,7 @@ import "testing"
 // (each mostly waits) and never beside the heavy parallel tests, whose
 // load would stretch their latencies; until 2026-12-05 each was a serial
 // test of its own and they ran one after another (about 30 s of a plain
-// `go test ./...` with the CPU mostly idle, against 9 s together).
+// `go test ./...` with the CPU mostly idle, against about 13 s together).
 func TestTimingSensitive(t *testing.T) {
 	for _, c := range []struct {
 		name string
