@@ -55,15 +55,16 @@ func idleSeconds() time.Duration {
 	return 5 * time.Second
 }
 
-// testIdleFetchCost (TestTimingSensitive/IdleFetchCost): an orchestration fetch and a work-item fetch waiting
-// on empty queues with a healthy wake-up channel (LISTEN; the data_version
-// watcher) re-check the database about once per second each (one claim;
-// the next-due query runs after wake-ups), not every poll interval (20
-// ms): at most 1.5 statements per waiting fetch per idle second. A delayed message
-// enqueued meanwhile by another Store is still fetched at its visible_at,
-// not at the next second. MariaDB has no wake-up channel: its default 1 s
-// poll interval keeps the same idle cost, and another Store's commit is
-// seen within that second (the bounds below say which apply).
+// testIdleFetchCost (TestTimingSensitive/IdleFetchCost): an orchestration
+// fetch and a work-item fetch waiting on empty queues with a healthy
+// wake-up channel (LISTEN; the data_version watcher) re-check the database
+// about once per second each (one claim; the next-due query runs after
+// wake-ups), not every poll interval (20 ms): at most 1.5 statements per
+// waiting fetch per idle second. A delayed message enqueued meanwhile by
+// another Store is still fetched at its visible_at, not at the next second.
+// MariaDB has no wake-up channel: its default 1 s poll interval keeps the
+// same idle cost, and another Store's commit is seen within that second
+// (the bounds below say which apply).
 func testIdleFetchCost(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
@@ -204,13 +205,14 @@ func testIdleFetchCost(t *testing.T) {
 	})
 }
 
-// testIdleDequeueCost (TestTimingSensitive/IdleDequeueCost): two Dequeues waiting (DequeueParams.Wait) on empty
-// sessions with a healthy wake-up channel re-check the database about once
-// per second each, not every poll interval (20 ms): at most 1.5 statements
-// per waiting call per idle second. A lease expiring meanwhile still hands
-// its item over at its expiry, not at the next second; and the wake-up
-// latency across Stores stays that of the channel (logged as BENCH), or
-// within MariaDB's 1 s default poll interval.
+// testIdleDequeueCost (TestTimingSensitive/IdleDequeueCost): two Dequeues
+// waiting (DequeueParams.Wait) on empty sessions with a healthy wake-up
+// channel re-check the database about once per second each, not every poll
+// interval (20 ms): at most 1.5 statements per waiting call per idle
+// second. A lease expiring meanwhile still hands its item over at its
+// expiry, not at the next second; and the wake-up latency across Stores
+// stays that of the channel (logged as BENCH), or within MariaDB's 1 s
+// default poll interval.
 func testIdleDequeueCost(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()

@@ -50,13 +50,14 @@ const (
 	handOffAtOnce = 3 * time.Second
 )
 
-// testProviderHandOffWakesOneFetcher (TestTimingSensitive/ProviderHandOffWakesOneFetcher): with two fetches of one Store waiting
-// (no capability filter, no session, untagged items), a new item wakes one
-// of them: the statements from the enqueue until that fetch returned are
-// the enqueue and the one claim (on PostgreSQL one statement, a new
-// instance's metadata included), not a claim of every waiting fetch that finds nothing
-// (and its next-due query). The second fetch, still waiting, gets the next
-// item at once.
+// testProviderHandOffWakesOneFetcher
+// (TestTimingSensitive/ProviderHandOffWakesOneFetcher): with two fetches of
+// one Store waiting (no capability filter, no session, untagged items), a
+// new item wakes one of them: the statements from the enqueue until that
+// fetch returned are the enqueue and the one claim (on PostgreSQL one
+// statement, a new instance's metadata included), not a claim of every
+// waiting fetch that finds nothing (and its next-due query). The second
+// fetch, still waiting, gets the next item at once.
 func testProviderHandOffWakesOneFetcher(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		l := &stmtLogger{}
@@ -164,9 +165,11 @@ func itemIDs(ch <-chan *duroxide.OrchestrationItem) <-chan string {
 	return out
 }
 
-// testProviderHandOffPassedOn (TestTimingSensitive/ProviderHandOffPassedOn): a fetch handed an item that it does not
-// use (its context ends as the hand-off comes) passes it on: the other
-// waiting fetch returns the item at once, not at its next re-check.
+// testProviderHandOffPassedOn
+// (TestTimingSensitive/ProviderHandOffPassedOn): a fetch handed an item
+// that it does not use (its context ends as the hand-off comes) passes it
+// on: the other waiting fetch returns the item at once, not at its next
+// re-check.
 func testProviderHandOffPassedOn(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.New(t, agentstore.WithPollInterval(handOffPoll))
@@ -236,11 +239,12 @@ func drainWork(t *testing.T, p duroxide.Provider) {
 	}
 }
 
-// testProviderFetchWakesOnEnqueue (TestTimingSensitive/ProviderFetchWakesOnEnqueue): a fetch waiting with a long poll
-// returns within a few milliseconds of an enqueue through the same Store,
-// and within the cross-Store wake-up's delay of one through another Store
-// (LISTEN/NOTIFY, PRAGMA data_version; MariaDB has no cross-Store wake-up:
-// its poll interval).
+// testProviderFetchWakesOnEnqueue
+// (TestTimingSensitive/ProviderFetchWakesOnEnqueue): a fetch waiting with a
+// long poll returns within a few milliseconds of an enqueue through the
+// same Store, and within the cross-Store wake-up's delay of one through
+// another Store (LISTEN/NOTIFY, PRAGMA data_version; MariaDB has no
+// cross-Store wake-up: its poll interval).
 func testProviderFetchWakesOnEnqueue(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		st := h.New(t)
@@ -315,12 +319,13 @@ func testProviderFetchWakesOnEnqueue(t *testing.T) {
 	})
 }
 
-// testProviderStatementsPerWorkflow (TestTimingSensitive/ProviderStatementsPerWorkflow) counts the statements of one
-// workflow (start, a turn scheduling one activity, the activity, the
+// testProviderStatementsPerWorkflow
+// (TestTimingSensitive/ProviderStatementsPerWorkflow) counts the statements
+// of one workflow (start, a turn scheduling one activity, the activity, the
 // completing turn) run by two orchestrator and two worker loops of one
-// Store, workflows one at a time: each new item wakes one waiting loop,
-// so no loop's claim finds nothing. It fails when a round trip removed
-// from the workflow's path comes back.
+// Store, workflows one at a time: each new item wakes one waiting loop, so
+// no loop's claim finds nothing. It fails when a round trip removed from
+// the workflow's path comes back.
 func testProviderStatementsPerWorkflow(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		l := &stmtLogger{}

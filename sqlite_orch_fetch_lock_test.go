@@ -10,13 +10,14 @@ import (
 	"github.com/agentstore/agentstore/repo/duroxide"
 )
 
-// testSQLiteOrchFetchReadsBeforeWriteLock (TestTimingSensitive/SQLiteOrchFetchReadsBeforeWriteLock): on SQLite an idle orchestration
-// fetch (the Store's first, or one of a queue found empty with no wake-up
-// since) reads whether anything is claimable before it takes the
-// database's one write lock. While another connection holds that lock, a
-// fetch of an empty queue returns nothing at once (it used to wait for
-// the lock and fail with ErrLockTimeout), and a fetch with a claimable
-// message claims it as soon as the lock is released.
+// testSQLiteOrchFetchReadsBeforeWriteLock
+// (TestTimingSensitive/SQLiteOrchFetchReadsBeforeWriteLock): on SQLite an
+// idle orchestration fetch (the Store's first, or one of a queue found
+// empty with no wake-up since) reads whether anything is claimable before
+// it takes the database's one write lock. While another connection holds
+// that lock, a fetch of an empty queue returns nothing at once (it used to
+// wait for the lock and fail with ErrLockTimeout), and a fetch with a
+// claimable message claims it as soon as the lock is released.
 func testSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
 	h := newHarness(t, agentstore.SQLite)
 	st := h.New(t, agentstore.WithLockTimeout(2*time.Second))
@@ -62,13 +63,14 @@ func testSQLiteOrchFetchReadsBeforeWriteLock(t *testing.T) {
 	}
 }
 
-// testSQLiteWorkerIdleRecheckReadsBeforeWriteLock (TestTimingSensitive/SQLiteWorkerIdleRecheckReadsBeforeWriteLock): on SQLite the re-checks
-// of an idle FetchWorkItem long poll (its claim found nothing and no
-// wake-up came since) read whether an item is claimable before they take
-// the database's one write lock. While another connection holds that lock,
-// such a poll ends empty at its timeout instead of failing with
-// ErrLockTimeout at its first re-check; an item that becomes visible by
-// the clock alone (an abandon with a delay) is still claimed by a
+// testSQLiteWorkerIdleRecheckReadsBeforeWriteLock
+// (TestTimingSensitive/SQLiteWorkerIdleRecheckReadsBeforeWriteLock): on
+// SQLite the re-checks of an idle FetchWorkItem long poll (its claim found
+// nothing and no wake-up came since) read whether an item is claimable
+// before they take the database's one write lock. While another connection
+// holds that lock, such a poll ends empty at its timeout instead of failing
+// with ErrLockTimeout at its first re-check; an item that becomes visible
+// by the clock alone (an abandon with a delay) is still claimed by a
 // re-check.
 func testSQLiteWorkerIdleRecheckReadsBeforeWriteLock(t *testing.T) {
 	h := newHarness(t, agentstore.SQLite)

@@ -457,10 +457,10 @@ func TestTelemetryQueueMetrics(t *testing.T) {
 	})
 }
 
-// testTelemetryWakeup (TestTimingSensitive/TelemetryWakeup): a fetch waiting on one Store is woken by another
-// Store's enqueue (LISTEN/NOTIFY, the data_version watcher), and the
-// wake-up is counted (MariaDB, which has no cross-Store wake-up: the
-// Store's own enqueue wakes it).
+// testTelemetryWakeup (TestTimingSensitive/TelemetryWakeup): a fetch
+// waiting on one Store is woken by another Store's enqueue (LISTEN/NOTIFY,
+// the data_version watcher), and the wake-up is counted (MariaDB, which has
+// no cross-Store wake-up: the Store's own enqueue wakes it).
 func testTelemetryWakeup(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, h *harness) {
 		// a poll interval of a minute: only a wake-up ends the wait early
